@@ -1,0 +1,40 @@
+# Hutch. `make build` makes bin/hutch; `make test` runs every test (the
+# sandbox tests need root and runc: ./setup installs it); `make bench`
+# compares Hutch with plain runc and unshare.
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X github.com/hutchdev/hutch/internal/cli.Version=$(VERSION)
+BIN      := bin/hutch
+
+.PHONY: build test bench lint generate clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
+
+# The end-to-end tests build their own binary from the same sources.
+test: build
+	CGO_ENABLED=0 $(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: build
+	$(GO) run ./bench -hutch $(BIN)
+
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+	$(GO) run github.com/kisielk/errcheck@v1.9.0 ./...
+	$(GO) run github.com/securego/gosec/v2/cmd/gosec@v2.22.10 -quiet -exclude-generated ./...
+
+# Regenerates the agent's Connect/protobuf code from api/*.proto. Needs
+# protoc (apt-get install protobuf-compiler); the Go plugins are pinned in
+# go.mod's tool lines.
+generate:
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go
+	PATH=$(CURDIR)/bin:$$PATH protoc -I api \
+		--go_out=. --go_opt=module=github.com/hutchdev/hutch \
+		--connect-go_out=. --connect-go_opt=module=github.com/hutchdev/hutch \
+		api/process/process.proto api/filesystem/filesystem.proto
+
+clean:
+	rm -rf bin

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// reference is what the runc peer copies from a real Hutch sandbox, so that
+// it starts the very same container Hutch starts: the bundle's config.json,
+// the template its root is made from, and the files Hutch writes into the
+// sandbox's writable layer before starting it (/etc/passwd, hosts, …).
+type reference struct {
+	spec  *specs.Spec
+	dir   string // the Hutch sandbox's bundle directory
+	lower string // overlay lowerdir: the template root
+	files []layerFile
+}
+
+// layerFile is one file or directory of the writable layer.
+type layerFile struct {
+	rel      string
+	dir      bool
+	data     []byte
+	mode     fs.FileMode
+	uid, gid int
+}
+
+// loadReference reads the bundle of the live sandbox whose directory is dir.
+func loadReference(dir string) (*reference, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read reference bundle: %w", err)
+	}
+	ref := &reference{spec: new(specs.Spec), dir: dir}
+	if err := json.Unmarshal(b, ref.spec); err != nil {
+		return nil, fmt.Errorf("decode reference config.json: %w", err)
+	}
+	if ref.spec.Root == nil || ref.spec.Process == nil || ref.spec.Linux == nil {
+		return nil, errors.New("reference config.json lacks root, process or linux")
+	}
+	m, err := findMount(filepath.Join(dir, ref.spec.Root.Path))
+	if err != nil {
+		return nil, err
+	}
+	ref.lower = overlayOption(m.superOpts, "lowerdir")
+	upper := overlayOption(m.superOpts, "upperdir")
+	if m.fsType != "overlay" || ref.lower == "" || upper == "" {
+		return nil, fmt.Errorf("reference root is %s (%s), not an overlay", m.fsType, m.superOpts)
+	}
+	if ref.files, err = readLayer(upper); err != nil {
+		return nil, fmt.Errorf("read reference writable layer: %w", err)
+	}
+	return ref, nil
+}
+
+// readLayer reads the regular files and directories of a writable layer.
+func readLayer(root string) ([]layerFile, error) {
+	var files []layerFile
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || path == root {
+			return err
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if st == nil || !(fi.IsDir() || fi.Mode().IsRegular()) {
+			return nil // sockets, whiteouts: nothing Hutch writes before start
+		}
+		rel, _ := filepath.Rel(root, path)
+		f := layerFile{rel: rel, dir: fi.IsDir(), mode: fi.Mode().Perm(), uid: int(st.Uid), gid: int(st.Gid)}
+		if !f.dir {
+			if f.data, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		}
+		files = append(files, f)
+		return nil
+	})
+	return files, err
+}
+
+// bundle is one runc peer's bundle: a fresh overlay of the same template,
+// the same writable-layer files, and the reference config with only what
+// must differ changed.
+type bundle struct {
+	dir    string
+	rootfs string
+}
+
+// prepare makes the bundle in dir for container name, running args. It is
+// not timed: the Hutch side's equivalent work (mkdir, mount, write files and
+// config) is inside its timing, so this favours runc slightly.
+func (r *reference) prepare(dir, name, cgroupParent string, args []string) (*bundle, error) {
+	b := &bundle{dir: dir, rootfs: filepath.Join(dir, r.spec.Root.Path)}
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{dir, upper, work, b.rootfs} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return b, err
+		}
+	}
+	if err := writeLayer(upper, r.files); err != nil {
+		return b, err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", r.lower, upper, work)
+	if err := unix.Mount("overlay", b.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
+		return b, fmt.Errorf("mount overlay: %w", err)
+	}
+	spec, err := r.specFor(dir, name, cgroupParent, args)
+	if err != nil {
+		return b, err
+	}
+	cfg, err := json.Marshal(spec)
+	if err != nil {
+		return b, err
+	}
+	return b, os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600)
+}
+
+func writeLayer(root string, files []layerFile) error {
+	for _, f := range files { // WalkDir order: parents first
+		path := filepath.Join(root, f.rel)
+		var err error
+		if f.dir {
+			err = os.Mkdir(path, f.mode)
+		} else {
+			err = os.WriteFile(path, f.data, f.mode)
+		}
+		if err == nil {
+			err = os.Chmod(path, f.mode)
+		}
+		if err == nil {
+			err = os.Lchown(path, f.uid, f.gid)
+		}
+		if err != nil {
+			return fmt.Errorf("copy writable layer: %w", err)
+		}
+	}
+	return nil
+}
+
+// specFor is the reference config with three changes: the process is args
+// instead of the agent; the cgroup is the bench's own (same depth, same
+// limits), since two containers cannot share one; and bind mounts of the
+// reference sandbox's own directories (the agent socket dir) come from the
+// same place in this bundle. Mounts, namespaces, limits, capabilities,
+// seccomp, masked paths are untouched.
+func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*specs.Spec, error) {
+	b, err := json.Marshal(r.spec)
+	if err != nil {
+		return nil, err
+	}
+	s := new(specs.Spec) // a deep copy
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	s.Process.Args = args
+	s.Linux.CgroupsPath = "/" + cgroupParent + "/" + name
+	for i, m := range s.Mounts {
+		rel, err := filepath.Rel(r.dir, m.Source)
+		if m.Type != "bind" || err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		src := filepath.Join(dir, rel)
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return nil, err
+		}
+		s.Mounts[i].Source = src
+	}
+	return s, nil
+}
+
+// unmount undoes prepare's mount; a root that is not mounted is fine.
+func (b *bundle) unmount() error {
+	err := unix.Unmount(b.rootfs, 0)
+	switch {
+	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.EBUSY):
+		return unix.Unmount(b.rootfs, unix.MNT_DETACH)
+	}
+	return fmt.Errorf("unmount %s: %w", b.rootfs, err)
+}
+
+// remove unmounts the bundle's root and deletes its directory.
+func (b *bundle) remove() error {
+	if err := b.unmount(); err != nil {
+		return err // never RemoveAll through a mounted root
+	}
+	return os.RemoveAll(b.dir)
+}
+
+// mountInfo is one line of /proc/self/mountinfo.
+type mountInfo struct {
+	point     string
+	fsType    string
+	superOpts string
+}
+
+// mounts lists the mounts of this process's mount namespace.
+func mounts() ([]mountInfo, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mountInfo
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent maj:min root point opts [optional…] - type source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		out = append(out, mountInfo{point: unescapeMount(a[4]), fsType: b[0], superOpts: b[2]})
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if c, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(c))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// findMount returns the topmost mount at point.
+func findMount(point string) (mountInfo, error) {
+	all, err := mounts()
+	if err != nil {
+		return mountInfo{}, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].point == point {
+			return all[i], nil
+		}
+	}
+	return mountInfo{}, fmt.Errorf("%s is not a mount point", point)
+}
+
+// mountsUnder lists the mount points at or below dir.
+func mountsUnder(dir string) ([]string, error) {
+	all, err := mounts()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range all {
+		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
+			out = append(out, m.point)
+		}
+	}
+	return out, nil
+}
+
+// overlayOption returns one key's value from overlay super options.
+func overlayOption(opts, key string) string {
+	for _, o := range strings.Split(opts, ",") {
+		if v, ok := strings.CutPrefix(o, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

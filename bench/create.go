@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// echoArgs is the first command of a fresh sandbox in row (a), the same
+// program for every peer.
+var echoArgs = []string{"/usr/bin/echo", "hi"}
+
+// measureCreate is row (a): from nothing to the first byte of output of
+// `echo hi` in a new isolated environment.
+//
+//   - hutch: POST /v1/sandboxes, then the exec as an SSE stream, until the
+//     first stdout event reaches the client. Deleting it is not timed.
+//   - runc run: the very bundle Hutch would run (its config.json, same
+//     template, same writable-layer files) with echo as the process, run in
+//     the foreground, until echo's first byte arrives on the pipe. Making the
+//     overlay and writing the bundle are not timed, deleting neither.
+//   - unshare: new pid, mount, net, ipc and uts namespaces and echo, no
+//     cgroups, no root switch: the floor of what isolation costs.
+func (b *bench) measureCreate(ctx context.Context) (section, error) {
+	ref, err := b.reference(ctx)
+	if err != nil {
+		return section{}, err
+	}
+	var post, first []time.Duration
+	hutch := &peer{name: "hutch", run: func(ctx context.Context) (time.Duration, error) {
+		p, f, err := b.hutchCreate(ctx)
+		post, first = append(post, p), append(first, f-p)
+		return f, err
+	}}
+	seq := 0
+	runc := &peer{name: "runc run", run: func(ctx context.Context) (time.Duration, error) {
+		seq++
+		return b.runcRun(ctx, ref, seq)
+	}}
+	unshare := &peer{name: "unshare", run: func(ctx context.Context) (time.Duration, error) {
+		args := append([]string{"--fork", "--pid", "--mount", "--net", "--ipc", "--uts"}, echoArgs...)
+		return firstOutput(exec.CommandContext(ctx, b.unshare, args...))
+	}}
+	mark := b.d.logSize()
+	if err := b.interleave(ctx, "(a) create", b.cfg.createN, hutch, runc, unshare); err != nil {
+		return section{}, err
+	}
+	post, first = post[b.cfg.warmup:], first[b.cfg.warmup:]
+	logged, _ := b.d.createDurations(mark)
+	return createSection(hutch.samples, post, first, logged, runc.samples, unshare.samples), nil
+}
+
+func createSection(hutch, post, first, logged, runc, unshare []time.Duration) section {
+	r := ratio(median(hutch), median(runc))
+	rows := []row{
+		durationRow("hutch: create + exec echo (SSE), to first stdout", hutch),
+		durationRow("  of which POST /v1/sandboxes", post),
+	}
+	if len(logged) > 0 {
+		rows = append(rows, durationRow("    of which the daemon's own create (its log)", logged))
+	}
+	rows = append(rows,
+		durationRow("  of which exec → first stdout", first),
+		durationRow("runc run of the equivalent bundle, to first stdout", runc),
+		durationRow("unshare --fork --pid --mount --net --ipc --uts", unshare),
+		row{label: "ratio hutch / runc run", median: fmtRatio(r), p90: fmtRatio(ratio(p90(hutch), p90(runc))),
+			target: target(r <= 1.3, "≤ 1.3× runc run")},
+	)
+	return section{title: "(a) create → first output of `echo hi`", rows: rows}
+}
+
+// hutchCreate times one sandbox from the create call to the first stdout
+// event, returning when the create call answered and when output came.
+func (b *bench) hutchCreate(ctx context.Context) (post, first time.Duration, err error) {
+	c := b.d.client
+	start := time.Now()
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("create sandbox: %w", err)
+	}
+	post = time.Since(start)
+	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
+	exit, err := c.ExecStream(ctx, sb.ID, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
+		if first == 0 && ev.Stream == client.Stdout {
+			first = time.Since(start)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return post, first, fmt.Errorf("exec in sandbox %s: %w", sb.ID, err)
+	case exit.ExitCode != 0 || first == 0:
+		return post, first, fmt.Errorf("echo in sandbox %s: exit code %d, no output", sb.ID, exit.ExitCode)
+	}
+	return post, first, nil
+}
+
+// deleteSandbox deletes a sandbox even when ctx has ended (^C), so that
+// nothing is left behind.
+func (b *bench) deleteSandbox(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := b.d.client.DeleteSandbox(ctx, id); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// reference creates a Hutch sandbox, copies what its bundle is made of, and
+// deletes it.
+func (b *bench) reference(ctx context.Context) (_ *reference, err error) {
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("create reference sandbox: %w", err)
+	}
+	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
+	return loadReference(b.d.sandboxDir(sb.ID))
+}
+
+// runcRun times one `runc run` of a fresh equivalent bundle.
+func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
+	name := "c" + strconv.Itoa(seq)
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
+	defer func() { err = errors.Join(err, b.runcDelete(ctx, name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	return firstOutput(exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--bundle", bun.dir, name))
+}
+
+// runcDelete removes a container from the bench's runc root if it is still
+// there; `runc run` in the foreground normally deletes it itself.
+func (b *bench) runcDelete(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "delete", "--force", name)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
+		return fmt.Errorf("runc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// firstOutput starts cmd and returns the time from just before the start to
+// the first byte on its stdout. It then drains the output and waits, so the
+// process has ended when it returns.
+func firstOutput(cmd *exec.Cmd) (time.Duration, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	cmd.Stderr = os.Stderr // as in timeRun
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	var one [1]byte
+	_, rerr := io.ReadFull(stdout, one[:])
+	d := time.Since(start)
+	_, _ = io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	if err := errors.Join(rerr, werr); err != nil {
+		return d, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	return d, nil
+}
+
+// cleanupRunc removes whatever the runc peer left: containers in the bench's
+// state root, mounts under its directory, its cgroups.
+func (b *bench) cleanupRunc(ctx context.Context) error {
+	var errs []error
+	out, _ := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "list", "--quiet").Output()
+	for _, name := range strings.Fields(string(out)) {
+		errs = append(errs, b.runcDelete(ctx, name))
+	}
+	points, err := mountsUnder(b.dir)
+	errs = append(errs, err)
+	for _, p := range points {
+		errs = append(errs, (&bundle{rootfs: p}).unmount())
+	}
+	errs = append(errs, removeCgroupTree(b.cgroupParent))
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes /sys/fs/cgroup/<hierarchy>/<parent> and the
+// (empty) cgroups under it in every hierarchy.
+func removeCgroupTree(parent string) error {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
+	if fi, err := os.Stat(filepath.Join("/sys/fs/cgroup", parent)); err == nil && fi.IsDir() {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent)) // cgroup v2
+	}
+	var errs []error
+	for _, dir := range dirs {
+		kids, _ := os.ReadDir(dir)
+		for _, k := range kids {
+			if k.IsDir() {
+				errs = append(errs, ignoreNotExist(os.Remove(filepath.Join(dir, k.Name()))))
+			}
+		}
+		errs = append(errs, ignoreNotExist(os.Remove(dir)))
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

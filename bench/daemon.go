@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// daemon is the `hutch serve` this benchmark started on its own directories.
+type daemon struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has been waited for
+	dataDir string
+	runDir  string
+	logPath string
+	client  *client.Client
+	version string
+}
+
+// startDaemon runs `hutch serve` on a free loopback port with its data and
+// run directories under base, and waits until it answers.
+func startDaemon(ctx context.Context, bin, base string) (*daemon, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{
+		exited:  make(chan struct{}),
+		dataDir: filepath.Join(base, "d"),
+		runDir:  filepath.Join(base, "r"),
+		logPath: filepath.Join(base, "daemon.log"),
+	}
+	logf, err := os.Create(d.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	d.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", d.dataDir, "--run-dir", d.runDir)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	// Its own process group: a ^C at the terminal reaches only the bench,
+	// which then deletes its sandboxes before it stops the daemon.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+	}
+	go func() {
+		_ = d.cmd.Wait()
+		close(d.exited)
+	}()
+	if err := d.waitReady(ctx, addr, 20*time.Second); err != nil {
+		return d, fmt.Errorf("%w%s", err, d.logTail())
+	}
+	return d, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls until the API key exists and GET /v1/health answers.
+func (d *daemon) waitReady(ctx context.Context, addr string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if key, err := os.ReadFile(filepath.Join(d.dataDir, "api.key")); err == nil {
+			c, err := client.New("http://"+addr, strings.TrimSpace(string(key)))
+			if err != nil {
+				return err
+			}
+			if h, err := c.Health(ctx); err == nil {
+				d.client, d.version = c, h.Version
+				return nil
+			}
+		}
+		select {
+		case <-d.exited:
+			return errors.New("daemon exited during start-up")
+		case <-ctx.Done():
+			return fmt.Errorf("daemon did not answer within %v: %w", timeout, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sandboxDir is a sandbox's bundle directory.
+func (d *daemon) sandboxDir(id string) string { return filepath.Join(d.dataDir, "sandboxes", id) }
+
+// runcRoot is the daemon's runc state root.
+func (d *daemon) runcRoot() string { return filepath.Join(d.runDir, "runc") }
+
+// containerName is the runc container of a sandbox.
+func containerName(id string) string { return "hutch-" + id }
+
+// deleteAll deletes every sandbox the daemon has; they are all this bench's.
+func (d *daemon) deleteAll(ctx context.Context) error {
+	if d.client == nil {
+		return nil
+	}
+	sbs, err := d.client.ListSandboxes(ctx)
+	if err != nil {
+		return fmt.Errorf("list sandboxes for cleanup: %w", err)
+	}
+	var errs []error
+	for _, sb := range sbs {
+		if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete sandbox %s: %w", sb.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stop sends SIGTERM and waits for the daemon to exit, killing it if it
+// takes longer than its own shutdown bound allows.
+func (d *daemon) stop() error {
+	if d.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-d.exited:
+		return errors.New("daemon had exited before the end of the bench" + d.logTail())
+	default:
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop daemon: %w", err)
+	}
+	select {
+	case <-d.exited:
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		return errors.New("daemon ignored SIGTERM for 20 s and was killed")
+	}
+}
+
+// rss is the daemon's resident set size (VmRSS).
+func (d *daemon) rss() (int64, error) {
+	return procStatusBytes(d.cmd.Process.Pid, "VmRSS")
+}
+
+// procStatusBytes reads a "kB" field of /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, error) {
+	return kBField(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// kBField reads a "Name:   123 kB" line of a /proc file, in bytes.
+func kBField(path, field string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || name != field {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", path, field, err)
+		}
+		return kb << 10, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s has no %s", path, field)
+}
+
+// logSize is the current length of the daemon's log, a mark for
+// createDurations.
+func (d *daemon) logSize() int64 {
+	fi, err := os.Stat(d.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// durationAttr finds the duration of a "sandbox created" log line, in slog's
+// text (duration=12.3ms) or JSON ("duration":12300000, in ns) form.
+var durationAttr = regexp.MustCompile(`"?duration"?[=:]"?([0-9.]+[a-zµ]*)`)
+
+// createDurations returns the durations the daemon logged for the sandboxes
+// it created after log offset from: its own view of a create, without HTTP.
+func (d *daemon) createDurations(from int64) ([]time.Duration, error) {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil {
+		return nil, err
+	}
+	if from > int64(len(b)) {
+		from = 0
+	}
+	var out []time.Duration
+	for _, line := range strings.Split(string(b[from:]), "\n") {
+		if !strings.Contains(line, "sandbox created") {
+			continue
+		}
+		m := durationAttr.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if ns, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+			out = append(out, time.Duration(ns))
+		} else if dur, err := time.ParseDuration(m[1]); err == nil {
+			out = append(out, dur)
+		}
+	}
+	return out, nil
+}
+
+// logTail is the end of the daemon's log, for error messages.
+func (d *daemon) logTail() string {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	const max = 2048
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return "\ndaemon log (end):\n" + string(b)
+}

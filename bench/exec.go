@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// trueBin is the command of row (b), the same program for every peer.
+const trueBin = "/usr/bin/true"
+
+// measureExec is row (b): running `true` in a sandbox that is already
+// running, and waiting for it to end.
+//
+//   - hutch: POST /v1/sandboxes/{id}/exec, JSON in and out: client → daemon
+//     → agent (unix socket) → fork/exec in the sandbox → back.
+//   - runc exec: the runtime's own way into the same sandbox's container
+//     (same namespaces, cgroup, capabilities), which Hutch avoids.
+//   - bare: fork/exec of true on the host, no isolation: the floor.
+func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		return section{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
+
+	hutch := &peer{name: "hutch", run: func(ctx context.Context) (time.Duration, error) {
+		return b.hutchExec(ctx, sb.ID)
+	}}
+	runc := &peer{name: "runc exec", run: func(ctx context.Context) (time.Duration, error) {
+		return timeRun(exec.CommandContext(ctx, b.runc, "--root", b.d.runcRoot(), "exec", containerName(sb.ID), trueBin))
+	}}
+	bare := &peer{name: "bare", run: func(ctx context.Context) (time.Duration, error) {
+		return timeRun(exec.CommandContext(ctx, trueBin))
+	}}
+	if err := b.interleave(ctx, "(b) exec", b.cfg.n, hutch, runc, bare); err != nil {
+		return section{}, err
+	}
+	return execSection(hutch.samples, runc.samples, bare.samples), nil
+}
+
+func execSection(hutch, runc, bare []time.Duration) section {
+	h, r := median(hutch), median(runc)
+	speedup := ratio(r, h)
+	return section{title: "(b) exec round trip of `true` in a running sandbox", rows: []row{
+		durationRow("hutch: POST /exec (JSON round trip)", hutch),
+		durationRow("runc exec into the same container", runc),
+		durationRow("bare fork/exec of /usr/bin/true on the host", bare),
+		{label: "hutch median", median: fmtDuration(h), target: target(h <= 3*time.Millisecond, "≤ 3 ms")},
+		{label: "ratio runc exec / hutch", median: fmtRatio(speedup), p90: fmtRatio(ratio(p90(runc), p90(hutch))),
+			target: target(speedup >= 5, "≥ 5× (hutch faster)")},
+		{label: "hutch − bare", median: fmtDuration(h - median(bare)), p90: fmtDuration(p90(hutch) - p90(bare))},
+	}}
+}
+
+// hutchExec times one exec through the API.
+func (b *bench) hutchExec(ctx context.Context, id string) (time.Duration, error) {
+	start := time.Now()
+	res, err := b.d.client.Exec(ctx, id, client.ExecRequest{Cmd: []string{trueBin}})
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	}
+	if res.ExitCode != 0 {
+		return d, fmt.Errorf("true in sandbox %s: exit code %d: %s", id, res.ExitCode, res.Stderr)
+	}
+	return d, nil
+}
+
+// timeRun times a command from start to exit. Its stderr is the bench's own
+// (an *os.File is handed over as is, without a copying goroutine), so that a
+// failure shows and the baseline is not inflated.
+func timeRun(cmd *exec.Cmd) (time.Duration, error) {
+	cmd.Stderr = os.Stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	return d, nil
+}

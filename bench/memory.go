@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// settle is how long idle sandboxes are left alone before their memory is
+// read, so that start-up allocations that are freed again do not count.
+const settle = 2 * time.Second
+
+// sandboxMemory is what one idle sandbox costs.
+type sandboxMemory struct {
+	cgroupUsage
+	agentPSS int64 // the agent's proportional set size: shared pages split among sharers
+}
+
+// cgroupUsage is a memory cgroup's account.
+type cgroupUsage struct {
+	usage  int64 // everything charged to the cgroup
+	rss    int64 // of which anonymous memory
+	cache  int64 // of which page cache (files written in the sandbox, …)
+	kernel int64 // of which kernel memory (slab, page tables, stacks)
+	procs  int64 // processes in the cgroup
+}
+
+// measureMemory is row (c): memory added per idle sandbox. It creates
+// cfg.memN sandboxes, waits for them to settle, and reads each one's memory
+// cgroup and its agent's PSS (the agent is the only process an idle sandbox
+// has; with runc no shim stays behind), and the daemon's RSS growth over all
+// of them.
+func (b *bench) measureMemory(ctx context.Context) (_ section, err error) {
+	before, err := b.d.rss()
+	if err != nil {
+		return section{}, fmt.Errorf("daemon RSS: %w", err)
+	}
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			err = errors.Join(err, b.deleteSandbox(ctx, id))
+		}
+	}()
+	for i := range b.cfg.memN {
+		fmt.Fprintf(b.progress, "\r(c) memory: creating sandbox %d/%d ", i+1, b.cfg.memN)
+		sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+		if err != nil {
+			return section{}, fmt.Errorf("create sandbox: %w", err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	fmt.Fprintln(b.progress)
+	select {
+	case <-ctx.Done():
+		return section{}, ctx.Err()
+	case <-time.After(settle):
+	}
+	after, err := b.d.rss()
+	if err != nil {
+		return section{}, fmt.Errorf("daemon RSS: %w", err)
+	}
+	var per []sandboxMemory
+	for _, id := range ids {
+		m, err := b.sandboxMemory(id)
+		if err != nil {
+			return section{}, err
+		}
+		per = append(per, m)
+	}
+	return memorySection(per, (after-before)/int64(len(ids))), nil
+}
+
+func memorySection(per []sandboxMemory, daemonGrowth int64) section {
+	pick := func(f func(sandboxMemory) int64) []int64 {
+		out := make([]int64, len(per))
+		for i, m := range per {
+			out[i] = f(m)
+		}
+		return out
+	}
+	pss := pick(func(m sandboxMemory) int64 { return m.agentPSS })
+	count := func(f func(sandboxMemory) int64) string { return strconv.FormatInt(median(pick(f)), 10) }
+	return section{title: fmt.Sprintf("(c) memory per idle sandbox (%d sandboxes, %v after create)", len(per), settle), rows: []row{
+		bytesRow("memory cgroup usage", pick(func(m sandboxMemory) int64 { return m.usage })),
+		bytesRow("  of which rss (anonymous)", pick(func(m sandboxMemory) int64 { return m.rss })),
+		bytesRow("  of which cache (page cache)", pick(func(m sandboxMemory) int64 { return m.cache })),
+		bytesRow("  of which kernel memory", pick(func(m sandboxMemory) int64 { return m.kernel })),
+		{label: "processes in the sandbox", median: count(func(m sandboxMemory) int64 { return m.procs }), n: strconv.Itoa(len(per))},
+		{label: "agent PSS", median: fmtBytes(median(pss)), p90: fmtBytes(p90(pss)), n: strconv.Itoa(len(pss)),
+			target: target(median(pss) <= 5<<20, "≤ 5 MiB")},
+		{label: "daemon RSS growth per sandbox", median: fmtBytes(daemonGrowth), n: "1"},
+	}}
+}
+
+// sandboxMemory reads one sandbox's memory cgroup and its agent's PSS.
+func (b *bench) sandboxMemory(id string) (sandboxMemory, error) {
+	var m sandboxMemory
+	cg, err := cgroupPath(b.d.sandboxDir(id))
+	if err != nil {
+		return m, err
+	}
+	if m.cgroupUsage, err = cgroupMemory(cg); err != nil {
+		return m, fmt.Errorf("memory cgroup of sandbox %s: %w", id, err)
+	}
+	pid, err := initPID(filepath.Join(b.d.runcRoot(), containerName(id)))
+	if err != nil {
+		return m, fmt.Errorf("agent of sandbox %s: %w", id, err)
+	}
+	if m.agentPSS, err = kBField(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss"); err != nil {
+		return m, fmt.Errorf("agent of sandbox %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// cgroupPath is linux.cgroupsPath of a bundle's config.json.
+func cgroupPath(bundleDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(bundleDir, "config.json"))
+	if err != nil {
+		return "", err
+	}
+	var cfg struct {
+		Linux struct {
+			CgroupsPath string `json:"cgroupsPath"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", fmt.Errorf("decode %s/config.json: %w", bundleDir, err)
+	}
+	if cfg.Linux.CgroupsPath == "" {
+		return "", fmt.Errorf("%s/config.json has no cgroupsPath", bundleDir)
+	}
+	return cfg.Linux.CgroupsPath, nil
+}
+
+// cgroupMemory reads a memory cgroup's account, from cgroup v1's memory
+// controller or from cgroup v2.
+func cgroupMemory(path string) (cgroupUsage, error) {
+	var u cgroupUsage
+	v1 := filepath.Join("/sys/fs/cgroup/memory", path)
+	dir, usageFile, rssKey, cacheKey := v1, "memory.usage_in_bytes", "rss", "cache"
+	if _, err := os.Stat(v1); err != nil {
+		dir, usageFile, rssKey, cacheKey = filepath.Join("/sys/fs/cgroup", path), "memory.current", "anon", "file"
+	}
+	var err error
+	if u.usage, err = readInt(filepath.Join(dir, usageFile)); err != nil {
+		return u, err
+	}
+	stat, err := readStat(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return u, err
+	}
+	u.rss, u.cache, u.kernel = stat[rssKey], stat[cacheKey], stat["kernel"]
+	if dir == v1 {
+		if u.kernel, err = readInt(filepath.Join(dir, "memory.kmem.usage_in_bytes")); err != nil {
+			return u, err
+		}
+	}
+	pids, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	u.procs = int64(len(strings.Fields(string(pids))))
+	return u, err
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// readStat reads a "key value" per line file such as memory.stat.
+func readStat(path string) (map[string]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// initPID is the host pid of a runc container's first process, from the
+// state.json in its state directory.
+func initPID(stateDir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, "state.json"))
+	if err != nil {
+		return 0, err
+	}
+	var st struct {
+		InitProcessPID int `json:"init_process_pid"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, fmt.Errorf("decode %s/state.json: %w", stateDir, err)
+	}
+	if st.InitProcessPID <= 0 {
+		return 0, fmt.Errorf("%s/state.json has no init_process_pid", stateDir)
+	}
+	return st.InitProcessPID, nil
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// number is what the statistics below work on: durations and byte counts.
+type number interface{ ~int64 | ~float64 }
+
+// median is the middle value of v (the mean of the two middle ones for an
+// even count); zero for no values.
+func median[T number](v []T) T {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	mid := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[mid]
+	}
+	return (s[mid-1] + s[mid]) / 2
+}
+
+// p90 is the 90th percentile of v by the nearest-rank method: the smallest
+// value that at least 90% of the values are no greater than.
+func p90[T number](v []T) T {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	rank := int(math.Ceil(0.9 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+// ratio is a/b, or NaN when b is zero.
+func ratio[T number](a, b T) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+func fmtDuration(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case ms < 10: // and negative differences
+		return fmt.Sprintf("%.2f ms", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func fmtBytes(b int64) string {
+	return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+}
+
+func fmtRatio(r float64) string {
+	if math.IsNaN(r) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}

@@ -1,0 +1,55 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// Health reports whether the daemon is up and which backends it can use.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var h Health
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/health"}, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// CreateSandbox creates and starts a sandbox.
+func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest) (*Sandbox, error) {
+	var sb Sandbox
+	if err := c.call(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// ListSandboxes returns every sandbox, oldest first.
+func (c *Client) ListSandboxes(ctx context.Context) ([]Sandbox, error) {
+	var out struct {
+		Sandboxes []Sandbox `json:"sandboxes"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sandboxes"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}
+
+// GetSandbox returns one sandbox.
+func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var sb Sandbox
+	if err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id)}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}
+
+// DeleteSandbox stops a sandbox and removes it with its files.
+func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodDelete, path: sandboxPath(id)}, nil)
+}

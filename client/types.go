@@ -1,0 +1,152 @@
+package client
+
+import "time"
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status   string          `json:"status"`
+	Version  string          `json:"version"`
+	Backends []BackendHealth `json:"backends"`
+}
+
+// BackendHealth describes one sandbox backend the daemon knows.
+type BackendHealth struct {
+	Name    string `json:"name"`
+	Binary  string `json:"binary"`
+	Version string `json:"version"`
+	Usable  bool   `json:"usable"`
+	// Reason says why the backend is not usable; empty when it is.
+	Reason string `json:"reason"`
+}
+
+// Sandbox states.
+const (
+	StateCreating  = "creating"
+	StateRunning   = "running"
+	StatePaused    = "paused"
+	StateSuspended = "suspended"
+	StateStopped   = "stopped"
+	StateError     = "error"
+)
+
+// Sandbox is a sandbox as the API describes it. Its environment is never
+// returned.
+type Sandbox struct {
+	ID           string            `json:"id"`
+	Template     string            `json:"template"`
+	Runtime      string            `json:"runtime"`
+	State        string            `json:"state"`
+	StateReason  string            `json:"state_reason"`
+	CPUs         float64           `json:"cpus"`
+	MemoryMB     int64             `json:"memory_mb"`
+	Pids         int64             `json:"pids"`
+	IdleTimeoutS int64             `json:"idle_timeout_s"`
+	Metadata     map[string]string `json:"metadata"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take
+// the daemon's defaults: template "host", 1 CPU, 512 MiB, 256 pids, 300 s
+// idle timeout.
+type CreateSandboxRequest struct {
+	Template     string            `json:"template,omitempty"`
+	CPUs         float64           `json:"cpus,omitempty"`
+	MemoryMB     int64             `json:"memory_mb,omitempty"`
+	Pids         int64             `json:"pids,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	IdleTimeoutS int64             `json:"idle_timeout_s,omitempty"`
+}
+
+// Users a command or file operation can run as.
+const (
+	UserDefault = "user"
+	UserRoot    = "root"
+)
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec. Exactly one of Cmd
+// and Command is set.
+type ExecRequest struct {
+	// Cmd is a program and its arguments, run directly.
+	Cmd []string `json:"cmd,omitempty"`
+	// Command is a shell command line, run with /bin/sh -c.
+	Command string `json:"command,omitempty"`
+	// Cwd defaults to /home/user/workspace.
+	Cwd string            `json:"cwd,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
+	// Stdin is written to the command's standard input, which is then closed.
+	Stdin string `json:"stdin,omitempty"`
+	// User is "user" (the default) or "root".
+	User string `json:"user,omitempty"`
+	// TimeoutS defaults to 180; at most 1800.
+	TimeoutS int64 `json:"timeout_s,omitempty"`
+}
+
+// Values of ExecResult.KilledBy and ExecExit.KilledBy.
+const (
+	KilledByTimeout = "timeout"
+	KilledBySignal  = "signal"
+)
+
+// ExecResult is the answer of a non-streamed exec. A command that exits
+// non-zero is a result, not an error.
+type ExecResult struct {
+	// ExitCode is 128+N when the command was killed by signal N.
+	ExitCode   int    `json:"exit_code"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	DurationMS int64  `json:"duration_ms"`
+	TimedOut   bool   `json:"timed_out"`
+	// Truncated is set when stdout or stderr was cut at its 1 MiB cap.
+	Truncated bool `json:"truncated"`
+	// KilledBy is "", KilledByTimeout or KilledBySignal.
+	KilledBy string `json:"killed_by"`
+}
+
+// ExecExit is how a streamed command ended: the data of the "exit" event.
+type ExecExit struct {
+	// ExitCode is 128+N when the command was killed by signal N.
+	ExitCode   int   `json:"exit_code"`
+	DurationMS int64 `json:"duration_ms"`
+	TimedOut   bool  `json:"timed_out"`
+	// KilledBy is "", KilledByTimeout or KilledBySignal.
+	KilledBy string `json:"killed_by"`
+}
+
+// Streams of ExecEvent.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// ExecEvent is a chunk of a streamed command's output.
+type ExecEvent struct {
+	// Stream is Stdout or Stderr.
+	Stream string
+	Data   []byte
+}
+
+// File types of FileEntry.Type.
+const (
+	TypeFile    = "file"
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
+)
+
+// FileEntry describes a file, directory or symlink in a sandbox.
+type FileEntry struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Type is TypeFile, TypeDir or TypeSymlink.
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Mode is the permission bits in octal, like "0644".
+	Mode string `json:"mode"`
+	// Permissions is like ls -l's: "-rw-r--r--".
+	Permissions   string    `json:"permissions"`
+	Owner         string    `json:"owner"`
+	Group         string    `json:"group"`
+	ModifiedAt    time.Time `json:"modified_at"`
+	SymlinkTarget string    `json:"symlink_target,omitempty"`
+}

@@ -1,0 +1,211 @@
+// Package agent is the in-sandbox agent: `hutch agent` runs it as PID 1 in
+// every sandbox. It serves the process and filesystem services of api/ (the
+// same shapes as E2B's envd), plain HTTP GET/POST /files and GET /health, over
+// Connect-RPC on a unix socket that the daemon reaches from the host.
+//
+// Every command runs under a shim (see Shim) that is a child subreaper, so the
+// agent can kill a command together with everything it left behind.
+//
+// The package imports nothing daemon-side (store, backends, errdefs, …): it is
+// small and it is what runs inside untrusted sandboxes. deps_test.go guards it.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
+)
+
+// Log attribute keys.
+const (
+	logPID   = "pid"
+	logTag   = "tag"
+	logUser  = "user"
+	logError = "error"
+	logShim  = "shim_pid"
+)
+
+// Config configures the agent. The zero value of every field but Socket means
+// its default.
+type Config struct {
+	// Socket is the path of the unix socket to listen on. Required.
+	Socket string
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+	// DefaultUser is the user requests act as when they name none ("user").
+	DefaultUser string
+	// PasswdFile and GroupFile are where users and groups are looked up
+	// ("/etc/passwd", "/etc/group"). Tests point them at their own files.
+	PasswdFile string
+	GroupFile  string
+	// Shim is the command line that starts a shim, before the shim's own
+	// arguments (see Shim). Default: /proc/self/exe agent shim.
+	Shim []string
+	// KeepAlive is how long a process stream may stay silent before the agent
+	// sends a keepalive event (30s, like envd).
+	KeepAlive time.Duration
+	// ShutdownTimeout bounds how long shutting down waits for process trees
+	// to die and connections to close (5s).
+	ShutdownTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.DefaultUser == "" {
+		c.DefaultUser = "user"
+	}
+	if c.PasswdFile == "" {
+		c.PasswdFile = "/etc/passwd"
+	}
+	if c.GroupFile == "" {
+		c.GroupFile = "/etc/group"
+	}
+	if len(c.Shim) == 0 {
+		c.Shim = []string{"/proc/self/exe", "agent", "shim"}
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = 30 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	return c
+}
+
+// server holds what the services share.
+type server struct {
+	cfg     Config
+	log     *slog.Logger
+	reaper  *reaper
+	baseEnv []string // the agent's environment minus HUTCH_AGENT_*
+	procs   *processService
+	fs      *filesystemService
+}
+
+func newServer(cfg Config) *server {
+	s := &server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		reaper: newReaper(cfg.Logger),
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HUTCH_AGENT_") {
+			s.baseEnv = append(s.baseEnv, kv)
+		}
+	}
+	s.procs = newProcessService(s)
+	s.fs = &filesystemService{srv: s}
+	return s
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(processconnect.NewProcessHandler(s.procs))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs))
+	mux.HandleFunc("GET /files", s.getFile)
+	mux.HandleFunc("POST /files", s.postFile)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
+// Run serves the agent on cfg.Socket until ctx is done or, when the agent is
+// PID 1, until it receives SIGTERM, SIGINT or SIGHUP. Shutting down stops
+// serving and SIGKILLs every process tree the agent started; Run then returns
+// nil.
+//
+// As PID 1 the agent also reaps orphans that the kernel re-parents to it (see
+// reaper). Reaping assumes Run is the only thing in the process that starts
+// children, which holds for `hutch agent`.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Socket == "" {
+		return errors.New("agent: no socket path")
+	}
+	cfg = cfg.withDefaults()
+	s := newServer(cfg)
+
+	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove stale socket %s: %w", cfg.Socket, err)
+	}
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Socket, err)
+	}
+	// The listener removes the socket file when closed.
+	if err := os.Chmod(cfg.Socket, 0o600); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("chmod %s: %w", cfg.Socket, err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	if os.Getpid() == 1 {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(sigs)
+		go func() {
+			select {
+			case sig := <-sigs:
+				s.log.Info("shutting down", "signal", sig.String())
+				stop()
+			case <-runCtx.Done():
+			}
+		}()
+		reaped := make(chan struct{})
+		go func() {
+			defer close(reaped)
+			s.reaper.run(runCtx)
+		}()
+		defer func() { <-reaped }()
+	}
+
+	hs := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	s.log.Info("agent listening", "socket", cfg.Socket)
+
+	var serveErr error
+	select {
+	case <-runCtx.Done():
+	case serveErr = <-served:
+	}
+	s.shutdown(hs)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// shutdown stops accepting connections, kills every process tree and waits,
+// within cfg.ShutdownTimeout, for the trees to be gone and the open streams
+// to end.
+func (s *server) shutdown(hs *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(ctx) }()
+	s.procs.killAll(ctx)
+	if err := <-shut; err != nil {
+		_ = hs.Close()
+	}
+}

@@ -1,0 +1,321 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+)
+
+// TestMain lets the test binary be the shim too: the agent under test starts
+// /proc/self/exe agent shim …, as `hutch agent shim` would.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "agent" && os.Args[2] == "shim" {
+		os.Exit(Shim(os.Args[3:]))
+	}
+	os.Exit(m.Run())
+}
+
+const testUID = 1000
+
+type testAgent struct {
+	client *agentclient.Client
+	socket string
+	home   string // the default user's home, owned by uid 1000
+	root   string // root's home
+	dial   func(ctx context.Context) (net.Conn, error)
+	stop   func() error // stops the agent and returns what Run returned
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the agent runs commands as other users and chowns files: needs root")
+	}
+}
+
+// startAgent runs an agent in-process on a temporary socket, with a passwd
+// file that has root and user (uid 1000, home in a temporary directory).
+func startAgent(t testing.TB, configure ...func(*Config)) *testAgent {
+	t.Helper()
+	requireRoot(t)
+	base := t.TempDir()
+	// uid 1000 must be able to reach its home.
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := filepath.Join(base, "home")
+	root := filepath.Join(base, "root")
+	for _, d := range []string{home, root} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(home, testUID, testUID); err != nil {
+		t.Fatal(err)
+	}
+	passwd := filepath.Join(base, "passwd")
+	group := filepath.Join(base, "group")
+	writeFile(t, passwd, fmt.Sprintf("root:x:0:0:root:%s:/bin/sh\nuser:x:%d:%d::%s:/bin/sh\n", root, testUID, testUID, home))
+	writeFile(t, group, fmt.Sprintf("root:x:0:\nuser:x:%d:\n", testUID))
+
+	// Socket paths are short (108 bytes): keep it out of the test's TempDir.
+	sockDir, err := os.MkdirTemp("", "hutch-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	socket := filepath.Join(sockDir, "agent.sock")
+
+	cfg := Config{Socket: socket, PasswdFile: passwd, GroupFile: group}
+	if os.Getenv("HUTCH_TEST_AGENT_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	var once sync.Once
+	stop := func() error {
+		var err error
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	a := &testAgent{client: agentclient.New(dial), socket: socket, home: home, root: root, dial: dial, stop: stop}
+	t.Cleanup(a.client.CloseIdleConnections)
+	deadline := time.Now().Add(5 * time.Second)
+	for a.client.Health(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not become healthy")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return a
+}
+
+func writeFile(t testing.TB, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sh is a Start request running script with /bin/sh -c.
+func sh(script string) *connect.Request[process.StartRequest] {
+	return connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
+}
+
+type result struct {
+	pid        uint32
+	stdout     bytes.Buffer
+	stderr     bytes.Buffer
+	end        *process.ProcessEvent_EndEvent
+	keepalives int
+}
+
+// run starts a process and collects everything it streams.
+func (a *testAgent) run(t testing.TB, req *connect.Request[process.StartRequest]) *result {
+	t.Helper()
+	res, err := a.tryRun(t.Context(), req)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return res
+}
+
+func (a *testAgent) tryRun(ctx context.Context, req *connect.Request[process.StartRequest]) (*result, error) {
+	stream, err := a.client.Process.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+	res := &result{}
+	for stream.Receive() {
+		collect(res, stream.Msg().GetEvent())
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	if res.end == nil {
+		return res, errors.New("stream ended without an end event")
+	}
+	return res, nil
+}
+
+func collect(res *result, ev *process.ProcessEvent) {
+	switch e := ev.GetEvent().(type) {
+	case *process.ProcessEvent_Start:
+		res.pid = e.Start.GetPid()
+	case *process.ProcessEvent_Data:
+		res.stdout.Write(e.Data.GetStdout())
+		res.stderr.Write(e.Data.GetStderr())
+	case *process.ProcessEvent_End:
+		res.end = e.End
+	case *process.ProcessEvent_Keepalive:
+		res.keepalives++
+	}
+}
+
+// started is a process whose stream the test reads step by step.
+type started struct {
+	pid    uint32
+	stream *connect.ServerStreamForClient[process.StartResponse]
+}
+
+func (a *testAgent) start(t testing.TB, req *connect.Request[process.StartRequest]) *started {
+	t.Helper()
+	stream, err := a.client.Process.Start(t.Context(), req)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = stream.Close() })
+	if !stream.Receive() {
+		t.Fatalf("no start event: %v", stream.Err())
+	}
+	pid := stream.Msg().GetEvent().GetStart().GetPid()
+	if pid == 0 {
+		t.Fatalf("first event is not a start event: %v", stream.Msg())
+	}
+	return &started{pid: pid, stream: stream}
+}
+
+// readLine reads the process's stdout up to a newline.
+func (s *started) readLine(t testing.TB) string {
+	t.Helper()
+	var buf bytes.Buffer
+	for !bytes.Contains(buf.Bytes(), []byte("\n")) {
+		if !s.stream.Receive() {
+			t.Fatalf("stream ended before a line (%q): %v", buf.String(), s.stream.Err())
+		}
+		buf.Write(s.stream.Msg().GetEvent().GetData().GetStdout())
+	}
+	return strings.TrimSpace(buf.String())
+}
+
+// wait reads the rest of the stream.
+func (s *started) wait(t testing.TB) *result {
+	t.Helper()
+	res := &result{pid: s.pid}
+	for s.stream.Receive() {
+		collect(res, s.stream.Msg().GetEvent())
+	}
+	if err := s.stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if res.end == nil {
+		t.Fatal("stream ended without an end event")
+	}
+	return res
+}
+
+func pidSelector(pid uint32) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+}
+
+func tagSelector(tag string) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}
+}
+
+func (a *testAgent) kill(t testing.TB, sel *process.ProcessSelector) {
+	t.Helper()
+	_, err := a.client.Process.SendSignal(context.WithoutCancel(t.Context()), connect.NewRequest(&process.SendSignalRequest{
+		Process: sel, Signal: process.Signal_SIGNAL_SIGKILL,
+	}))
+	if err != nil {
+		t.Errorf("kill %v: %v", sel, err)
+	}
+}
+
+// parsePids reads whitespace-separated pids.
+func parsePids(t testing.TB, s string) []int {
+	t.Helper()
+	var pids []int
+	for _, f := range strings.Fields(s) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad pid %q in %q", f, s)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	e, ok := readProcStat(pid)
+	return ok && e.state != 'Z'
+}
+
+// killOnCleanup SIGKILLs pids at the end of the test, in case it failed
+// before the agent did.
+func killOnCleanup(t testing.TB, pids []int) {
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = killIfChildOfShim(pid)
+		}
+	})
+}
+
+// killIfChildOfShim kills pid unless it was reused by something else: it
+// must be a sleep.
+func killIfChildOfShim(pid int) error {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil || strings.TrimSpace(string(comm)) != "sleep" {
+		return nil
+	}
+	return syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// waitGone waits until none of pids exists any more (zombies count as
+// existing: their shim must reap them).
+func waitGone(t testing.TB, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []int
+		for _, pid := range pids {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v still exist", left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"sync"
+
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+)
+
+// subscriberQueue is how many events a subscriber may have queued before the
+// process's output waits for it: 4 chunks of at most 32 KiB.
+const subscriberQueue = 4
+
+// output fans a process's stdout and stderr out to the streams watching it
+// (the Start stream while its client is there, and Connect streams).
+//
+// Delivery is synchronous: publish returns once every subscriber has queued
+// the event, so a slow subscriber slows the process down (its pipe fills),
+// while a subscriber whose stream has ended is dropped at once. With no
+// subscriber, output is discarded: a process never blocks because nobody
+// listens. Memory stays bounded by subscriberQueue chunks per subscriber.
+type output struct {
+	deliverMu sync.Mutex // held for a whole delivery; end waits for it
+
+	mu       sync.Mutex
+	subs     map[*subscriber]struct{}
+	ended    bool
+	endEvent *process.ProcessEvent
+	done     chan struct{} // closed by end
+}
+
+type subscriber struct {
+	ch   chan *process.ProcessEvent
+	quit chan struct{} // closed when the stream handler stops reading
+}
+
+func newOutput() *output {
+	return &output{subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+}
+
+// subscribe adds a subscriber; ok is false when the output has ended. The
+// caller must call unsubscribe when it stops reading.
+func (o *output) subscribe() (s *subscriber, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended {
+		return nil, false
+	}
+	s = &subscriber{ch: make(chan *process.ProcessEvent, subscriberQueue), quit: make(chan struct{})}
+	o.subs[s] = struct{}{}
+	return s, true
+}
+
+func (o *output) unsubscribe(s *subscriber) {
+	o.mu.Lock()
+	delete(o.subs, s)
+	o.mu.Unlock()
+	close(s.quit)
+}
+
+// publish delivers ev to every subscriber, waiting for each to have room.
+// After end, it discards ev.
+func (o *output) publish(ev *process.ProcessEvent) {
+	o.deliverMu.Lock()
+	defer o.deliverMu.Unlock()
+	o.mu.Lock()
+	if o.ended || len(o.subs) == 0 {
+		o.mu.Unlock()
+		return
+	}
+	subs := make([]*subscriber, 0, len(o.subs))
+	for s := range o.subs {
+		subs = append(subs, s)
+	}
+	o.mu.Unlock()
+	for _, s := range subs {
+		select {
+		case s.ch <- ev:
+		case <-s.quit:
+		}
+	}
+}
+
+// end ends the output with ev (the EndEvent) once every delivery in flight
+// is done. Subscribers receive ev after everything published before.
+func (o *output) end(ev *process.ProcessEvent) {
+	o.deliverMu.Lock()
+	defer o.deliverMu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended {
+		return
+	}
+	o.ended = true
+	o.endEvent = ev
+	close(o.done)
+}

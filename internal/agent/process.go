@@ -1,0 +1,399 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
+)
+
+// Request headers of Start that Hutch adds to envd's protocol.
+const (
+	// HeaderTimeout (milliseconds) makes the agent end the command at that
+	// deadline: SIGTERM to the command, then SIGKILL to its whole tree after
+	// the grace period; the EndEvent's error is then "timeout".
+	HeaderTimeout = "Hutch-Timeout-Ms"
+	// HeaderKillGrace (milliseconds) overrides the 2 s between SIGTERM and
+	// SIGKILL; 0 kills the tree at the deadline.
+	HeaderKillGrace = "Hutch-Kill-Grace-Ms"
+
+	defaultKillGrace = 2 * time.Second
+)
+
+// processService implements process.Process.
+type processService struct {
+	processconnect.UnimplementedProcessHandler
+	srv *server
+
+	mu       sync.Mutex
+	cmds     map[*command]struct{}
+	starting map[string]struct{} // tags of Starts in progress
+}
+
+var _ processconnect.ProcessHandler = (*processService)(nil)
+
+func newProcessService(srv *server) *processService {
+	return &processService{srv: srv, cmds: map[*command]struct{}{}, starting: map[string]struct{}{}}
+}
+
+func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
+	msg := req.Msg
+	if msg.Pty != nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
+	}
+	pc := msg.GetProcess()
+	if pc.GetCmd() == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
+	}
+	if err := checkEnv(pc.GetEnvs()); err != nil {
+		return err
+	}
+	timeout, grace, err := parseTimeout(req.Header())
+	if err != nil {
+		return err
+	}
+	acct, err := p.srv.requestUser(req.Header(), "")
+	if err != nil {
+		return err
+	}
+	dir, err := resolvePath(pc.GetCwd(), acct)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s: %w", dir, unwrapPathError(err)))
+	} else if !fi.IsDir() {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s is not a directory", dir))
+	}
+
+	tag := msg.Tag
+	if tag != nil {
+		if err := p.reserveTag(*tag); err != nil {
+			return err
+		}
+	}
+	c, stdout, stderr, ctl, err := p.spawn(spawnSpec{
+		acct:  acct,
+		cmd:   pc.GetCmd(),
+		args:  pc.GetArgs(),
+		dir:   dir,
+		env:   p.srv.processEnv(acct, pc.GetEnvs()),
+		stdin: msg.Stdin == nil || *msg.Stdin,
+	})
+	if err != nil {
+		if tag != nil {
+			p.releaseTag(*tag)
+		}
+		return err
+	}
+	c.config, c.tag = pc, tag
+	sub, _ := c.out.subscribe()
+	p.add(c)
+	if timeout > 0 {
+		c.setTimeout(timeout, grace)
+	}
+	c.run(stdout, stderr, ctl)
+	p.srv.log.Debug("started process", logPID, c.pid, logShim, c.shimPid, logUser, acct.Name)
+
+	// The client going away does not stop the process (envd semantics).
+	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
+		return stream.Send(&process.StartResponse{Event: ev})
+	})
+}
+
+func (p *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	c, err := p.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return err
+	}
+	sub, ok := c.out.subscribe()
+	if !ok {
+		return notFound(req.Msg.GetProcess())
+	}
+	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
+		return stream.Send(&process.ConnectResponse{Event: ev})
+	})
+}
+
+// follow sends a StartEvent, then the command's output and EndEvent, with
+// keepalives when it stays silent, until the end or until ctx is done.
+func (p *processService) follow(ctx context.Context, c *command, sub *subscriber, send func(*process.ProcessEvent) error) error {
+	defer c.out.unsubscribe(sub)
+	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: c.pid}}}); err != nil {
+		return err
+	}
+	keepAlive := time.NewTimer(p.srv.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		var ev *process.ProcessEvent
+		last := false
+		select {
+		case ev = <-sub.ch:
+		case <-c.out.done:
+			select {
+			case ev = <-sub.ch:
+			default:
+				ev, last = c.out.endEvent, true
+			}
+		case <-keepAlive.C:
+			ev = &process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := send(ev); err != nil {
+			return err
+		}
+		if last {
+			return nil
+		}
+		keepAlive.Reset(p.srv.cfg.KeepAlive)
+	}
+}
+
+func (p *processService) List(_ context.Context, _ *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
+	p.mu.Lock()
+	var infos []*process.ProcessInfo
+	for c := range p.cmds {
+		if c.running() {
+			infos = append(infos, &process.ProcessInfo{Config: c.config, Pid: c.pid, Tag: c.tag})
+		}
+	}
+	p.mu.Unlock()
+	slices.SortFunc(infos, func(a, b *process.ProcessInfo) int { return int(a.Pid) - int(b.Pid) })
+	return connect.NewResponse(&process.ListResponse{Processes: infos}), nil
+}
+
+func (p *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
+}
+
+func (p *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
+	c, err := p.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeInput(ctx, c, req.Msg.GetInput()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.SendInputResponse{}), nil
+}
+
+func (p *processService) StreamInput(ctx context.Context, stream *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error) {
+	var c *command
+	for stream.Receive() {
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *process.StreamInputRequest_Start:
+			var err error
+			if c, err = p.find(ev.Start.GetProcess(), false); err != nil {
+				return nil, err
+			}
+		case *process.StreamInputRequest_Data:
+			if c == nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input must begin with a start event naming the process"))
+			}
+			if err := writeInput(ctx, c, ev.Data.GetInput()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.StreamInputResponse{}), nil
+}
+
+func writeInput(ctx context.Context, c *command, in *process.ProcessInput) error {
+	switch v := in.GetInput().(type) {
+	case *process.ProcessInput_Stdin:
+		return c.writeStdin(ctx, v.Stdin)
+	case *process.ProcessInput_Pty:
+		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
+	default:
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("input is empty"))
+	}
+}
+
+func (p *processService) CloseStdin(_ context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
+	c, err := p.find(req.Msg.GetProcess(), false)
+	if err != nil {
+		return nil, err
+	}
+	c.closeStdin()
+	return connect.NewResponse(&process.CloseStdinResponse{}), nil
+}
+
+// SendSignal sends SIGTERM to the main command only; SIGKILL kills the main
+// command and every process under its shim, and returns once they are dead.
+// SIGKILL also reaches a command whose main process ended but that left
+// processes behind.
+func (p *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
+	c, err := p.find(req.Msg.GetProcess(), true)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Msg.GetSignal() {
+	case process.Signal_SIGNAL_SIGTERM:
+		c.signalMain(syscall.SIGTERM)
+	case process.Signal_SIGNAL_SIGKILL:
+		c.kill()
+	default:
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %s", req.Msg.GetSignal()))
+	}
+	return connect.NewResponse(&process.SendSignalResponse{}), nil
+}
+
+// find returns the command sel names. A running command wins over one that
+// only left processes behind, which matches only when lingering is set.
+func (p *processService) find(sel *process.ProcessSelector, lingering bool) (*command, error) {
+	var match func(*command) bool
+	switch s := sel.GetSelector().(type) {
+	case *process.ProcessSelector_Pid:
+		match = func(c *command) bool { return c.pid == s.Pid }
+	case *process.ProcessSelector_Tag:
+		match = func(c *command) bool { return c.tag != nil && *c.tag == s.Tag }
+	default:
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a process selector (pid or tag) is required"))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var left *command
+	for c := range p.cmds {
+		if !match(c) {
+			continue
+		}
+		c.mu.Lock()
+		state := c.state
+		c.mu.Unlock()
+		switch {
+		case state == stateRunning:
+			return c, nil
+		case state == stateLingering && lingering && (left == nil || c.shimPid > left.shimPid):
+			left = c
+		}
+	}
+	if left != nil {
+		return left, nil
+	}
+	return nil, notFound(sel)
+}
+
+func notFound(sel *process.ProcessSelector) error {
+	if s, ok := sel.GetSelector().(*process.ProcessSelector_Tag); ok {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %q not found", s.Tag))
+	}
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf("process %d not found", sel.GetPid()))
+}
+
+// reserveTag claims tag for a Start in progress; tags are unique among
+// running commands.
+func (p *processService) reserveTag(tag string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, taken := p.starting[tag]
+	for c := range p.cmds {
+		if c.tag != nil && *c.tag == tag && c.running() {
+			taken = true
+		}
+	}
+	if taken {
+		return connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("a process with tag %q is already running", tag))
+	}
+	p.starting[tag] = struct{}{}
+	return nil
+}
+
+func (p *processService) releaseTag(tag string) {
+	p.mu.Lock()
+	delete(p.starting, tag)
+	p.mu.Unlock()
+}
+
+func (p *processService) add(c *command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.tag != nil {
+		delete(p.starting, *c.tag)
+	}
+	p.cmds[c] = struct{}{}
+}
+
+func (p *processService) remove(c *command) {
+	p.mu.Lock()
+	delete(p.cmds, c)
+	p.mu.Unlock()
+}
+
+// killAll kills every process tree and waits, until ctx is done, for their
+// shims to exit.
+func (p *processService) killAll(ctx context.Context) {
+	p.mu.Lock()
+	cmds := make([]*command, 0, len(p.cmds))
+	for c := range p.cmds {
+		cmds = append(cmds, c)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		wg.Go(c.kill)
+	}
+	wg.Wait()
+	for _, c := range cmds {
+		select {
+		case <-c.gone:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func parseTimeout(h http.Header) (timeout, grace time.Duration, err error) {
+	ms := func(name string, def time.Duration) (time.Duration, error) {
+		v := h.Get(name)
+		if v == "" {
+			return def, nil
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("header %s: %q is not a number of milliseconds", name, v))
+		}
+		return time.Duration(n) * time.Millisecond, nil
+	}
+	if timeout, err = ms(HeaderTimeout, 0); err != nil {
+		return 0, 0, err
+	}
+	if grace, err = ms(HeaderKillGrace, defaultKillGrace); err != nil {
+		return 0, 0, err
+	}
+	return timeout, grace, nil
+}
+
+func checkEnv(envs map[string]string) error {
+	for k, v := range envs {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid environment variable %q", k))
+		}
+	}
+	return nil
+}
+
+// unwrapPathError returns the errno text of a *PathError, so that messages
+// can name the path once.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,581 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+func TestStart(t *testing.T) {
+	t.Setenv("HUTCH_AGENT_SECRET", "hidden")
+	t.Setenv("AGENT_VISIBLE", "shown")
+	a := startAgent(t)
+	if err := os.Mkdir(filepath.Join(a.home, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	withEnv := sh(`echo "$FOO $HOME $USER $LOGNAME $AGENT_VISIBLE ${HUTCH_AGENT_SECRET:-unset}"`)
+	withEnv.Msg.Process.Envs = map[string]string{"FOO": "bar", "AGENT_VISIBLE": "overridden"}
+	inSub := sh("pwd")
+	sub := "sub"
+	inSub.Msg.Process.Cwd = &sub
+	inRoot := sh("pwd")
+	slash := "/"
+	inRoot.Msg.Process.Cwd = &slash
+	direct := connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"a b", "c"}}})
+
+	tests := []struct {
+		name       string
+		req        *connect.Request[process.StartRequest]
+		stdout     string
+		stderr     string
+		exitCode   int32
+		exited     bool
+		status     string
+		stdoutFunc func(a *testAgent) string
+	}{
+		{name: "stdout", req: sh("echo hello"), stdout: "hello\n", exited: true, status: "exit status 0"},
+		{name: "stderr", req: sh("echo oops >&2"), stderr: "oops\n", exited: true, status: "exit status 0"},
+		{name: "exit code", req: sh("echo out; exit 3"), stdout: "out\n", exitCode: 3, exited: true, status: "exit status 3"},
+		{name: "killed by signal", req: sh("kill -9 $$"), exitCode: -1, status: "signal: killed"},
+		{name: "path lookup and args", req: direct, stdout: "a b c\n", exited: true, status: "exit status 0"},
+		{
+			name: "environment", req: withEnv, exited: true, status: "exit status 0",
+			stdoutFunc: func(a *testAgent) string { return "bar " + a.home + " user user overridden unset\n" },
+		},
+		{
+			name: "default cwd is home", req: sh("pwd"), exited: true, status: "exit status 0",
+			stdoutFunc: func(a *testAgent) string { return a.home + "\n" },
+		},
+		{
+			name: "relative cwd is in home", req: inSub, exited: true, status: "exit status 0",
+			stdoutFunc: func(a *testAgent) string { return filepath.Join(a.home, "sub") + "\n" },
+		},
+		{name: "absolute cwd", req: inRoot, stdout: "/\n", exited: true, status: "exit status 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := a.run(t, tt.req)
+			want := tt.stdout
+			if tt.stdoutFunc != nil {
+				want = tt.stdoutFunc(a)
+			}
+			if got := res.stdout.String(); got != want {
+				t.Errorf("stdout = %q, want %q", got, want)
+			}
+			if got := res.stderr.String(); got != tt.stderr {
+				t.Errorf("stderr = %q, want %q", got, tt.stderr)
+			}
+			if res.pid == 0 {
+				t.Error("no pid in the start event")
+			}
+			e := res.end
+			if e.GetExitCode() != tt.exitCode || e.GetExited() != tt.exited || e.GetStatus() != tt.status || e.Error != nil {
+				t.Errorf("end = %v, want exit code %d, exited %v, status %q, no error", e, tt.exitCode, tt.exited, tt.status)
+			}
+		})
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	a := startAgent(t)
+	writeFile(t, filepath.Join(a.home, "file"), "x")
+	missing, file := "missing", "file"
+
+	tests := []struct {
+		name    string
+		req     *connect.Request[process.StartRequest]
+		kind    error
+		message string
+	}{
+		{name: "no command", req: connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{}}), kind: errdefs.ErrInvalidArgument, message: "process.cmd is required"},
+		{name: "command not found", req: connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "no-such-command"}}), kind: errdefs.ErrInvalidArgument, message: "executable file not found"},
+		{name: "unknown user", req: agentclient.WithUser(sh("true"), "nobody-here"), kind: errdefs.ErrInvalidArgument, message: `unknown user "nobody-here"`},
+		{name: "missing cwd", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Process.Cwd = &missing; return r }(), kind: errdefs.ErrInvalidArgument, message: "working directory " + filepath.Join(a.home, "missing") + ": no such file or directory"},
+		{name: "cwd is a file", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Process.Cwd = &file; return r }(), kind: errdefs.ErrInvalidArgument, message: "is not a directory"},
+		{name: "pty", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Pty = &process.PTY{}; return r }(), kind: errdefs.ErrNotImplemented, message: "pty is not supported yet"},
+		{name: "bad timeout", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Header().Set(HeaderTimeout, "soon"); return r }(), kind: errdefs.ErrInvalidArgument, message: HeaderTimeout},
+		{name: "bad env", req: func() *connect.Request[process.StartRequest] {
+			r := sh("true")
+			r.Msg.Process.Envs = map[string]string{"A=B": "c"}
+			return r
+		}(), kind: errdefs.ErrInvalidArgument, message: "invalid environment variable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := a.tryRun(t.Context(), tt.req)
+			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.message) {
+				t.Errorf("err = %v, want %v containing %q", err, tt.kind, tt.message)
+			}
+		})
+	}
+	if list := a.list(t); len(list) != 0 {
+		t.Errorf("failed starts left processes: %v", list)
+	}
+}
+
+func TestUserSwitching(t *testing.T) {
+	a := startAgent(t)
+	tests := []struct {
+		user string
+		want string
+		home string
+	}{
+		{user: "", want: "1000 1000 1000", home: a.home},
+		{user: "user", want: "1000 1000 1000", home: a.home},
+		{user: "root", want: "0 0 0", home: a.root},
+	}
+	for _, tt := range tests {
+		t.Run("user="+tt.user, func(t *testing.T) {
+			res := a.run(t, agentclient.WithUser(sh(`echo $(id -u) $(id -g) $(id -G); touch made-here`), tt.user))
+			if got := strings.TrimSpace(res.stdout.String()); got != tt.want {
+				t.Errorf("ids = %q (stderr %q), want %q", got, res.stderr.String(), tt.want)
+			}
+			fi, err := os.Stat(filepath.Join(tt.home, "made-here"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uid := fi.Sys().(*syscall.Stat_t).Uid; fmt.Sprint(uid) != strings.Fields(tt.want)[0] {
+				t.Errorf("file made by the process belongs to uid %d", uid)
+			}
+		})
+	}
+	t.Run("no access to root's files", func(t *testing.T) {
+		res := a.run(t, sh("cat /proc/1/environ"))
+		if res.end.GetExitCode() == 0 {
+			t.Error("uid 1000 read /proc/1/environ")
+		}
+	})
+}
+
+func TestStdin(t *testing.T) {
+	a := startAgent(t)
+
+	t.Run("send input and close", func(t *testing.T) {
+		p := a.start(t, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}}))
+		for _, s := range []string{"hello ", "world"} {
+			if _, err := a.client.Process.SendInput(t.Context(), connect.NewRequest(&process.SendInputRequest{
+				Process: pidSelector(p.pid), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte(s)}},
+			})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := a.client.Process.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: pidSelector(p.pid)})); err != nil {
+			t.Fatal(err)
+		}
+		res := p.wait(t)
+		if res.stdout.String() != "hello world" || res.end.GetExitCode() != 0 {
+			t.Errorf("stdout %q, end %v", res.stdout.String(), res.end)
+		}
+	})
+
+	t.Run("stream input", func(t *testing.T) {
+		tag := "streamed"
+		req := connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}, Tag: &tag})
+		p := a.start(t, req)
+		in := a.client.Process.StreamInput(t.Context())
+		msgs := []*process.StreamInputRequest{
+			{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: tagSelector(tag)}}},
+			{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("one\n")}}}}},
+			{Event: &process.StreamInputRequest_Keepalive{Keepalive: &process.StreamInputRequest_KeepAlive{}}},
+			{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+		}
+		for _, m := range msgs {
+			if err := in.Send(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := in.CloseAndReceive(); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.readLine(t); got != "one" {
+			t.Errorf("first line %q", got)
+		}
+		if _, err := a.client.Process.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: tagSelector(tag)})); err != nil {
+			t.Fatal(err)
+		}
+		if res := p.wait(t); res.stdout.String() != "two\n" {
+			t.Errorf("rest of stdout %q", res.stdout.String())
+		}
+	})
+
+	t.Run("without stdin", func(t *testing.T) {
+		no := false
+		p := a.start(t, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "cat; echo eof; sleep 0.2"}}, Stdin: &no}))
+		if got := p.readLine(t); got != "eof" {
+			t.Errorf("stdout %q, want eof at once", got)
+		}
+		_, err := a.client.Process.SendInput(t.Context(), connect.NewRequest(&process.SendInputRequest{
+			Process: pidSelector(p.pid), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("x")}},
+		}))
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			t.Errorf("SendInput without stdin: %v, want failed precondition", err)
+		}
+		p.wait(t)
+	})
+}
+
+func TestTimeout(t *testing.T) {
+	a := startAgent(t)
+	// Leaves a process in a new session and a double-forked one, prints
+	// their pids, then waits.
+	const leaver = `setsid sh -c 'echo $$; exec sleep 1000' &
+(sh -c 'echo $$; exec sleep 1000' &) ;
+sleep 0.2; %s sleep 1000`
+	tests := []struct {
+		name   string
+		prefix string // before the final sleep
+		grace  string
+		status string
+	}{
+		{name: "main ends on SIGTERM", grace: "5000", status: "signal: terminated"},
+		{name: "main ignores SIGTERM", prefix: "trap '' TERM;", grace: "100", status: "signal: killed"},
+		{name: "no grace", prefix: "trap '' TERM;", grace: "0", status: "signal: killed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := sh(fmt.Sprintf(leaver, tt.prefix))
+			req.Header().Set(HeaderTimeout, "500")
+			req.Header().Set(HeaderKillGrace, tt.grace)
+			began := time.Now()
+			res := a.run(t, req)
+			took := time.Since(began)
+			pids := parsePids(t, res.stdout.String())
+			killOnCleanup(t, pids)
+			if len(pids) != 2 {
+				t.Fatalf("stdout %q: want two pids", res.stdout.String())
+			}
+			if res.end.GetError() != "timeout" || res.end.GetStatus() != tt.status {
+				t.Errorf("end = %v, want error timeout, status %q", res.end, tt.status)
+			}
+			if took > 3*time.Second {
+				t.Errorf("took %s", took)
+			}
+			waitGone(t, pids)
+		})
+	}
+
+	t.Run("no timeout error when it ends in time", func(t *testing.T) {
+		req := sh("exit 0")
+		req.Header().Set(HeaderTimeout, "5000")
+		if res := a.run(t, req); res.end.Error != nil {
+			t.Errorf("end = %v", res.end)
+		}
+	})
+}
+
+func TestSIGKILLKillsTree(t *testing.T) {
+	a := startAgent(t)
+	p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' &
+(sh -c 'echo $$; exec sleep 1000' &) ;
+sleep 0.1; echo; exec sleep 1000`))
+	pids := parsePids(t, p.readLine(t)+" "+p.readLine(t))
+	killOnCleanup(t, pids)
+	if len(pids) != 2 {
+		t.Fatalf("pids %v", pids)
+	}
+	a.kill(t, pidSelector(p.pid))
+	res := p.wait(t)
+	if res.end.GetStatus() != "signal: killed" || res.end.GetExited() || res.end.GetExitCode() != -1 || res.end.Error != nil {
+		t.Errorf("end = %v", res.end)
+	}
+	waitGone(t, append(pids, int(p.pid)))
+}
+
+func TestSIGTERMReachesMainOnly(t *testing.T) {
+	a := startAgent(t)
+	tag := "term"
+	req := sh(`sh -c 'echo $$; exec sleep 1000' & sleep 0.1; exec sleep 1000`)
+	req.Msg.Tag = &tag
+	p := a.start(t, req)
+	child := parsePids(t, p.readLine(t))
+	killOnCleanup(t, child)
+	if _, err := a.client.Process.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{
+		Process: pidSelector(p.pid), Signal: process.Signal_SIGNAL_SIGTERM,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if res := p.wait(t); res.end.GetStatus() != "signal: terminated" {
+		t.Errorf("end = %v", res.end)
+	}
+	if !alive(child[0]) {
+		t.Error("SIGTERM reached the child")
+	}
+	// The leftover child is still reachable by tag.
+	a.kill(t, tagSelector(tag))
+	waitGone(t, child)
+}
+
+func TestBackgroundProcessKeepsPipes(t *testing.T) {
+	a := startAgent(t)
+	tag := "bg"
+	req := sh(`sh -c 'echo $$ >&2; exec sleep 1000' & echo done`)
+	req.Msg.Tag = &tag
+	began := time.Now()
+	res := a.run(t, req)
+	took := time.Since(began)
+	if res.stdout.String() != "done\n" || res.end.GetStatus() != "exit status 0" {
+		t.Errorf("stdout %q, end %v", res.stdout.String(), res.end)
+	}
+	if took > time.Second {
+		t.Errorf("the stream ended %s after start: the background process held it open", took)
+	}
+	t.Logf("start to end: %s", took)
+	pids := parsePids(t, res.stderr.String())
+	killOnCleanup(t, pids)
+	if len(pids) != 1 || !alive(pids[0]) {
+		t.Fatalf("background process %v should run on", pids)
+	}
+	if list := a.list(t); len(list) != 0 {
+		t.Errorf("List shows an ended command: %v", list)
+	}
+	// Its tag is free again, and SIGKILL by tag kills what it left behind.
+	a.run(t, func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Tag = &tag; return r }())
+	a.kill(t, tagSelector(tag))
+	waitGone(t, pids)
+}
+
+func TestConnect(t *testing.T) {
+	a := startAgent(t)
+	p := a.start(t, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}}))
+
+	stream, err := a.client.Process.Connect(t.Context(), connect.NewRequest(&process.ConnectRequest{Process: pidSelector(p.pid)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().GetEvent().GetStart().GetPid() != p.pid {
+		t.Fatalf("first event %v, %v", stream.Msg(), stream.Err())
+	}
+	if _, err := a.client.Process.SendInput(t.Context(), connect.NewRequest(&process.SendInputRequest{
+		Process: pidSelector(p.pid), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("ping\n")}},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// Both the Start stream and the Connect stream see the output.
+	if got := p.readLine(t); got != "ping" {
+		t.Errorf("start stream read %q", got)
+	}
+	if _, err := a.client.Process.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: pidSelector(p.pid)})); err != nil {
+		t.Fatal(err)
+	}
+	res := &result{}
+	for stream.Receive() {
+		collect(res, stream.Msg().GetEvent())
+	}
+	if stream.Err() != nil || res.stdout.String() != "ping\n" || res.end.GetStatus() != "exit status 0" {
+		t.Errorf("connect stream: stdout %q, end %v, err %v", res.stdout.String(), res.end, stream.Err())
+	}
+	p.wait(t)
+
+	for _, sel := range []*process.ProcessSelector{pidSelector(p.pid), tagSelector("nope")} {
+		stream, err := a.client.Process.Connect(t.Context(), connect.NewRequest(&process.ConnectRequest{Process: sel}))
+		if err == nil {
+			for stream.Receive() {
+			}
+			err = stream.Err()
+		}
+		if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "not found") {
+			t.Errorf("connect to %v: %v, want not found", sel, err)
+		}
+	}
+}
+
+// A client that goes away does not stop its process, and the output nobody
+// reads does not block it.
+func TestStartClientGoesAway(t *testing.T) {
+	a := startAgent(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	marker := filepath.Join(a.home, "finished")
+	stream, err := a.client.Process.Start(ctx, sh("sleep 0.2; head -c 5000000 /dev/zero; touch "+marker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() {
+		t.Fatal(stream.Err())
+	}
+	cancel()
+	_ = stream.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process did not finish after its client left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestListAndTags(t *testing.T) {
+	a := startAgent(t)
+	tagA, tagB := "a", "b"
+	reqA := sh("exec sleep 1000")
+	reqA.Msg.Tag = &tagA
+	reqB := sh("exec sleep 1000")
+	reqB.Msg.Tag = &tagB
+	pa := a.start(t, reqA)
+	pb := a.start(t, reqB)
+	untagged := a.start(t, sh("exec sleep 1000"))
+
+	list := a.list(t)
+	var got []string
+	for _, info := range list {
+		got = append(got, fmt.Sprintf("%d:%s:%s", info.GetPid(), info.GetTag(), info.GetConfig().GetCmd()))
+	}
+	want := []string{fmt.Sprintf("%d:a:/bin/sh", pa.pid), fmt.Sprintf("%d:b:/bin/sh", pb.pid), fmt.Sprintf("%d::/bin/sh", untagged.pid)}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("List = %v, want %v", got, want)
+	}
+
+	dup := sh("true")
+	dup.Msg.Tag = &tagA
+	if _, err := a.tryRun(t.Context(), dup); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("duplicate tag: %v, want already exists", err)
+	}
+
+	for _, p := range []*started{pa, pb, untagged} {
+		a.kill(t, pidSelector(p.pid))
+		p.wait(t)
+	}
+	if list := a.list(t); len(list) != 0 {
+		t.Errorf("List after kill = %v", list)
+	}
+	if res := a.run(t, dup); res.end.GetExitCode() != 0 {
+		t.Errorf("tag not reusable: %v", res.end)
+	}
+	if _, err := a.client.Process.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{
+		Process: pidSelector(999999), Signal: process.Signal_SIGNAL_SIGKILL,
+	})); !errors.Is(err, errdefs.ErrNotFound) || err.Error() != "process 999999 not found" {
+		t.Errorf("signal unknown pid: %v", err)
+	}
+}
+
+func (a *testAgent) list(t testing.TB) []*process.ProcessInfo {
+	t.Helper()
+	resp, err := a.client.Process.List(t.Context(), connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Msg.GetProcesses()
+}
+
+func TestFloodOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 200 MiB")
+	}
+	a := startAgent(t)
+	stream, err := a.client.Process.Start(t.Context(), sh("head -c 200M /dev/zero; echo end >&2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var n int
+	var end *process.ProcessEvent_EndEvent
+	var stderr string
+	for stream.Receive() {
+		ev := stream.Msg().GetEvent()
+		n += len(ev.GetData().GetStdout())
+		stderr += string(ev.GetData().GetStderr())
+		if ev.GetEnd() != nil {
+			end = ev.GetEnd()
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 200<<20 || stderr != "end\n" || end.GetExitCode() != 0 {
+		t.Errorf("got %d bytes, stderr %q, end %v", n, stderr, end)
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	a := startAgent(t, func(c *Config) { c.KeepAlive = 30 * time.Millisecond })
+	res := a.run(t, sh("sleep 0.3; echo hi"))
+	if res.keepalives < 3 || res.stdout.String() != "hi\n" {
+		t.Errorf("%d keepalives, stdout %q", res.keepalives, res.stdout.String())
+	}
+}
+
+func TestUnimplemented(t *testing.T) {
+	a := startAgent(t)
+	_, err := a.client.Process.Update(t.Context(), connect.NewRequest(&process.UpdateRequest{Process: pidSelector(1)}))
+	if !errors.Is(err, errdefs.ErrNotImplemented) {
+		t.Errorf("Update: %v", err)
+	}
+}
+
+func TestShutdownKillsTrees(t *testing.T) {
+	a := startAgent(t)
+	p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.1; echo; exec sleep 1000`))
+	pids := parsePids(t, p.readLine(t))
+	killOnCleanup(t, pids)
+	began := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("shutdown took %s", took)
+	}
+	waitGone(t, append(pids, int(p.pid)))
+	if _, err := os.Stat(a.socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+// Start → End of `true`, measured through the client, against a bare
+// fork+exec+wait of /bin/true.
+func TestStartLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures latency")
+	}
+	a := startAgent(t)
+	req := func() *connect.Request[process.StartRequest] {
+		return connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true"}})
+	}
+	for range 10 { // warm up connections and caches
+		a.run(t, req())
+	}
+	const runs = 200
+	agent := make([]time.Duration, runs)
+	for i := range agent {
+		began := time.Now()
+		if res := a.run(t, req()); res.end.GetExitCode() != 0 {
+			t.Fatalf("end = %v", res.end)
+		}
+		agent[i] = time.Since(began)
+	}
+	bare := make([]time.Duration, runs)
+	for i := range bare {
+		began := time.Now()
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		bare[i] = time.Since(began)
+	}
+	slices.Sort(agent)
+	slices.Sort(bare)
+	t.Logf("Start→End of /bin/true over %d runs: p50 %s, p90 %s (bare fork+exec+wait: p50 %s, p90 %s)",
+		runs, agent[runs/2], agent[runs*9/10], bare[runs/2], bare[runs*9/10])
+}

@@ -1,0 +1,181 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+)
+
+// account is a user of the sandbox as /etc/passwd describes it.
+type account struct {
+	Name string
+	UID  uint32
+	GID  uint32
+	Home string
+}
+
+// requestUser returns the account a request acts as: the username override
+// when set (the /files query parameter), else the user named by the request's
+// "Authorization: Basic base64(<user>:)" header (as envd does), else the
+// configured default user. An unknown user is an invalid argument.
+func (s *server) requestUser(h http.Header, override string) (account, error) {
+	name := override
+	if name == "" {
+		name = basicUser(h.Get("Authorization"))
+	}
+	if name == "" {
+		name = s.cfg.DefaultUser
+	}
+	return lookupAccount(s.cfg.PasswdFile, name)
+}
+
+// basicUser extracts the username from a Basic authorization header value,
+// or "" when there is none.
+func basicUser(v string) string {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return ""
+	}
+	name, _, _ := strings.Cut(string(raw), ":")
+	return name
+}
+
+func lookupAccount(passwdFile, name string) (account, error) {
+	data, err := os.ReadFile(passwdFile)
+	if err != nil {
+		return account{}, connect.NewError(connect.CodeInternal, fmt.Errorf("read %s: %w", passwdFile, err))
+	}
+	for line := range bytes.Lines(data) {
+		f := strings.Split(strings.TrimRight(string(line), "\r\n"), ":")
+		if len(f) < 6 || f[0] != name {
+			continue
+		}
+		uid, err1 := strconv.ParseUint(f[2], 10, 32)
+		gid, err2 := strconv.ParseUint(f[3], 10, 32)
+		if err := errors.Join(err1, err2); err != nil {
+			return account{}, connect.NewError(connect.CodeInternal, fmt.Errorf("bad entry for user %q in %s: %w", name, passwdFile, err))
+		}
+		home := f[5]
+		if home == "" {
+			home = "/"
+		}
+		return account{Name: name, UID: uint32(uid), GID: uint32(gid), Home: filepath.Clean(home)}, nil
+	}
+	return account{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unknown user %q", name))
+}
+
+// idNames maps user and group IDs to names for EntryInfo.owner and .group.
+type idNames struct {
+	users, groups map[uint32]string
+}
+
+// loadIDNames reads the passwd and group files; a file it cannot read just
+// leaves IDs unnamed.
+func (s *server) loadIDNames() idNames {
+	return idNames{users: readIDFile(s.cfg.PasswdFile), groups: readIDFile(s.cfg.GroupFile)}
+}
+
+// readIDFile parses name:x:id:… lines, the shape passwd and group share.
+func readIDFile(path string) map[uint32]string {
+	m := map[uint32]string{}
+	f, err := os.Open(path)
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), ":", 4)
+		if len(fields) < 3 {
+			continue
+		}
+		id, err := strconv.ParseUint(fields[2], 10, 32)
+		if err != nil {
+			continue
+		}
+		if _, dup := m[uint32(id)]; !dup {
+			m[uint32(id)] = fields[0]
+		}
+	}
+	return m
+}
+
+func (n idNames) user(id uint32) string  { return nameOr(n.users, id) }
+func (n idNames) group(id uint32) string { return nameOr(n.groups, id) }
+
+func nameOr(m map[uint32]string, id uint32) string {
+	if name, ok := m[id]; ok {
+		return name
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
+// resolvePath makes p absolute the way envd does: "" and "~" are the home
+// directory, "~/x" and relative paths are relative to it. The result is
+// cleaned. "~name" is not supported.
+func resolvePath(p string, acct account) (string, error) {
+	switch {
+	case p == "" || p == "~":
+		return acct.Home, nil
+	case strings.HasPrefix(p, "~/"):
+		return filepath.Join(acct.Home, p[2:]), nil
+	case strings.HasPrefix(p, "~"):
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path %q: only ~ and ~/ are expanded", p))
+	case filepath.IsAbs(p):
+		return filepath.Clean(p), nil
+	default:
+		return filepath.Join(acct.Home, p), nil
+	}
+}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// processEnv builds a command's environment: a default PATH, overridden by
+// the agent's own environment (minus HUTCH_AGENT_*), then HOME, USER and
+// LOGNAME of the account, then the request's variables, which win.
+func (s *server) processEnv(acct account, extra map[string]string) []string {
+	var keys []string
+	vals := map[string]string{}
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			keys = append(keys, k)
+		}
+		vals[k] = v
+	}
+	set("PATH", defaultPath)
+	for _, kv := range s.baseEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			set(k, v)
+		}
+	}
+	set("HOME", acct.Home)
+	set("USER", acct.Name)
+	set("LOGNAME", acct.Name)
+	extraKeys := make([]string, 0, len(extra))
+	for k := range extra {
+		extraKeys = append(extraKeys, k)
+	}
+	slices.Sort(extraKeys)
+	for _, k := range extraKeys {
+		set(k, extra[k])
+	}
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+vals[k])
+	}
+	return env
+}

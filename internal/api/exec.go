@@ -1,0 +1,165 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// maxOutput caps each stream of a non-streamed exec; the rest is dropped
+// (and said so), so a flood cannot grow the daemon's memory.
+const maxOutput = 1 << 20
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req client.ExecRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	sreq := sandbox.ExecRequest{
+		Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User,
+		Timeout: time.Duration(req.TimeoutS) * time.Second,
+	}
+	if req.Stdin != "" {
+		sreq.Stdin = &req.Stdin
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.execStream(w, r, sreq)
+		return
+	}
+
+	var stdout, stderr capped
+	res, err := s.m.Exec(r.Context(), r.PathValue("id"), sreq, func(st sandbox.Stream, data []byte) error {
+		if st == sandbox.Stdout {
+			stdout.Write(data)
+		} else {
+			stderr.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.ExecResult{
+		ExitCode: res.ExitCode, Stdout: stdout.String(), Stderr: stderr.String(),
+		DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut,
+		Truncated: stdout.truncated || stderr.truncated, KilledBy: res.KilledBy,
+	})
+}
+
+// capped keeps the first maxOutput bytes written to it.
+type capped struct {
+	bytes.Buffer
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) {
+	room := maxOutput - c.Len()
+	if len(p) > room {
+		p, c.truncated = p[:max(room, 0)], true
+	}
+	c.Buffer.Write(p)
+}
+
+// execStream answers with server-sent events as the command writes. Errors
+// before the first event are plain JSON errors; later ones are an "error"
+// event.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, req sandbox.ExecRequest) {
+	sse := &sseWriter{w: w}
+	carry := map[sandbox.Stream][]byte{}
+	res, err := s.m.Exec(r.Context(), r.PathValue("id"), req, func(st sandbox.Stream, data []byte) error {
+		text, rest := splitUTF8(append(carry[st], data...))
+		carry[st] = rest
+		if len(text) == 0 {
+			return nil
+		}
+		return sse.event(string(st), outputEvent(text))
+	})
+	if err == nil {
+		for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
+			if len(carry[st]) > 0 {
+				err = sse.event(string(st), outputEvent(carry[st]))
+			}
+		}
+	}
+	switch {
+	case err != nil && !sse.started:
+		writeError(w, r, s.log, err)
+	case err != nil:
+		status, _ := statusOf(err)
+		if status == http.StatusInternalServerError {
+			s.log.Error("exec stream failed", "path", r.URL.Path, "error", err)
+		}
+		_ = sse.event("error", errorBody{Error: describe(err)})
+	default:
+		_ = sse.event("exit", client.ExecExit{
+			ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
+			TimedOut: res.TimedOut, KilledBy: res.KilledBy,
+		})
+	}
+}
+
+// outputData is the data of a stdout or stderr event: text when the bytes
+// are UTF-8, base64 otherwise.
+type outputData struct {
+	Data       *string `json:"data,omitempty"`
+	DataBase64 string  `json:"data_base64,omitempty"`
+}
+
+func outputEvent(b []byte) outputData {
+	if utf8.Valid(b) {
+		s := string(b)
+		return outputData{Data: &s}
+	}
+	return outputData{DataBase64: base64.StdEncoding.EncodeToString(b)}
+}
+
+// splitUTF8 splits off an incomplete UTF-8 sequence at the end of b (a
+// character cut between two reads), to be sent with the next chunk.
+func splitUTF8(b []byte) (complete, rest []byte) {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if !utf8.RuneStart(c) {
+			continue
+		}
+		if !utf8.FullRune(b[len(b)-i:]) {
+			return b[:len(b)-i], append([]byte(nil), b[len(b)-i:]...)
+		}
+		break
+	}
+	return b, nil
+}
+
+// sseWriter writes server-sent events, flushing each.
+type sseWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *sseWriter) event(name string, v any) error {
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
+		return err
+	}
+	return http.NewResponseController(s.w).Flush()
+}

@@ -1,0 +1,143 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
+)
+
+func entryJSON(e *filesystem.EntryInfo) client.FileEntry {
+	out := client.FileEntry{
+		Name: e.GetName(), Path: e.GetPath(), Size: e.GetSize(),
+		Mode:        fmt.Sprintf("%04o", e.GetMode()&0o7777),
+		Permissions: e.GetPermissions(), Owner: e.GetOwner(), Group: e.GetGroup(),
+		SymlinkTarget: e.GetSymlinkTarget(),
+	}
+	if t := e.GetModifiedTime(); t != nil {
+		out.ModifiedAt = t.AsTime()
+	}
+	switch e.GetType() {
+	case filesystem.FileType_FILE_TYPE_DIRECTORY:
+		out.Type = client.TypeDir
+	case filesystem.FileType_FILE_TYPE_SYMLINK:
+		out.Type = client.TypeSymlink
+	default:
+		out.Type = client.TypeFile
+	}
+	return out
+}
+
+// pathQuery returns the path and user query parameters.
+func pathQuery(r *http.Request) (path, user string) {
+	q := r.URL.Query()
+	return q.Get("path"), q.Get("user")
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	body, err := s.m.ReadFile(r.Context(), r.PathValue("id"), path, user)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if n, ok := body.(interface{ Size() int64 }); ok && n.Size() >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(n.Size(), 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, body); err != nil {
+		// Headers are out: all that can be done is to cut the response,
+		// which the client sees as a short body.
+		s.log.Warn("read file cut short", "path", r.URL.Path, "error", err)
+	}
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	e, err := s.m.WriteFile(r.Context(), r.PathValue("id"), path, user, r.Body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, entryJSON(e))
+}
+
+func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	if err := s.m.Remove(r.Context(), r.PathValue("id"), path, user); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	e, err := s.m.Stat(r.Context(), r.PathValue("id"), path, user)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, entryJSON(e))
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	depth, err := intParam(r, "depth", 1)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	entries, err := s.m.ListDir(r.Context(), r.PathValue("id"), path, user, depth)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Entries []client.FileEntry `json:"entries"`
+	}{Entries: []client.FileEntry{}}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, entryJSON(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Path string `json:"path"`
+		User string `json:"user,omitempty"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	e, err := s.m.MakeDir(r.Context(), r.PathValue("id"), req.Path, req.User)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, entryJSON(e))
+}
+
+func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		User        string `json:"user,omitempty"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	e, err := s.m.Move(r.Context(), r.PathValue("id"), req.Source, req.Destination, req.User)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, entryJSON(e))
+}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// The API's wire types are the Go SDK's (package client): one definition of
+// what goes over the wire.
+
+func sandboxJSON(sb *store.Sandbox) client.Sandbox {
+	meta := sb.Metadata
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	return client.Sandbox{
+		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
+		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids,
+		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), Metadata: meta,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
+	}
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.CreateSandboxRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if req.IdleTimeoutS < 0 {
+		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s must be positive"))
+		return
+	}
+	sb, err := s.m.Create(r.Context(), sandbox.CreateOptions{
+		Template: req.Template, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids,
+		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+	})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sandboxJSON(sb))
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	list, err := s.m.List(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Sandboxes []client.Sandbox `json:"sandboxes"`
+	}{Sandboxes: []client.Sandbox{}}
+	for _, sb := range list {
+		out.Sandboxes = append(out.Sandboxes, sandboxJSON(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.m.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.Delete(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,133 @@
+// Package api serves Hutch's REST API v1 (api/openapi.yaml): routes, bearer
+// authentication, JSON and SSE, and the one mapping from errors to statuses.
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	hutchapi "github.com/hutchdev/hutch/api"
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// Config wires a Server.
+type Config struct {
+	Manager *sandbox.Manager
+	// APIKey is the bearer token TCP clients must present.
+	APIKey  string
+	Version string
+	Logger  *slog.Logger
+}
+
+// Server is the REST API's handlers.
+type Server struct {
+	m       *sandbox.Manager
+	key     string
+	version string
+	log     *slog.Logger
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{m: cfg.Manager, key: cfg.APIKey, version: cfg.Version, log: log}
+}
+
+// Handler returns the API. With requireKey every request must carry the API
+// key (TCP); without, the caller is trusted (the root-only unix socket).
+func (s *Server) Handler(requireKey bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("GET /v1/openapi.yaml", s.openapi)
+	mux.HandleFunc("POST /v1/sandboxes", s.createSandbox)
+	mux.HandleFunc("GET /v1/sandboxes", s.listSandboxes)
+	mux.HandleFunc("GET /v1/sandboxes/{id}", s.getSandbox)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)
+	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.writeFile)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}/files", s.removeFile)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/files/stat", s.statFile)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/files/list", s.listFiles)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.makeDir)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+
+	var h http.Handler = mux
+	if requireKey {
+		h = s.authenticate(h)
+	}
+	return h
+}
+
+// authenticate lets through only requests with the API key.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hutch"`)
+			writeError(w, r, s.log, errdefs.Unauthenticated(
+				"missing or wrong API key: send 'Authorization: Bearer <key>' (the key is in the daemon's data dir, api.key)"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := client.Health{Status: "ok", Version: s.version}
+	for _, b := range s.m.Health(r.Context()) {
+		h.Backends = append(h.Backends, client.BackendHealth(b))
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(hutchapi.OpenAPI)
+}
+
+// maxJSONBody bounds request bodies that are JSON.
+const maxJSONBody = 8 << 20
+
+// decode reads a JSON request body strictly into v.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errdefs.InvalidArgument("the request body is empty; it must be a JSON object")
+		}
+		return errdefs.InvalidArgument("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return errdefs.InvalidArgument("malformed JSON body: more than one JSON value")
+	}
+	return nil
+}
+
+// intParam reads an optional integer query parameter.
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	var n int
+	if _, err := fmt.Sscan(v, &n); err != nil {
+		return 0, errdefs.InvalidArgument("query parameter %s must be an integer, got %q", name, v)
+	}
+	return n, nil
+}

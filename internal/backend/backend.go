@@ -1,0 +1,107 @@
+// Package backend defines what Hutch needs from a sandbox runtime. A backend
+// only creates, inspects and destroys sandboxes and connects the daemon to the
+// agent inside each one; exec, files and everything else go through the agent,
+// so every backend behaves the same.
+package backend
+
+import (
+	"context"
+	"net"
+)
+
+// Backend runs sandboxes. All methods are safe for concurrent use on different
+// sandboxes; calls for one sandbox are serialised by the caller (the Manager).
+//
+// Errors: a sandbox the backend does not know, or whose container is gone,
+// yields an error wrapping errdefs.ErrNotFound; an unusable runtime yields
+// errdefs.ErrUnavailable.
+type Backend interface {
+	// Name is the backend's stable name, stored with each sandbox ("runc").
+	Name() string
+
+	// Probe reports whether the backend can run sandboxes on this host.
+	Probe(ctx context.Context) Health
+
+	// Create starts a sandbox and returns once its agent is listening. On
+	// error it leaves nothing behind.
+	Create(ctx context.Context, spec Spec) (Handle, error)
+
+	// Recover reattaches to a sandbox created by an earlier daemon process
+	// from its handle. It fails with ErrNotFound when the sandbox's container
+	// is no longer running; the caller then calls Destroy.
+	Recover(ctx context.Context, h Handle) error
+
+	// DialAgent connects to the agent inside a running sandbox.
+	DialAgent(ctx context.Context, h Handle) (net.Conn, error)
+
+	// Destroy stops the sandbox if it runs and removes everything it made:
+	// processes, mounts, cgroups, runtime state and files. It is idempotent:
+	// destroying a sandbox that is already (partly) gone succeeds.
+	Destroy(ctx context.Context, h Handle) error
+
+	// List returns the IDs of every sandbox this backend has on the host,
+	// including ones the caller no longer knows (to clean up after a crash).
+	List(ctx context.Context) ([]string, error)
+}
+
+// Spec is what a sandbox is made from.
+type Spec struct {
+	ID       string
+	Hostname string
+
+	// RootDir is the read-only template root. The sandbox sees it with a
+	// private writable layer on top.
+	RootDir string
+	// Binds are host paths mounted into the sandbox (read-only unless said).
+	Binds []Bind
+	// Files are written into the writable layer before start, keyed by
+	// absolute path in the sandbox (per-sandbox /etc/passwd, /etc/hosts, …).
+	Files map[string]File
+
+	// Env is the environment of the agent, inherited by every process it
+	// starts. Values may be secret: never log them.
+	Env []string
+
+	Limits Limits
+}
+
+// Bind mounts a host path into the sandbox.
+type Bind struct {
+	Source      string
+	Destination string
+	Writable    bool
+}
+
+// File is a file placed in the sandbox's writable layer before it starts.
+type File struct {
+	Data []byte
+	Mode uint32
+	UID  int
+	GID  int
+	Dir  bool // make a directory instead of a file
+}
+
+// Limits are the resources a sandbox may use.
+type Limits struct {
+	CPUs        float64
+	MemoryBytes int64
+	Pids        int64
+}
+
+// Handle identifies a created sandbox. State is opaque to everyone but the
+// backend that made it; the store persists it so that Recover works after a
+// daemon restart.
+type Handle struct {
+	ID      string
+	Backend string
+	State   []byte
+}
+
+// Health is what Probe found.
+type Health struct {
+	Name    string `json:"name"`
+	Binary  string `json:"binary,omitempty"`
+	Version string `json:"version,omitempty"`
+	Usable  bool   `json:"usable"`
+	Reason  string `json:"reason,omitempty"`
+}

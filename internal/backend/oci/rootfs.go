@@ -1,0 +1,122 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/backend"
+)
+
+// sandboxLayout names the parts of a sandbox's directory.
+type sandboxLayout struct {
+	upper     string // the writable layer
+	work      string // overlayfs' scratch dir
+	rootfs    string // the merged root the container sees
+	socketDir string // bind-mounted at AgentSocketDir
+}
+
+func layout(dir string) sandboxLayout {
+	return sandboxLayout{
+		upper:     filepath.Join(dir, "upper"),
+		work:      filepath.Join(dir, "work"),
+		rootfs:    filepath.Join(dir, "rootfs"),
+		socketDir: filepath.Join(dir, "run"),
+	}
+}
+
+func (l sandboxLayout) socket() string { return filepath.Join(l.socketDir, AgentSocketName) }
+
+// mount makes the sandbox's root: the read-only template below, the
+// sandbox's own writable layer above.
+func (l sandboxLayout) mount(lower string) error {
+	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if strings.ContainsAny(lower+l.upper+l.work, ",:") {
+		return fmt.Errorf("overlay paths must not contain ',' or ':'")
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, l.upper, l.work)
+	if err := unix.Mount("overlay", l.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	return nil
+}
+
+// unmount undoes mount; an unmounted or missing root is fine.
+func (l sandboxLayout) unmount() error {
+	for {
+		err := unix.Unmount(l.rootfs, 0)
+		switch {
+		case err == nil:
+			continue // stacked mounts: unmount until none is left
+		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			return nil // not a mount point (any more)
+		case errors.Is(err, unix.EBUSY):
+			if derr := unix.Unmount(l.rootfs, unix.MNT_DETACH); derr != nil {
+				return fmt.Errorf("unmount %s: %w", l.rootfs, derr)
+			}
+			return nil
+		default:
+			return fmt.Errorf("unmount %s: %w", l.rootfs, err)
+		}
+	}
+}
+
+// writeFiles places the sandbox's own files in its root before it starts.
+// The root is still the template Hutch made, so paths are trusted.
+func writeFiles(rootfs string, files map[string]backend.File) error {
+	paths := slices.Sorted(maps.Keys(files)) // parents before children
+	for _, path := range paths {
+		f := files[path]
+		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+			return fmt.Errorf("file path %q must be absolute and clean", path)
+		}
+		host := filepath.Join(rootfs, path)
+		if f.Dir {
+			if err := os.MkdirAll(host, os.FileMode(f.Mode)); err != nil {
+				return err
+			}
+		} else {
+			if err := os.WriteFile(host, f.Data, os.FileMode(f.Mode)); err != nil {
+				return err
+			}
+		}
+		if err := os.Lchown(host, f.UID, f.GID); err != nil {
+			return err
+		}
+		if err := os.Chmod(host, os.FileMode(f.Mode)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cgroupRoot is where the host's cgroup hierarchies are mounted.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// removeCgroups removes a container's cgroup directories in every hierarchy,
+// for when the runtime could not (a container that died half-made). Missing
+// directories are fine.
+func removeCgroups(rel string) error {
+	hierarchies, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return nil // no cgroup filesystem to clean
+	}
+	var errs []error
+	for _, h := range hierarchies {
+		dir := filepath.Join(cgroupRoot, h.Name(), rel)
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,357 @@
+// Package oci runs sandboxes with an OCI runtime binary (runc; gVisor's runsc
+// later): it writes a bundle whose root is the template with a private
+// overlay on top, and drives the runtime's command line as containerd does.
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+var _ backend.Backend = (*Runtime)(nil)
+
+// Config configures a Runtime.
+type Config struct {
+	// Name is the backend's name ("runc").
+	Name string
+	// Binary is the runtime executable, a path or a name looked up in PATH.
+	Binary string
+	// StateRoot is the runtime's --root: where it keeps container state.
+	StateRoot string
+	// SandboxDir holds one directory per sandbox: bundle, writable layer and
+	// the agent's socket directory.
+	SandboxDir string
+	// AgentExe is the host path of the executable run as the sandbox's agent
+	// (the daemon's own).
+	AgentExe string
+	// AgentTimeout bounds how long Create waits for the agent to listen.
+	AgentTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Runtime is a backend.Backend driving an OCI runtime binary.
+type Runtime struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Runtime. It does not check that the runtime works: see Probe.
+func New(cfg Config) *Runtime {
+	if cfg.AgentTimeout == 0 {
+		cfg.AgentTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runtime{cfg: cfg, log: log}
+}
+
+func (r *Runtime) Name() string { return r.cfg.Name }
+
+// containerPrefix marks the runtime's containers as Hutch's.
+const containerPrefix = "hutch-"
+
+func containerID(id string) string { return containerPrefix + id }
+
+// validID keeps sandbox IDs safe as path elements and container names.
+var validID = regexp.MustCompile(`^[a-z0-9]{1,40}$`)
+
+// Probe reports whether the runtime binary is there and answers.
+func (r *Runtime) Probe(ctx context.Context) backend.Health {
+	h := backend.Health{Name: r.cfg.Name}
+	path, err := exec.LookPath(r.cfg.Binary)
+	if err != nil {
+		h.Reason = fmt.Sprintf("%s not found in PATH: install it (apt-get install %s)", r.cfg.Binary, r.cfg.Name)
+		return h
+	}
+	h.Binary = path
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		h.Reason = fmt.Sprintf("%s --version: %v", path, err)
+		return h
+	}
+	h.Version = parseVersion(string(out))
+	if os.Geteuid() != 0 {
+		h.Reason = "the daemon must run as root to create sandboxes"
+		return h
+	}
+	h.Usable = true
+	return h
+}
+
+// parseVersion takes "runc version 1.1.5+ds1\ncommit: …" to "1.1.5+ds1".
+func parseVersion(out string) string {
+	first, _, _ := strings.Cut(out, "\n")
+	fields := strings.Fields(first)
+	for i, f := range fields {
+		if f == "version" && i+1 < len(fields) {
+			return fields[i+1]
+		}
+	}
+	return strings.TrimSpace(first)
+}
+
+// state is the opaque handle state: enough to find everything again.
+type state struct {
+	Dir string `json:"dir"`
+}
+
+func (r *Runtime) dir(id string) string { return filepath.Join(r.cfg.SandboxDir, id) }
+
+// Create writes the bundle, mounts the root, starts the container and waits
+// for its agent. Any failure removes what was made.
+func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle, err error) {
+	if !validID.MatchString(s.ID) {
+		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
+	}
+	dir := r.dir(s.ID)
+	if err := os.MkdirAll(r.cfg.SandboxDir, 0o700); err != nil {
+		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return backend.Handle{}, errdefs.AlreadyExists("sandbox %s already exists", s.ID)
+		}
+		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	h = backend.Handle{ID: s.ID, Backend: r.cfg.Name}
+	h.State, _ = json.Marshal(state{Dir: dir})
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := r.Destroy(cctx, h); derr != nil {
+			r.log.Error("roll back sandbox", "sandbox_id", s.ID, "error", derr)
+		}
+	}()
+
+	layer := layout(dir)
+	if err := layer.mount(s.RootDir); err != nil {
+		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
+	}
+	if err := writeFiles(layer.rootfs, s.Files); err != nil {
+		return h, fmt.Errorf("write files of sandbox %s: %w", s.ID, err)
+	}
+	cfg, err := json.MarshalIndent(specFor(s, r.cfg.AgentExe, layer.socketDir), "", "  ")
+	if err != nil {
+		return h, fmt.Errorf("encode bundle config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
+		return h, fmt.Errorf("write bundle config: %w", err)
+	}
+
+	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return h, fmt.Errorf("open agent log: %w", err)
+	}
+	defer logFile.Close()
+	// run -d: the container outlives this call and this daemon. Its stdio is
+	// the log file, so no pipe ties it to us.
+	cmd := r.command(ctx, "run", "--detach", "--bundle", dir, containerID(s.ID))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Run(); err != nil {
+		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
+	}
+	if err := r.waitAgent(ctx, h, layer.socket()); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// waitAgent polls until the agent accepts connections.
+func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle, socket string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.AgentTimeout)
+	defer cancel()
+	delay := 200 * time.Microsecond
+	for {
+		conn, err := r.DialAgent(ctx, h)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.Unavailable("agent of sandbox %s did not start listening on %s: %v%s",
+				h.ID, socket, err, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Millisecond)
+	}
+}
+
+// Recover checks that the sandbox's container still runs.
+func (r *Runtime) Recover(ctx context.Context, h backend.Handle) error {
+	st, err := r.state(ctx, h.ID)
+	if err != nil {
+		return err
+	}
+	if st.Status != "running" {
+		return errdefs.NotFound("container of sandbox %s is %s", h.ID, st.Status)
+	}
+	return nil
+}
+
+// containerState is the part of the runtime's `state` output Hutch reads.
+type containerState struct {
+	Status string `json:"status"` // "running", "stopped", …
+	Pid    int    `json:"pid"`    // of the container's init, on the host
+}
+
+// state asks the runtime about a container; ErrNotFound when it does not know
+// it.
+func (r *Runtime) state(ctx context.Context, id string) (containerState, error) {
+	var stderr bytes.Buffer
+	cmd := r.command(ctx, "state", containerID(id))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if strings.Contains(stderr.String(), "does not exist") {
+			return containerState{}, errdefs.NotFound("container of sandbox %s does not exist", id)
+		}
+		return containerState{}, fmt.Errorf("%s state %s: %w: %s", r.cfg.Name, id, err, strings.TrimSpace(stderr.String()))
+	}
+	var st containerState
+	if err := json.Unmarshal(out, &st); err != nil {
+		return containerState{}, fmt.Errorf("decode %s state: %w", r.cfg.Name, err)
+	}
+	return st, nil
+}
+
+// DialAgent connects to the agent's socket. The socket directory is writable
+// from inside the sandbox, so the daemon refuses anything there that is not a
+// socket (a symlink planted to another host socket, say).
+func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
+	socket := layout(r.dir(h.ID)).socket()
+	fi, err := os.Lstat(socket)
+	if err != nil {
+		return nil, errdefs.Unavailable("agent of sandbox %s is not listening", h.ID)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return nil, errdefs.Unavailable("agent socket of sandbox %s is not a socket", h.ID)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, errdefs.Unavailable("connect to agent of sandbox %s: %v", h.ID, err)
+	}
+	return conn, nil
+}
+
+// Destroy kills the container, deletes it from the runtime, unmounts its root
+// and removes its directory. Each step tolerates what is already gone.
+func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
+	if !validID.MatchString(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	var errs []error
+	st, _ := r.state(ctx, h.ID) // for the init pid; a missing container is fine
+	var stderr bytes.Buffer
+	cmd := r.command(ctx, "delete", "--force", containerID(h.ID))
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
+		errs = append(errs, fmt.Errorf("%s delete %s: %w: %s", r.cfg.Name, h.ID, err, strings.TrimSpace(stderr.String())))
+	}
+	if st.Pid > 0 {
+		// delete --force sends SIGKILL; the caller is promised that the
+		// processes are gone, not dying.
+		if err := waitExited(ctx, st.Pid); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", h.ID, err))
+		}
+	}
+	if err := removeCgroups("hutch/" + h.ID); err != nil {
+		errs = append(errs, err)
+	}
+	dir := r.dir(h.ID)
+	if err := layout(dir).unmount(); err != nil {
+		errs = append(errs, err)
+	} else if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// List returns the sandboxes this runtime has: containers in its state root
+// and directories in the sandbox dir.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if validID.MatchString(id) && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	out, err := r.command(ctx, "list", "--quiet").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s list: %w", r.cfg.Name, err)
+	}
+	for _, name := range strings.Fields(string(out)) {
+		if id, ok := strings.CutPrefix(name, containerPrefix); ok {
+			add(id)
+		}
+	}
+	entries, err := os.ReadDir(r.cfg.SandboxDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read sandbox dir: %w", err)
+	}
+	for _, e := range entries {
+		add(e.Name())
+	}
+	return ids, nil
+}
+
+func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, r.cfg.Binary, append([]string{"--root", r.cfg.StateRoot}, args...)...)
+}
+
+// waitExited waits until process pid has exited (gone, or a zombie waiting
+// for the host's init to reap it).
+func waitExited(ctx context.Context, pid int) error {
+	stat := filepath.Join("/proc", strconv.Itoa(pid), "stat")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return nil // gone
+		}
+		// The state follows the parenthesised command name.
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("init process %d still running after it was killed", pid)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// tailOf returns the end of a log file, for error messages.
+func tailOf(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return ""
+	}
+	const max = 512
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return ": " + strings.TrimSpace(string(b))
+}

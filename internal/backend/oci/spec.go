@@ -1,0 +1,138 @@
+package oci
+
+import (
+	"math"
+	"path/filepath"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hutchdev/hutch/internal/backend"
+)
+
+// Paths inside every sandbox.
+const (
+	// AgentDir holds the agent's executable and its socket directory.
+	AgentDir = "/.hutch"
+	// AgentBinary is where the daemon's own executable is bind-mounted.
+	AgentBinary = AgentDir + "/hutch"
+	// AgentSocketDir is the per-sandbox host directory the agent listens in.
+	AgentSocketDir = AgentDir + "/run"
+	// AgentSocketName is the agent socket's file name in AgentSocketDir.
+	AgentSocketName = "agent.sock"
+)
+
+// capabilities are what processes in a sandbox may hold. Processes run as
+// uid 1000 hold none of them; these matter for the agent (PID 1, root) and for
+// calls that ask for root. Left out on purpose, among others: SYS_ADMIN
+// (mount, namespaces), NET_RAW (raw sockets), MKNOD, SYS_PTRACE, SYS_MODULE,
+// NET_ADMIN, SYS_TIME, AUDIT_CONTROL.
+var capabilities = []string{
+	"CAP_CHOWN",            // the agent hands files it writes to the user
+	"CAP_DAC_OVERRIDE",     // file calls as root reach every path
+	"CAP_FOWNER",           // chmod/utime on files of other users
+	"CAP_FSETID",           // keep setgid bits on chown, as root expects
+	"CAP_KILL",             // the agent signals and kills user processes
+	"CAP_SETGID",           // the agent starts processes as the user
+	"CAP_SETUID",           // likewise
+	"CAP_SETPCAP",          // dropping capabilities in children
+	"CAP_NET_BIND_SERVICE", // root may listen on ports below 1024
+	"CAP_SYS_CHROOT",       // chroot-based tools (some package managers)
+	"CAP_AUDIT_WRITE",      // su/login-style tools write audit records
+}
+
+// maskedPaths and readonlyPaths hide or freeze the parts of /proc and /sys
+// that leak host information or reach the host kernel (the list `runc spec`
+// and Docker use).
+var maskedPaths = []string{
+	"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+	"/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+	"/sys/devices/virtual/powercap",
+}
+
+var readonlyPaths = []string{
+	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+}
+
+// cpuPeriod is the CFS period the CPU limit is expressed in, in µs.
+const cpuPeriod = 100000
+
+// specFor builds the OCI runtime config of a sandbox. agentExe is the host
+// path of the binary run as PID 1, socketDir the host directory it listens in.
+func specFor(s backend.Spec, agentExe, socketDir string) *specs.Spec {
+	env := append([]string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+	}, s.Env...)
+
+	mounts := []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		{Destination: AgentBinary, Type: "bind", Source: agentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		{Destination: AgentSocketDir, Type: "bind", Source: socketDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+	}
+	for _, b := range s.Binds {
+		opts := []string{"rbind", "nosuid", "nodev"}
+		if b.Writable {
+			opts = append(opts, "rw")
+		} else {
+			opts = append(opts, "ro")
+		}
+		mounts = append(mounts, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: opts})
+	}
+
+	var res specs.LinuxResources
+	if s.Limits.MemoryBytes > 0 {
+		res.Memory = &specs.LinuxMemory{Limit: &s.Limits.MemoryBytes}
+	}
+	if s.Limits.CPUs > 0 {
+		quota := int64(math.Round(s.Limits.CPUs * cpuPeriod))
+		period := uint64(cpuPeriod)
+		res.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if s.Limits.Pids > 0 {
+		limit := s.Limits.Pids
+		res.Pids = &specs.LinuxPids{Limit: &limit}
+	}
+	// No devices but the defaults the runtime always creates
+	// (null, zero, full, random, urandom, tty, ptmx).
+	res.Devices = []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
+
+	return &specs.Spec{
+		Version:  specs.Version,
+		Hostname: s.Hostname,
+		Root:     &specs.Root{Path: "rootfs"},
+		Process: &specs.Process{
+			Args: []string{AgentBinary, "agent", "--socket", filepath.Join(AgentSocketDir, AgentSocketName)},
+			Env:  env,
+			Cwd:  "/",
+			User: specs.User{UID: 0, GID: 0},
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  capabilities,
+				Effective: capabilities,
+				Permitted: capabilities,
+			},
+			NoNewPrivileges: true,
+		},
+		Mounts: mounts,
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				{Type: specs.CgroupNamespace},
+			},
+			CgroupsPath:   "/hutch/" + s.ID,
+			Resources:     &res,
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+		},
+	}
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// createFlags are the flags that describe a new sandbox (create and run).
+type createFlags struct {
+	template    string
+	cpus        float64
+	memoryMB    int64
+	pids        int64
+	env         []string
+	meta        []string
+	idleTimeout time.Duration
+}
+
+func (f *createFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.template, "template", "", "template to start from (default: the daemon's, host)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPUs (default 1)")
+	fl.Int64Var(&f.memoryMB, "memory", 0, "memory limit in MiB (default 512)")
+	fl.Int64Var(&f.pids, "pids", 0, "process limit (default 256)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable `K=V` (or K, taken from here); repeatable")
+	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "stop the sandbox after this long without activity (default 5m)")
+}
+
+func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxRequest, error) {
+	req := client.CreateSandboxRequest{
+		Template: f.template,
+		CPUs:     f.cpus,
+		MemoryMB: f.memoryMB,
+		Pids:     f.pids,
+	}
+	if f.idleTimeout < 0 {
+		return req, usageErrorf(cmd, "--idle-timeout must not be negative")
+	}
+	req.IdleTimeoutS = seconds(f.idleTimeout)
+	var err error
+	if req.Env, err = parseEnv(a, cmd, f.env); err != nil {
+		return req, err
+	}
+	if req.Metadata, err = parsePairs(cmd, "--meta", f.meta); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// parseEnv turns -e flags into a map. A bare K takes its value from hutch's
+// own environment, as docker does.
+func parseEnv(a *app, cmd *cobra.Command, flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(flags))
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "" {
+			return nil, usageErrorf(cmd, "-e %q: want K=V", kv)
+		}
+		if !ok {
+			if v, ok = a.lookupEnv(k); !ok {
+				return nil, usageErrorf(cmd, "-e %s: %s is not set here; give -e %s=VALUE", k, k, k)
+			}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// parsePairs turns repeated k=v flags into a map.
+func parsePairs(cmd *cobra.Command, flag string, flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(flags))
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf(cmd, "%s %q: want k=v", flag, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (a *app) newCreateCmd() *cobra.Command {
+	var f createFlags
+	cmd := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "Create a sandbox and print its ID",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			req, err := f.request(a, cmd)
+			if err != nil {
+				return err
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			sb, err := c.CreateSandbox(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(sb)
+			}
+			_, err = fmt.Fprintln(a.stdout, sb.ID)
+			return err
+		},
+	}
+	f.register(cmd)
+	return cmd
+}

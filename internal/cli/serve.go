@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hutchdev/hutch/internal/daemon"
+)
+
+// Version is the build's version, set by the Makefile's -ldflags.
+var Version = "dev"
+
+func newServeCmd() *cobra.Command {
+	cfg := daemon.Default()
+	var configFile string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Hutch daemon (needs root)",
+		Long: "Run the Hutch daemon: the REST API on --listen (bearer key required) and on a\n" +
+			"root-only unix socket in --run-dir, state and sandboxes in --data-dir.\n" +
+			"Sandboxes keep running when the daemon stops; the next start picks them up.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configFile != "" {
+				// Defaults, then the file, then the flags that were given.
+				fileCfg := daemon.Default()
+				if err := fileCfg.LoadFile(configFile); err != nil {
+					return err
+				}
+				fields := map[string]*string{
+					"listen": &fileCfg.Listen, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
+					"runc": &fileCfg.Runc, "log-level": &fileCfg.LogLevel,
+				}
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if p, ok := fields[f.Name]; ok {
+						*p = f.Value.String()
+					}
+				})
+				cfg = fileCfg
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+				return usageErrorf(cmd, "--log-level: %v", err)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			return daemon.Run(cmd.Context(), cfg, Version, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "TOML config file (version = 1); flags override it")
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "TCP address of the REST API")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
+	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live")
+	f.StringVar(&cfg.Runc, "runc", cfg.Runc, "the runc binary")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the daemon's configuration: defaults, then the TOML file, then
+// flags.
+type Config struct {
+	// Version must be 1.
+	Version int `toml:"version"`
+	// Listen is the TCP address of the REST API.
+	Listen string `toml:"listen"`
+	// DataDir holds the database, the API key, templates and sandboxes.
+	DataDir string `toml:"data_dir"`
+	// RunDir holds the unix socket and the runtime's state.
+	RunDir string `toml:"run_dir"`
+	// Runc is the runc binary, a path or a name looked up in PATH.
+	Runc string `toml:"runc"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+}
+
+// Default returns the configuration used when nothing is said.
+func Default() Config {
+	return Config{
+		Version:  1,
+		Listen:   "127.0.0.1:7070",
+		DataDir:  "/var/lib/hutch",
+		RunDir:   "/run/hutch",
+		Runc:     "runc",
+		LogLevel: "info",
+	}
+}
+
+// LoadFile applies a TOML config file over c. Unknown keys are errors.
+func (c *Config) LoadFile(path string) error {
+	md, err := toml.DecodeFile(path, c)
+	if err != nil {
+		return fmt.Errorf("read config %s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		return fmt.Errorf("config %s: unknown keys %v", path, undecoded)
+	}
+	return nil
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Version != 1 {
+		errs = append(errs, fmt.Errorf("version must be 1, got %d", c.Version))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
+	}
+	for name, dir := range map[string]string{"data_dir": c.DataDir, "run_dir": c.RunDir} {
+		if !filepath.IsAbs(dir) {
+			errs = append(errs, fmt.Errorf("%s must be an absolute path, got %q", name, dir))
+		}
+	}
+	// A unix socket path may hold at most 107 bytes; the agent's lives
+	// deepest: <data_dir>/sandboxes/<12-char id>/run/agent.sock.
+	if n := len(c.DataDir) + len("/sandboxes/123456789012/run/agent.sock"); n > 107 {
+		errs = append(errs, fmt.Errorf("data_dir %q is too long for unix socket paths inside it (%d > 107 bytes)", c.DataDir, n))
+	}
+	if c.Runc == "" {
+		errs = append(errs, errors.New("runc must name the runc binary"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// Paths inside the data and run dirs.
+func (c Config) dbPath() string      { return filepath.Join(c.DataDir, "hutch.db") }
+func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key") }
+func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
+func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
+func (c Config) socketPath() string  { return filepath.Join(c.RunDir, "hutch.sock") }
+func (c Config) runtimeRoot() string { return filepath.Join(c.RunDir, "runc") }
+func (c Config) ensureDirs() error {
+	for _, d := range []string{c.DataDir, c.RunDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+// Package daemon is `hutch serve`: it wires config, store, templates,
+// backends, the sandbox manager and the API together, serves until its
+// context ends, and shuts down within a bounded time. Sandboxes outlive the
+// daemon: the next start recovers them.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store/sqlite"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// shutdownTimeout bounds how long in-flight requests may take to finish.
+const shutdownTimeout = 10 * time.Second
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid config: %w", err)
+	}
+	if err := cfg.ensureDirs(); err != nil {
+		return fmt.Errorf("create data dirs: %w", err)
+	}
+	key, err := loadOrCreateKey(cfg.keyPath())
+	if err != nil {
+		return err
+	}
+	db, err := sqlite.Open(ctx, cfg.dbPath())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	templates, err := template.Open(cfg.templateDir())
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the agent: %w", err)
+	}
+	runc := oci.New(oci.Config{
+		Name:       "runc",
+		Binary:     cfg.Runc,
+		StateRoot:  cfg.runtimeRoot(),
+		SandboxDir: cfg.sandboxDir(),
+		AgentExe:   exe,
+		Logger:     log,
+	})
+	if h := runc.Probe(ctx); !h.Usable {
+		log.Warn("backend not usable: sandboxes cannot be created", "backend", h.Name, "reason", h.Reason)
+	}
+	mgr, err := sandbox.New(sandbox.Config{
+		Store: db, Backends: []backend.Backend{runc}, Templates: templates, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+
+	srv := api.New(api.Config{Manager: mgr, APIKey: key, Version: version, Logger: log})
+	tcp, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	unixLn, err := listenUnix(cfg.socketPath())
+	if err != nil {
+		tcp.Close()
+		return err
+	}
+	servers := []*http.Server{
+		{Handler: srv.Handler(true), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+	}
+	listeners := []net.Listener{tcp, unixLn}
+	log.Info("hutch serving", "listen", tcp.Addr().String(), "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
+
+	g, gctx := errgroup.WithContext(ctx)
+	for i, s := range servers {
+		g.Go(func() error {
+			if err := s.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { return mgr.Run(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownTimeout)
+		defer cancel()
+		var errs []error
+		for _, s := range servers {
+			if err := s.Shutdown(sctx); err != nil {
+				s.Close() // streams still open after the grace period
+				errs = append(errs, err)
+			}
+		}
+		os.Remove(cfg.socketPath())
+		if len(errs) > 0 {
+			log.Warn("forced shutdown after timeout", "error", errors.Join(errs...))
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// listenUnix listens on a unix socket only root can use, replacing a stale
+// socket file.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// loadOrCreateKey returns the API key, making one on first start.
+func loadOrCreateKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if key := strings.TrimSpace(string(b)); key != "" {
+			return key, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read API key: %w", err)
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	key := "hutch_" + hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write API key: %w", err)
+	}
+	return key, nil
+}

@@ -1,0 +1,89 @@
+// Package errdefs defines the few kinds of error Hutch distinguishes. Code
+// anywhere wraps one of these sentinels (fmt.Errorf("…: %w", errdefs.ErrNotFound))
+// or builds one with a message for the user (errdefs.NotFound("sandbox %s", id));
+// callers check kinds with errors.Is only. The API maps each kind to an HTTP
+// status in exactly one place.
+package errdefs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The kinds. Their text is the stable code the API reports.
+var (
+	ErrNotFound           = errors.New("not_found")
+	ErrAlreadyExists      = errors.New("already_exists")
+	ErrInvalidArgument    = errors.New("invalid_argument")
+	ErrFailedPrecondition = errors.New("failed_precondition")
+	ErrConflict           = errors.New("conflict")
+	ErrResourceExhausted  = errors.New("resource_exhausted")
+	ErrUnavailable        = errors.New("unavailable")
+	ErrNotImplemented     = errors.New("not_implemented")
+	ErrUnauthenticated    = errors.New("unauthenticated")
+)
+
+var kinds = []error{
+	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
+	ErrConflict, ErrResourceExhausted, ErrUnavailable, ErrNotImplemented,
+	ErrUnauthenticated,
+}
+
+// Error is an error whose message is meant for the user of the API, with the
+// kind it belongs to.
+type Error struct {
+	Kind error
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Kind }
+
+func newf(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// NotFound and the constructors below make an error of their kind whose
+// message is safe to show to the user as is.
+func NotFound(format string, args ...any) error { return newf(ErrNotFound, format, args...) }
+func AlreadyExists(format string, args ...any) error {
+	return newf(ErrAlreadyExists, format, args...)
+}
+func InvalidArgument(format string, args ...any) error {
+	return newf(ErrInvalidArgument, format, args...)
+}
+func FailedPrecondition(format string, args ...any) error {
+	return newf(ErrFailedPrecondition, format, args...)
+}
+func Conflict(format string, args ...any) error { return newf(ErrConflict, format, args...) }
+func ResourceExhausted(format string, args ...any) error {
+	return newf(ErrResourceExhausted, format, args...)
+}
+func Unavailable(format string, args ...any) error { return newf(ErrUnavailable, format, args...) }
+func NotImplemented(format string, args ...any) error {
+	return newf(ErrNotImplemented, format, args...)
+}
+func Unauthenticated(format string, args ...any) error {
+	return newf(ErrUnauthenticated, format, args...)
+}
+
+// Kind returns the kind err belongs to, or nil when it has none (an internal
+// error).
+func Kind(err error) error {
+	for _, k := range kinds {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
+}
+
+// UserMessage returns the message of the outermost *Error in err's chain: the
+// part written for the user. ok is false when err carries no such message.
+func UserMessage(err error) (msg string, ok bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Msg, true
+	}
+	return "", false
+}

@@ -1,0 +1,156 @@
+package sandbox
+
+import (
+	"context"
+	"io"
+	"path"
+
+	"connectrpc.com/connect"
+
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// File calls reach the sandbox's agent, which resolves paths inside the
+// sandbox: a symlink or ".." can lead nowhere but into the sandbox's own tree.
+
+// workspacePath makes p absolute, relative paths meaning the workspace.
+func workspacePath(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(template.Workspace, p)
+}
+
+func checkPath(p string) error {
+	if p == "" {
+		return errdefs.InvalidArgument("path is required")
+	}
+	return nil
+}
+
+// ReadFile streams a file's content. The caller closes it.
+func (m *Manager) ReadFile(ctx context.Context, id, p, user string) (io.ReadCloser, error) {
+	if err := checkPath(p); err != nil {
+		return nil, err
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return inst.agent.ReadFile(ctx, workspacePath(p), userOr(user))
+}
+
+// WriteFile creates or replaces a file with r's content, making parent
+// directories.
+func (m *Manager) WriteFile(ctx context.Context, id, p, user string, r io.Reader) (*filesystem.EntryInfo, error) {
+	if err := checkPath(p); err != nil {
+		return nil, err
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	abs := workspacePath(p)
+	u := userOr(user)
+	if _, err := inst.agent.WriteFile(ctx, abs, u, r); err != nil {
+		return nil, err
+	}
+	return m.stat(ctx, inst, abs, u)
+}
+
+// Stat describes a path.
+func (m *Manager) Stat(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
+	if err := checkPath(p); err != nil {
+		return nil, err
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.stat(ctx, inst, workspacePath(p), userOr(user))
+}
+
+func (m *Manager) stat(ctx context.Context, inst *instance, abs, user string) (*filesystem.EntryInfo, error) {
+	req := connect.NewRequest(&filesystem.StatRequest{Path: abs})
+	agentclient.WithUser(req, user)
+	res, err := inst.agent.Filesystem.Stat(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetEntry(), nil
+}
+
+// Remove deletes a file, or a directory with its contents.
+func (m *Manager) Remove(ctx context.Context, id, p, user string) error {
+	if err := checkPath(p); err != nil {
+		return err
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return err
+	}
+	req := connect.NewRequest(&filesystem.RemoveRequest{Path: workspacePath(p)})
+	agentclient.WithUser(req, userOr(user))
+	_, err = inst.agent.Filesystem.Remove(ctx, req)
+	return err
+}
+
+// ListDir lists a directory, depth levels deep (at least 1).
+func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([]*filesystem.EntryInfo, error) {
+	if err := checkPath(p); err != nil {
+		return nil, err
+	}
+	if depth < 1 || depth > 64 {
+		return nil, errdefs.InvalidArgument("depth must be between 1 and 64, got %d", depth)
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	req := connect.NewRequest(&filesystem.ListDirRequest{Path: workspacePath(p), Depth: uint32(depth)})
+	agentclient.WithUser(req, userOr(user))
+	res, err := inst.agent.Filesystem.ListDir(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetEntries(), nil
+}
+
+// MakeDir creates a directory and its parents.
+func (m *Manager) MakeDir(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
+	if err := checkPath(p); err != nil {
+		return nil, err
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: workspacePath(p)})
+	agentclient.WithUser(req, userOr(user))
+	res, err := inst.agent.Filesystem.MakeDir(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetEntry(), nil
+}
+
+// Move renames a file or directory.
+func (m *Manager) Move(ctx context.Context, id, src, dst, user string) (*filesystem.EntryInfo, error) {
+	if src == "" || dst == "" {
+		return nil, errdefs.InvalidArgument("source and destination are required")
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	req := connect.NewRequest(&filesystem.MoveRequest{Source: workspacePath(src), Destination: workspacePath(dst)})
+	agentclient.WithUser(req, userOr(user))
+	res, err := inst.agent.Filesystem.Move(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg.GetEntry(), nil
+}

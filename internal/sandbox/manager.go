@@ -1,0 +1,347 @@
+// Package sandbox is the Manager: it owns every sandbox's lifecycle (create,
+// recover after a restart, idle timeout, delete) and is the one place the API
+// reaches sandboxes through. Exec and files go to the sandbox's agent.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// Defaults and bounds of a create call.
+const (
+	DefaultTemplate    = "host"
+	DefaultCPUs        = 1.0
+	DefaultMemoryMB    = 512
+	DefaultPids        = 256
+	DefaultIdleTimeout = 300 * time.Second
+
+	minMemoryMB    = 32
+	maxMemoryMB    = 1 << 20
+	minPids        = 16
+	maxPids        = 1 << 16
+	maxIdleTimeout = 30 * 24 * time.Hour
+)
+
+// Config wires a Manager.
+type Config struct {
+	Store     store.Store
+	Backends  []backend.Backend // the first is the default
+	Templates *template.Store
+	Logger    *slog.Logger
+	// ReapInterval is how often idle sandboxes are looked for.
+	ReapInterval time.Duration
+}
+
+// Manager owns the sandboxes.
+type Manager struct {
+	store     store.Store
+	backends  map[string]backend.Backend
+	def       backend.Backend
+	templates *template.Store
+	log       *slog.Logger
+	reapEvery time.Duration
+
+	mu   sync.Mutex
+	live map[string]*instance // sandboxes with a running container
+}
+
+// New returns a Manager. Call Recover before serving and Run for the timers.
+func New(cfg Config) (*Manager, error) {
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("no sandbox backend configured")
+	}
+	m := &Manager{
+		store:     cfg.Store,
+		backends:  map[string]backend.Backend{},
+		def:       cfg.Backends[0],
+		templates: cfg.Templates,
+		log:       cfg.Logger,
+		reapEvery: cfg.ReapInterval,
+		live:      map[string]*instance{},
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.reapEvery == 0 {
+		m.reapEvery = time.Second
+	}
+	for _, b := range cfg.Backends {
+		m.backends[b.Name()] = b
+	}
+	return m, nil
+}
+
+// Health reports what every backend's Probe found.
+func (m *Manager) Health(ctx context.Context) []backend.Health {
+	var out []backend.Health
+	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
+		out = append(out, m.backends[name].Probe(ctx))
+	}
+	return out
+}
+
+// CreateOptions are the caller's wishes for a new sandbox; zero values mean
+// the defaults.
+type CreateOptions struct {
+	Template    string
+	CPUs        float64
+	MemoryMB    int64
+	Pids        int64
+	Env         map[string]string
+	Metadata    map[string]string
+	IdleTimeout time.Duration
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// withDefaults fills in defaults and checks every field, reporting all
+// problems at once.
+func (o CreateOptions) withDefaults() (CreateOptions, error) {
+	if o.Template == "" {
+		o.Template = DefaultTemplate
+	}
+	if o.CPUs == 0 {
+		o.CPUs = DefaultCPUs
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = DefaultMemoryMB
+	}
+	if o.Pids == 0 {
+		o.Pids = DefaultPids
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	var errs []error
+	if n := float64(runtime.NumCPU()); o.CPUs < 0.01 || o.CPUs > n {
+		errs = append(errs, fmt.Errorf("cpus must be between 0.01 and %g (this host's CPUs), got %g", n, o.CPUs))
+	}
+	if o.MemoryMB < minMemoryMB || o.MemoryMB > maxMemoryMB {
+		errs = append(errs, fmt.Errorf("memory_mb must be between %d and %d, got %d", minMemoryMB, maxMemoryMB, o.MemoryMB))
+	}
+	if o.Pids < minPids || o.Pids > maxPids {
+		errs = append(errs, fmt.Errorf("pids must be between %d and %d, got %d", minPids, maxPids, o.Pids))
+	}
+	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
+		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
+	}
+	for k := range o.Env {
+		if !envName.MatchString(k) {
+			errs = append(errs, fmt.Errorf("env name %q is not a valid variable name", k))
+		}
+	}
+	if len(errs) > 0 {
+		return o, errdefs.InvalidArgument("%v", errors.Join(errs...))
+	}
+	return o, nil
+}
+
+// Create makes and starts a sandbox and returns it once its agent answers.
+// On failure nothing of it remains.
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := m.templates.Get(opts.Template)
+	if err != nil {
+		return nil, err
+	}
+	be := m.def
+	now := time.Now().UTC()
+	rec := &store.Sandbox{
+		ID: newID(), Template: tmpl.Name, Backend: be.Name(), State: store.StateCreating,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, IdleTimeout: opts.IdleTimeout,
+		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+		return nil, err
+	}
+	log := m.log.With(attrSandbox, rec.ID, attrBackend, be.Name())
+	defer func() {
+		if err == nil {
+			return
+		}
+		// The backend rolled back its part; drop the record too.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if derr := m.store.DeleteSandbox(cctx, rec.ID); derr != nil {
+			log.Error("drop record of failed sandbox", "error", derr)
+		}
+	}()
+
+	h, err := be.Create(ctx, backend.Spec{
+		ID:       rec.ID,
+		Hostname: rec.ID,
+		RootDir:  tmpl.RootDir,
+		Binds:    tmpl.Binds,
+		Files:    identityFiles(rec.ID),
+		Env:      envList(opts.Env),
+		Limits: backend.Limits{
+			CPUs:        opts.CPUs,
+			MemoryBytes: opts.MemoryMB << 20,
+			Pids:        opts.Pids,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
+	}
+	rec.Handle = h.State
+	rec.State = store.StateRunning
+	rec.UpdatedAt = time.Now().UTC()
+	inst := m.newInstance(rec, be, h)
+	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := be.Destroy(cctx, h); derr != nil {
+			log.Error("roll back sandbox", "error", derr)
+		}
+		return nil, err
+	}
+	m.mu.Lock()
+	m.live[rec.ID] = inst
+	m.mu.Unlock()
+	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
+	return copyRecord(rec), nil
+}
+
+// Get returns a sandbox's record.
+func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
+	return m.store.GetSandbox(ctx, id)
+}
+
+// List returns every sandbox's record.
+func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
+	return m.store.ListSandboxes(ctx)
+}
+
+// Delete destroys a sandbox and forgets it. A sandbox whose destruction
+// fails stays listed in state error with the reason.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	inst := m.live[id]
+	delete(m.live, id)
+	m.mu.Unlock()
+
+	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	be, ok := m.backends[rec.Backend]
+	if ok {
+		if inst != nil {
+			inst.close()
+		}
+		// Destruction must finish even if the caller goes away.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := be.Destroy(dctx, h); err != nil {
+			m.setState(dctx, rec, store.StateError, "delete failed: "+err.Error())
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
+	}
+	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	m.log.Info("sandbox deleted", attrSandbox, id)
+	return nil
+}
+
+// setState records a state change; failures are logged, as the caller is
+// already reporting something else.
+func (m *Manager) setState(ctx context.Context, rec *store.Sandbox, state, reason string) {
+	rec.State, rec.StateReason, rec.UpdatedAt = state, reason, time.Now().UTC()
+	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
+		m.log.Error("record sandbox state", attrSandbox, rec.ID, "state", state, "error", err)
+	}
+}
+
+// instance returns the live sandbox id, marking it active for the idle timer.
+func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst != nil {
+		inst.touch()
+		return inst, nil
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return nil, errdefs.FailedPrecondition("sandbox %s is %s, not running%s", id, rec.State, reasonSuffix(rec.StateReason))
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}
+
+// Attribute keys for logs.
+const (
+	attrSandbox = "sandbox_id"
+	attrBackend = "backend"
+)
+
+// newID returns a random sandbox ID: 12 characters of [a-z0-9], valid as a
+// hostname, a path element and a container name.
+func newID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 12)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+func envList(env map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func copyRecord(r *store.Sandbox) *store.Sandbox {
+	c := *r
+	c.Env = maps.Clone(r.Env)
+	c.Metadata = maps.Clone(r.Metadata)
+	return &c
+}
+
+// identityFiles are the files that make a sandbox itself: its users, its
+// name.
+func identityFiles(id string) map[string]backend.File {
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/bash\n"+
+		"%s:x:%d:%d:%s:%s:/bin/bash\n"+
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		template.UserName, template.UserUID, template.UserGID, template.UserName, template.UserHome)
+	group := fmt.Sprintf("root:x:0:\ntty:x:5:\n%s:x:%d:\nnogroup:x:65534:\n", template.UserName, template.UserGID)
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", id)
+	file := func(s string) backend.File { return backend.File{Data: []byte(s), Mode: 0o644} }
+	return map[string]backend.File{
+		"/etc/passwd":   file(passwd),
+		"/etc/group":    file(group),
+		"/etc/hosts":    file(hosts),
+		"/etc/hostname": file(id + "\n"),
+	}
+}

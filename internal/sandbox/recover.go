@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Recover picks up the sandboxes an earlier daemon process left: live ones
+// are reconnected to; ones whose container died are marked error and
+// cleaned; ones caught half-made are removed; containers no record knows are
+// destroyed. Call it once, before serving.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rec := range recs {
+		known[rec.ID] = true
+		if err := m.recoverOne(ctx, rec); err != nil {
+			m.log.Error("recover sandbox", attrSandbox, rec.ID, "error", err)
+		}
+	}
+	for name, be := range m.backends {
+		ids, err := be.List(ctx)
+		if err != nil {
+			m.log.Error("list backend sandboxes", attrBackend, name, "error", err)
+			continue
+		}
+		for _, id := range ids {
+			if known[id] {
+				continue
+			}
+			m.log.Warn("destroying sandbox no record knows", attrSandbox, id, attrBackend, name)
+			if err := be.Destroy(ctx, backend.Handle{ID: id, Backend: name}); err != nil {
+				m.log.Error("destroy unknown sandbox", attrSandbox, id, "error", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
+	be, ok := m.backends[rec.Backend]
+	if !ok {
+		if rec.State != store.StateError {
+			m.setState(ctx, rec, store.StateError, fmt.Sprintf("backend %q is not configured", rec.Backend))
+		}
+		return nil
+	}
+	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	switch rec.State {
+	case store.StateCreating:
+		// Caught half-made: nobody got its ID, so it goes.
+		if err := be.Destroy(ctx, h); err != nil {
+			return err
+		}
+		return m.store.DeleteSandbox(ctx, rec.ID)
+	case store.StateRunning:
+		err := be.Recover(ctx, h)
+		if err == nil {
+			inst := m.newInstance(rec, be, h)
+			if err = inst.agent.Health(ctx); err == nil {
+				m.mu.Lock()
+				m.live[rec.ID] = inst
+				m.mu.Unlock()
+				m.log.Info("sandbox recovered", attrSandbox, rec.ID)
+				return nil
+			}
+			inst.close()
+		}
+		reason := "its container stopped while the daemon was down"
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			reason = "its agent did not answer after a daemon restart"
+		}
+		m.setState(ctx, rec, store.StateError, reason)
+		return be.Destroy(ctx, h)
+	}
+	return nil
+}
+
+// Run enforces idle timeouts until ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	t := time.NewTicker(m.reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			m.reapIdle(ctx, now)
+		}
+	}
+}
+
+// reapIdle deletes sandboxes that had no call and no running command for
+// their idle timeout. (Suspending instead comes with the lifecycle work.)
+func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
+	m.mu.Lock()
+	var idle []string
+	for id, inst := range m.live {
+		if inst.idle(now) {
+			idle = append(idle, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range idle {
+		m.log.Info("deleting idle sandbox", attrSandbox, id)
+		if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
+		}
+	}
+}
+
+// Close drops agent connections. Sandboxes keep running: the next daemon
+// recovers them.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, inst := range m.live {
+		inst.close()
+	}
+}

@@ -1,0 +1,222 @@
+// Package sqlite is the Store on an embedded SQLite database (modernc.org's
+// pure-Go SQLite, so the binary stays static), in WAL mode, with its schema
+// in numbered migrations compiled into the binary.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+var _ store.Store = (*DB)(nil)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is a store.Store on one SQLite file.
+type DB struct {
+	db *sql.DB
+}
+
+// Open opens (creating if needed) the database at path and migrates it.
+func Open(ctx context.Context, path string) (*DB, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)&_pragma=synchronous(NORMAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	// One writer at a time is SQLite's model; a single connection also keeps
+	// the pragmas above in force for every statement.
+	db.SetMaxOpenConns(1)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate database %s: %w", path, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// migrate applies, in order, every migration newer than the database's
+// user_version, each in its own transaction.
+func migrate(ctx context.Context, db *sql.DB) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var current int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return err
+	}
+	if current > len(names) {
+		return fmt.Errorf("database schema version %d is newer than this binary's %d", current, len(names))
+	}
+	for i := current; i < len(names); i++ {
+		body, err := migrations.ReadFile(names[i])
+		if err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("%s: %w", names[i], err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *DB) Close() error { return d.db.Close() }
+
+const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
+	idle_timeout_s, env, metadata, created_at, updated_at`
+
+func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return errdefs.AlreadyExists("sandbox %s already exists", sb.ID)
+		}
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
+	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+func (d *DB) UpdateSandbox(ctx context.Context, sb *store.Sandbox) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return err
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET
+		template = ?2, backend = ?3, state = ?4, state_reason = ?5, handle = ?6, cpus = ?7,
+		memory_mb = ?8, pids = ?9, idle_timeout_s = ?10, env = ?11, metadata = ?12,
+		created_at = ?13, updated_at = ?14
+		WHERE id = ?1`, args...)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+	}
+	return expectOne(res, sb.ID)
+}
+
+func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return expectOne(res, id)
+}
+
+func expectOne(res sql.Result, id string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	return nil
+}
+
+func sandboxArgs(sb *store.Sandbox) ([]any, error) {
+	env, err := json.Marshal(nonNil(sb.Env))
+	if err != nil {
+		return nil, err
+	}
+	meta, err := json.Marshal(nonNil(sb.Metadata))
+	if err != nil {
+		return nil, err
+	}
+	return []any{
+		sb.ID, sb.Template, sb.Backend, sb.State, sb.StateReason, sb.Handle, sb.CPUs,
+		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
+		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(),
+	}, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSandbox(row scanner) (*store.Sandbox, error) {
+	var (
+		sb               store.Sandbox
+		idle             int64
+		env, meta        string
+		created, updated int64
+	)
+	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	sb.IdleTimeout = time.Duration(idle) * time.Second
+	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
+		return nil, fmt.Errorf("decode env of %s: %w", sb.ID, err)
+	}
+	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
+		return nil, fmt.Errorf("decode metadata of %s: %w", sb.ID, err)
+	}
+	sb.CreatedAt = time.Unix(0, created).UTC()
+	sb.UpdatedAt = time.Unix(0, updated).UTC()
+	return &sb, nil
+}

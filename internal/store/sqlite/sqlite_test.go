@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+func openTest(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "hutch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func sample(id string) *store.Sandbox {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	return &store.Sandbox{
+		ID: id, Template: "host", Backend: "runc", State: store.StateRunning,
+		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
+		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
+		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func TestSandboxRoundTrip(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	sb := sample("abc")
+	if err := db.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.GetSandbox(ctx, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CPUs != 1.5 || got.Env["A"] != "b" || got.Metadata["owner"] != "t" ||
+		got.IdleTimeout != 300*time.Second || !got.CreatedAt.Equal(sb.CreatedAt) || string(got.Handle) != `{"dir":"/x"}` {
+		t.Fatalf("round trip changed the record: %+v", got)
+	}
+
+	got.State, got.StateReason = store.StateError, "container died"
+	if err := db.UpdateSandbox(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := db.GetSandbox(ctx, "abc")
+	if again.State != store.StateError || again.StateReason != "container died" {
+		t.Fatalf("update lost: %+v", again)
+	}
+}
+
+func TestSandboxErrors(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	if err := db.CreateSandbox(ctx, sample("a")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"duplicate create", db.CreateSandbox(ctx, sample("a")), errdefs.ErrAlreadyExists},
+		{"get missing", func() error { _, err := db.GetSandbox(ctx, "nope"); return err }(), errdefs.ErrNotFound},
+		{"update missing", db.UpdateSandbox(ctx, sample("nope")), errdefs.ErrNotFound},
+		{"delete missing", db.DeleteSandbox(ctx, "nope"), errdefs.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !errors.Is(tt.err, tt.want) {
+				t.Fatalf("got %v, want %v", tt.err, tt.want)
+			}
+		})
+	}
+}
+
+func TestListAndReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hutch.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"b", "a", "c"} {
+		sb := sample(id)
+		sb.CreatedAt = sb.CreatedAt.Add(time.Duration(i) * time.Second)
+		if err := db.CreateSandbox(t.Context(), sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.DeleteSandbox(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	// Reopening migrates nothing and keeps the data.
+	db, err = Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	list, err := db.ListSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != "b" || list[1].ID != "c" {
+		t.Fatalf("list = %v, want b, c in creation order", list)
+	}
+}

@@ -1,0 +1,54 @@
+// Package store keeps the daemon's state. The Store interface is what the rest
+// of the daemon uses; store/sqlite implements it.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists sandboxes. Methods are safe for concurrent use.
+// Errors wrap errdefs.ErrNotFound or errdefs.ErrAlreadyExists where said.
+type Store interface {
+	// CreateSandbox inserts sb; ErrAlreadyExists if its ID is taken.
+	CreateSandbox(ctx context.Context, sb *Sandbox) error
+	// GetSandbox returns one sandbox; ErrNotFound if there is none.
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	// ListSandboxes returns all sandboxes, oldest first.
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// UpdateSandbox replaces the stored record with sb; ErrNotFound if absent.
+	UpdateSandbox(ctx context.Context, sb *Sandbox) error
+	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
+	DeleteSandbox(ctx context.Context, id string) error
+	Close() error
+}
+
+// Sandbox states.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateStopped  = "stopped"
+	StateError    = "error"
+)
+
+// Sandbox is a sandbox's stored record.
+type Sandbox struct {
+	ID          string
+	Template    string
+	Backend     string
+	State       string
+	StateReason string
+	// Handle is the backend's opaque state for Recover.
+	Handle []byte
+
+	CPUs        float64
+	MemoryMB    int64
+	Pids        int64
+	IdleTimeout time.Duration
+	// Env holds values that may be secret: never log or return them.
+	Env      map[string]string
+	Metadata map[string]string
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}

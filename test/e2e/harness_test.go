@@ -1,0 +1,283 @@
+// Package e2e builds the real hutch binary and drives it: a real daemon on a
+// temporary data dir, real runc sandboxes, the REST API through the Go SDK
+// and the CLI as a user runs it.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// hutchBin is the binary under test, built once by TestMain.
+var hutchBin string
+
+// skipReason is why these tests cannot run here, if they cannot.
+var skipReason string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	switch {
+	case os.Geteuid() != 0:
+		skipReason = "end-to-end tests need root (sandboxes use mounts and cgroups)"
+	default:
+		if _, err := exec.LookPath("runc"); err != nil {
+			skipReason = "end-to-end tests need runc: install it with ./setup --deps"
+		}
+	}
+	if skipReason != "" {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "hutch-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	hutchBin = filepath.Join(dir, "hutch")
+	build := exec.Command("go", "build", "-o", hutchBin, "../../cmd/hutch")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build hutch: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// daemon is a `hutch serve` the test started.
+type daemon struct {
+	t       *testing.T
+	dataDir string
+	runDir  string
+	addr    string
+	key     string
+	cmd     *exec.Cmd
+	logPath string
+	client  *client.Client
+	// sandboxIDs are every sandbox made through create or the CLI, to check
+	// at the end that none left anything behind.
+	sandboxIDs []string
+}
+
+// create makes a sandbox and remembers it for the leak check.
+func (d *daemon) create(req client.CreateSandboxRequest) *client.Sandbox {
+	d.t.Helper()
+	sb, err := d.client.CreateSandbox(d.t.Context(), req)
+	if err != nil {
+		d.t.Fatalf("create sandbox: %v", err)
+	}
+	d.sandboxIDs = append(d.sandboxIDs, sb.ID)
+	return sb
+}
+
+// exec runs a shell command in a sandbox and returns its result.
+func (d *daemon) exec(id, command string) *client.ExecResult {
+	d.t.Helper()
+	res, err := d.client.Exec(d.t.Context(), id, client.ExecRequest{Command: command})
+	if err != nil {
+		d.t.Fatalf("exec %q: %v", command, err)
+	}
+	return res
+}
+
+// cli runs the hutch CLI against this daemon.
+func (d *daemon) cli(stdin string, args ...string) (stdout, stderr string, code int) {
+	d.t.Helper()
+	cmd := exec.CommandContext(d.t.Context(), hutchBin, args...)
+	cmd.Env = append(os.Environ(), "HUTCH_URL=http://"+d.addr, "HUTCH_API_KEY="+d.key)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		d.t.Fatalf("run hutch %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// startDaemon starts a daemon on fresh directories and waits until it
+// answers. It is stopped, and checked to have left nothing, at cleanup.
+func startDaemon(t *testing.T) *daemon {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	base, err := os.MkdirTemp("", "hutch-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{
+		t:       t,
+		dataDir: filepath.Join(base, "data"),
+		runDir:  filepath.Join(base, "run"),
+		addr:    freeAddr(t),
+		logPath: filepath.Join(base, "daemon.log"),
+	}
+	t.Cleanup(func() {
+		d.stop()
+		d.assertNothingLeft()
+		if t.Failed() {
+			if b, err := os.ReadFile(d.logPath); err == nil {
+				t.Logf("daemon log:\n%s", b)
+			}
+		}
+		os.RemoveAll(base)
+	})
+	d.start()
+	return d
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs the daemon process (again, after a kill) and waits for it.
+func (d *daemon) start() {
+	t := d.t
+	t.Helper()
+	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	d.cmd = exec.Command(hutchBin, "serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if key, err := os.ReadFile(filepath.Join(d.dataDir, "api.key")); err == nil {
+			d.key = strings.TrimSpace(string(key))
+			c, err := client.New("http://"+d.addr, d.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Health(t.Context()); err == nil {
+				d.client = c
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(d.logPath)
+			t.Fatalf("daemon did not come up; log:\n%s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill ends the daemon with SIGKILL, as a crash would.
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+}
+
+// stop deletes every sandbox the daemon has, then stops it with SIGTERM.
+func (d *daemon) stop() {
+	if d.cmd == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if list, err := d.client.ListSandboxes(ctx); err == nil {
+		for _, sb := range list {
+			if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil {
+				d.t.Errorf("delete sandbox %s at cleanup: %v", sb.ID, err)
+			}
+		}
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		d.t.Errorf("daemon did not stop within 15 s of SIGTERM")
+		d.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// assertNothingLeft checks that no sandbox of this daemon left a mount, a
+// container, a cgroup, a process or a directory.
+func (d *daemon) assertNothingLeft() {
+	t := d.t
+	t.Helper()
+	if mounts := linesContaining(t, "/proc/self/mountinfo", d.dataDir); len(mounts) > 0 {
+		t.Errorf("mounts left behind:\n%s", strings.Join(mounts, "\n"))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes")); len(entries) > 0 {
+		t.Errorf("%d sandbox directories left behind", len(entries))
+	}
+	out, err := exec.Command("runc", "--root", filepath.Join(d.runDir, "runc"), "list", "--quiet").Output()
+	if err == nil && strings.TrimSpace(string(out)) != "" {
+		t.Errorf("runc containers left behind: %s", out)
+	}
+	for _, id := range d.sandboxIDs {
+		for _, h := range []string{"memory", "pids", "cpu", "unified"} {
+			if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", h, "hutch", id)); err == nil {
+				t.Errorf("cgroup %s/hutch/%s left behind", h, id)
+			}
+		}
+	}
+	if procs := processesOf(t, d.sandboxIDs); len(procs) > 0 {
+		t.Errorf("processes left behind: %v", procs)
+	}
+}
+
+func linesContaining(t *testing.T, path, s string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+// processesOf lists live host processes still in any of the sandboxes'
+// cgroups (zombies have exited: only the host's init can reap them).
+func processesOf(t *testing.T, ids []string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err != nil || strings.Contains(string(stat), ") Z ") {
+			continue
+		}
+		for _, id := range ids {
+			if strings.Contains(string(b), "/hutch/"+id) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
+}
