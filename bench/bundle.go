@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +20,11 @@ import (
 // the template its root is made from, and the files Hutch writes into the
 // sandbox's writable layer before starting it (/etc/passwd, hosts, …).
 type reference struct {
-	spec  *specs.Spec
-	dir   string // the Hutch sandbox's bundle directory
-	lower string // overlay lowerdir: the template root
-	files []layerFile
+	spec   *specs.Spec
+	dir    string // the Hutch sandbox's bundle directory
+	lower  string // overlay lowerdir: the template root
+	files  []layerFile
+	socket string // the agent's socket, relative to dir
 }
 
 // layerFile is one file or directory of the writable layer.
@@ -61,7 +61,31 @@ func loadReference(dir string) (*reference, error) {
 	if ref.files, err = readLayer(upper); err != nil {
 		return nil, fmt.Errorf("read reference writable layer: %w", err)
 	}
+	if ref.socket, err = findSocket(dir, m.point); err != nil {
+		return nil, err
+	}
 	return ref, nil
+}
+
+// findSocket finds the agent's unix socket in a bundle directory, skipping
+// the mounted root.
+func findSocket(dir, rootfs string) (string, error) {
+	var found string
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case path == rootfs:
+			return filepath.SkipDir
+		case e.Type()&fs.ModeSocket != 0 && found == "":
+			found, _ = filepath.Rel(dir, path)
+		}
+		return nil
+	})
+	if err == nil && found == "" {
+		err = fmt.Errorf("no agent socket in %s", dir)
+	}
+	return found, err
 }
 
 // readLayer reads the regular files and directories of a writable layer.
@@ -100,7 +124,8 @@ type bundle struct {
 	rootfs string
 }
 
-// prepare makes the bundle in dir for container name, running args. It is
+// prepare makes the bundle in dir for container name, running args (nil:
+// the agent, as in the reference). It is
 // not timed: the Hutch side's equivalent work (mkdir, mount, write files and
 // config) is inside its timing, so this favours runc slightly.
 func (r *reference) prepare(dir, name, cgroupParent string, args []string) (*bundle, error) {
@@ -152,7 +177,7 @@ func writeLayer(root string, files []layerFile) error {
 }
 
 // specFor is the reference config with three changes: the process is args
-// instead of the agent; the cgroup is the bench's own (same depth, same
+// instead of the agent (unless args is nil); the cgroup is the bench's own (same depth, same
 // limits), since two containers cannot share one; and bind mounts of the
 // reference sandbox's own directories (the agent socket dir) come from the
 // same place in this bundle. Mounts, namespaces, limits, capabilities,
@@ -166,7 +191,9 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 	if err := json.Unmarshal(b, s); err != nil {
 		return nil, err
 	}
-	s.Process.Args = args
+	if args != nil {
+		s.Process.Args = args
+	}
 	s.Linux.CgroupsPath = "/" + cgroupParent + "/" + name
 	for i, m := range s.Mounts {
 		rel, err := filepath.Rel(r.dir, m.Source)
@@ -211,24 +238,21 @@ type mountInfo struct {
 
 // mounts lists the mounts of this process's mount namespace.
 func mounts() ([]mountInfo, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []mountInfo
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	for _, line := range strings.Split(string(b), "\n") {
 		// id parent maj:min root point opts [optional…] - type source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		pre, post, ok := strings.Cut(line, " - ")
 		a, b := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(a) < 5 || len(b) < 3 {
 			continue
 		}
 		out = append(out, mountInfo{point: unescapeMount(a[4]), fsType: b[0], superOpts: b[2]})
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +26,10 @@ var echoArgs = []string{"/usr/bin/echo", "hi"}
 //     template, same writable-layer files) with echo as the process, run in
 //     the foreground, until echo's first byte arrives on the pipe. Making the
 //     overlay and writing the bundle are not timed, deleting neither.
+//   - runc run -d (agent), a diagnostic, not a peer: the same bundle with
+//     the agent as its process, detached as Hutch runs it, until the agent
+//     listens; what Hutch's create cannot avoid, beside which the daemon's
+//     own create time shows its overhead.
 //   - unshare: new pid, mount, net, ipc and uts namespaces and echo, no
 //     cgroups, no root switch: the floor of what isolation costs.
 func (b *bench) measureCreate(ctx context.Context) (section, error) {
@@ -47,20 +48,25 @@ func (b *bench) measureCreate(ctx context.Context) (section, error) {
 		seq++
 		return b.runcRun(ctx, ref, seq)
 	}}
+	agent := &peer{name: "runc run -d (agent)", run: func(ctx context.Context) (time.Duration, error) {
+		seq++
+		return b.runcAgentReady(ctx, ref, seq)
+	}}
 	unshare := &peer{name: "unshare", run: func(ctx context.Context) (time.Duration, error) {
 		args := append([]string{"--fork", "--pid", "--mount", "--net", "--ipc", "--uts"}, echoArgs...)
 		return firstOutput(exec.CommandContext(ctx, b.unshare, args...))
 	}}
 	mark := b.d.logSize()
-	if err := b.interleave(ctx, "(a) create", b.cfg.createN, hutch, runc, unshare); err != nil {
+	if err := b.interleave(ctx, "(a) create", b.cfg.createN, hutch, runc, agent, unshare); err != nil {
 		return section{}, err
 	}
 	post, first = post[b.cfg.warmup:], first[b.cfg.warmup:]
 	logged, _ := b.d.createDurations(mark)
-	return createSection(hutch.samples, post, first, logged, runc.samples, unshare.samples), nil
+	logged = logged[max(len(logged)-len(post), 0):] // the timed rounds are the last ones
+	return createSection(hutch.samples, post, first, logged, agent.samples, runc.samples, unshare.samples), nil
 }
 
-func createSection(hutch, post, first, logged, runc, unshare []time.Duration) section {
+func createSection(hutch, post, first, logged, agent, runc, unshare []time.Duration) section {
 	r := ratio(median(hutch), median(runc))
 	rows := []row{
 		durationRow("hutch: create + exec echo (SSE), to first stdout", hutch),
@@ -70,6 +76,7 @@ func createSection(hutch, post, first, logged, runc, unshare []time.Duration) se
 		rows = append(rows, durationRow("    of which the daemon's own create (its log)", logged))
 	}
 	rows = append(rows,
+		durationRow("      for comparison: runc run -d + agent listening", agent),
 		durationRow("  of which exec → first stdout", first),
 		durationRow("runc run of the equivalent bundle, to first stdout", runc),
 		durationRow("unshare --fork --pid --mount --net --ipc --uts", unshare),
@@ -127,31 +134,6 @@ func (b *bench) reference(ctx context.Context) (_ *reference, err error) {
 	return loadReference(b.d.sandboxDir(sb.ID))
 }
 
-// runcRun times one `runc run` of a fresh equivalent bundle.
-func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
-	name := "c" + strconv.Itoa(seq)
-	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
-	defer func() { err = errors.Join(err, b.runcDelete(ctx, name), bun.remove()) }()
-	if err != nil {
-		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
-	}
-	return firstOutput(exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--bundle", bun.dir, name))
-}
-
-// runcDelete removes a container from the bench's runc root if it is still
-// there; `runc run` in the foreground normally deletes it itself.
-func (b *bench) runcDelete(ctx context.Context, name string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "delete", "--force", name)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
-		return fmt.Errorf("runc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
 // firstOutput starts cmd and returns the time from just before the start to
 // the first byte on its stdout. It then drains the output and waits, so the
 // process has ended when it returns.
@@ -174,48 +156,4 @@ func firstOutput(cmd *exec.Cmd) (time.Duration, error) {
 		return d, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)
 	}
 	return d, nil
-}
-
-// cleanupRunc removes whatever the runc peer left: containers in the bench's
-// state root, mounts under its directory, its cgroups.
-func (b *bench) cleanupRunc(ctx context.Context) error {
-	var errs []error
-	out, _ := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "list", "--quiet").Output()
-	for _, name := range strings.Fields(string(out)) {
-		errs = append(errs, b.runcDelete(ctx, name))
-	}
-	points, err := mountsUnder(b.dir)
-	errs = append(errs, err)
-	for _, p := range points {
-		errs = append(errs, (&bundle{rootfs: p}).unmount())
-	}
-	errs = append(errs, removeCgroupTree(b.cgroupParent))
-	return errors.Join(errs...)
-}
-
-// removeCgroupTree removes /sys/fs/cgroup/<hierarchy>/<parent> and the
-// (empty) cgroups under it in every hierarchy.
-func removeCgroupTree(parent string) error {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
-	if fi, err := os.Stat(filepath.Join("/sys/fs/cgroup", parent)); err == nil && fi.IsDir() {
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent)) // cgroup v2
-	}
-	var errs []error
-	for _, dir := range dirs {
-		kids, _ := os.ReadDir(dir)
-		for _, k := range kids {
-			if k.IsDir() {
-				errs = append(errs, ignoreNotExist(os.Remove(filepath.Join(dir, k.Name()))))
-			}
-		}
-		errs = append(errs, ignoreNotExist(os.Remove(dir)))
-	}
-	return errors.Join(errs...)
-}
-
-func ignoreNotExist(err error) error {
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	return err
 }

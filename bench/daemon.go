@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +45,7 @@ func startDaemon(ctx context.Context, bin, base string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }() // the daemon has its own copy
 	d.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", d.dataDir, "--run-dir", d.runDir)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Its own process group: a ^C at the terminal reaches only the bench,
@@ -70,8 +69,8 @@ func freeAddr() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }
 
 // waitReady polls until the API key exists and GET /v1/health answers.
@@ -109,21 +108,28 @@ func (d *daemon) runcRoot() string { return filepath.Join(d.runDir, "runc") }
 func containerName(id string) string { return "hutch-" + id }
 
 // deleteAll deletes every sandbox the daemon has; they are all this bench's.
+// It lists again until none is left, for a create that was still under way
+// when the bench was interrupted.
 func (d *daemon) deleteAll(ctx context.Context) error {
 	if d.client == nil {
 		return nil
 	}
-	sbs, err := d.client.ListSandboxes(ctx)
-	if err != nil {
-		return fmt.Errorf("list sandboxes for cleanup: %w", err)
-	}
-	var errs []error
-	for _, sb := range sbs {
-		if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete sandbox %s: %w", sb.ID, err))
+	for range 5 {
+		sbs, err := d.client.ListSandboxes(ctx)
+		if err != nil {
+			return fmt.Errorf("list sandboxes for cleanup: %w", err)
 		}
+		if len(sbs) == 0 {
+			return nil
+		}
+		for _, sb := range sbs {
+			if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) {
+				return fmt.Errorf("delete sandbox %s: %w", sb.ID, err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return errors.Join(errs...)
+	return errors.New("sandboxes keep appearing; some may be left")
 }
 
 // stop sends SIGTERM and waits for the daemon to exit, killing it if it
@@ -162,14 +168,12 @@ func procStatusBytes(pid int, field string) (int64, error) {
 
 // kBField reads a "Name:   123 kB" line of a /proc file, in bytes.
 func kBField(path, field string) (int64, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, rest, ok := strings.Cut(sc.Text(), ":")
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
 		if !ok || name != field {
 			continue
 		}
@@ -178,9 +182,6 @@ func kBField(path, field string) (int64, error) {
 			return 0, fmt.Errorf("%s %s: %w", path, field, err)
 		}
 		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
 	}
 	return 0, fmt.Errorf("%s has no %s", path, field)
 }

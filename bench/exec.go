@@ -23,6 +23,8 @@ const trueBin = "/usr/bin/true"
 //   - runc exec: the runtime's own way into the same sandbox's container
 //     (same namespaces, cgroup, capabilities), which Hutch avoids.
 //   - bare: fork/exec of true on the host, no isolation: the floor.
+//   - hutch --help, a diagnostic, not a peer: the start-up of the hutch
+//     binary on the host, which the agent runs as the shim of every command.
 func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
 	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
 	if err != nil {
@@ -39,13 +41,16 @@ func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
 	bare := &peer{name: "bare", run: func(ctx context.Context) (time.Duration, error) {
 		return timeRun(exec.CommandContext(ctx, trueBin))
 	}}
-	if err := b.interleave(ctx, "(b) exec", b.cfg.n, hutch, runc, bare); err != nil {
+	startup := &peer{name: "hutch --help", run: func(ctx context.Context) (time.Duration, error) {
+		return timeRun(exec.CommandContext(ctx, b.cfg.hutch, "--help"))
+	}}
+	if err := b.interleave(ctx, "(b) exec", b.cfg.n, hutch, runc, bare, startup); err != nil {
 		return section{}, err
 	}
-	return execSection(hutch.samples, runc.samples, bare.samples), nil
+	return execSection(hutch.samples, runc.samples, bare.samples, startup.samples), nil
 }
 
-func execSection(hutch, runc, bare []time.Duration) section {
+func execSection(hutch, runc, bare, startup []time.Duration) section {
 	h, r := median(hutch), median(runc)
 	speedup := ratio(r, h)
 	return section{title: "(b) exec round trip of `true` in a running sandbox", rows: []row{
@@ -56,6 +61,7 @@ func execSection(hutch, runc, bare []time.Duration) section {
 		{label: "ratio runc exec / hutch", median: fmtRatio(speedup), p90: fmtRatio(ratio(p90(runc), p90(hutch))),
 			target: target(speedup >= 5, "≥ 5× (hutch faster)")},
 		{label: "hutch − bare", median: fmtDuration(h - median(bare)), p90: fmtDuration(p90(hutch) - p90(bare))},
+		durationRow("for comparison: hutch --help on the host (the shim's start-up)", startup),
 	}}
 }
 

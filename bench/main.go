@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -42,9 +43,16 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
 	flag.Parse()
+	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup at least 0")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, cfg, os.Stdout)
+	if ctx.Err() != nil {
+		err = errors.Join(errors.New("interrupted"), err)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -62,11 +70,12 @@ type bench struct {
 	runcRoot string // the runc peer's own state root
 	// cgroupParent holds the runc peer's cgroups, beside Hutch's "hutch".
 	cgroupParent string
-	progress     io.Writer
+	tty          bool // stderr, where progress goes, is a terminal
+	lastProgress string
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) (err error) {
-	b := &bench{cfg: cfg, progress: os.Stderr, cgroupParent: "hutch-bench-" + strconv.Itoa(os.Getpid())}
+	b := &bench{cfg: cfg, tty: isTerminal(os.Stderr), cgroupParent: "hutch-bench-" + strconv.Itoa(os.Getpid())}
 	if err := b.checkTools(); err != nil {
 		return err
 	}
@@ -75,6 +84,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, removeBase(base)) }()
+	defer func() { err = errors.Join(err, cleanup(ctx, b.checkNoContainers)) }()
 	b.dir, b.runcRoot = filepath.Join(base, "b"), filepath.Join(base, "b", "runc")
 	if err := os.MkdirAll(b.runcRoot, 0o700); err != nil {
 		return err
@@ -89,7 +99,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	printHeader(out, collectHostInfo(ctx, b.runc, b.d.version, cfg.hutch))
+	var head strings.Builder
+	printHeader(&head, collectHostInfo(ctx, b.runc, b.d.version, cfg.hutch))
+	if _, err := io.WriteString(out, head.String()); err != nil {
+		return err
+	}
 	return b.measureAll(ctx, out)
 }
 
@@ -105,9 +119,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 		}
 		sections = append(sections, s)
 	}
-	missed := printTable(out, sections)
-	fmt.Fprintf(out, "\n%d target(s) missed.\n", missed)
-	return err
+	if len(sections) == 0 {
+		return err
+	}
+	var table strings.Builder
+	missed := printTable(&table, sections)
+	fmt.Fprintf(&table, "\n%d of the README's targets missed.\n", missed)
+	_, werr := io.WriteString(out, table.String())
+	return errors.Join(err, werr)
 }
 
 func (b *bench) checkTools() error {
@@ -165,7 +184,7 @@ type peer struct {
 func (b *bench) interleave(ctx context.Context, title string, n int, peers ...*peer) error {
 	w := b.cfg.warmup
 	for i := range w + n {
-		fmt.Fprintf(b.progress, "\r%s: round %d/%d (%d warm-up) ", title, i+1, w+n, w)
+		b.showProgress("%s: round %d/%d (%d warm-up)", title, i+1, w+n, w)
 		for j := range peers {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -180,6 +199,30 @@ func (b *bench) interleave(ctx context.Context, title string, n int, peers ...*p
 			}
 		}
 	}
-	fmt.Fprintln(b.progress)
+	b.endProgress()
 	return nil
+}
+
+// showProgress overwrites the progress line on a terminal. Elsewhere (make
+// bench | tee) it stays quiet until endProgress, so as not to fill the log.
+func (b *bench) showProgress(format string, a ...any) {
+	b.lastProgress = fmt.Sprintf(format, a...)
+	if b.tty {
+		fmt.Fprintf(os.Stderr, "\r%s ", b.lastProgress)
+	}
+}
+
+// endProgress ends the progress line, leaving its last state.
+func (b *bench) endProgress() {
+	if b.tty {
+		fmt.Fprintln(os.Stderr)
+	} else {
+		fmt.Fprintln(os.Stderr, b.lastProgress)
+	}
+}
+
+// isTerminal reports whether f is a character device, a terminal.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 )
@@ -87,21 +84,19 @@ func readTrimmed(path string) string {
 
 // cpuModel is the first "model name" of /proc/cpuinfo.
 func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
+	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return "unknown"
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
 			return strings.TrimSpace(v)
 		}
 	}
 	return "unknown"
 }
 
-func printHeader(w io.Writer, h hostInfo) {
+func printHeader(w *strings.Builder, h hostInfo) {
 	fmt.Fprintf(w, "Hutch benchmark, %s\n", h.date)
 	fmt.Fprintf(w, "  kernel  %s\n", h.kernel)
 	fmt.Fprintf(w, "  cpu     %s × %d\n", h.cpu, h.cpus)
@@ -110,28 +105,36 @@ func printHeader(w io.Writer, h hostInfo) {
 	fmt.Fprintln(w)
 }
 
-// printTable prints the sections as one aligned table and returns how many
-// targets were missed. Labels are padded by hand so that they stay left
-// aligned while the numbers align right.
-func printTable(w io.Writer, sections []section) (missed int) {
-	width := 0
-	for _, s := range sections {
-		width = max(width, utf8.RuneCountInString(s.title))
-		for _, r := range s.rows {
-			width = max(width, 2+utf8.RuneCountInString(r.label))
+// printTable prints the sections as one table, labels aligned left and
+// numbers right, and returns how many targets were missed.
+func printTable(w *strings.Builder, sections []section) (missed int) {
+	head := row{median: "median", p90: "p90", n: "n"}
+	widths := [4]int{}
+	fit := func(r row, indent int) {
+		for i, cell := range []string{strings.Repeat(" ", indent) + r.label, r.median, r.p90, r.n} {
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tmedian\tp90\tn\t\n", width, "")
+	fit(head, 0)
 	for _, s := range sections {
-		fmt.Fprintf(tw, "%-*s\t\t\t\t\n", width, s.title)
+		fit(row{label: s.title}, 0)
 		for _, r := range s.rows {
-			fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t  %s\n", width, "  "+r.label, r.median, r.p90, r.n, r.target)
+			fit(r, 2)
+		}
+	}
+	line := func(label string, r row) {
+		l := fmt.Sprintf("%-*s  %*s  %*s  %*s  %s", widths[0], label, widths[1], r.median, widths[2], r.p90, widths[3], r.n, r.target)
+		fmt.Fprintln(w, strings.TrimRight(l, " "))
+	}
+	line("", head)
+	for _, s := range sections {
+		fmt.Fprintln(w, s.title)
+		for _, r := range s.rows {
+			line("  "+r.label, r)
 			if strings.HasPrefix(r.target, "MISS") {
 				missed++
 			}
 		}
 	}
-	tw.Flush()
 	return missed
 }

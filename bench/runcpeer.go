@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// runcRun times one `runc run` of a fresh equivalent bundle.
+func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
+	name := "c" + strconv.Itoa(seq)
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
+	defer func() { err = errors.Join(err, b.runcDelete(ctx, name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	return firstOutput(exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--bundle", bun.dir, name))
+}
+
+// runcAgentReady times `runc run --detach` of a fresh equivalent bundle
+// that keeps the agent as its process, until the agent's socket accepts a
+// connection (polled every 100 µs). This is the runtime's and the agent's
+// share of a Hutch create; the rest of it is the daemon's own work.
+func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
+	name := "a" + strconv.Itoa(seq)
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, nil)
+	defer func() { err = errors.Join(err, b.runcDelete(ctx, name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	logf, err := os.Create(filepath.Join(bun.dir, "agent.log")) // as Hutch does
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = logf.Close() }() // runc's container has its own copy
+	socket := filepath.Join(bun.dir, ref.socket)
+	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--detach", "--bundle", bun.dir, name)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("runc run --detach %s: %w", name, err)
+	}
+	if err := waitDial(ctx, socket, 10*time.Second); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// waitDial polls until a unix socket accepts a connection.
+func waitDial(ctx context.Context, socket string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		conn, err := net.Dial("unix", socket)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent did not listen on %s within %v: %w", socket, timeout, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// runcDelete removes a container from the bench's runc root if it is still
+// there; `runc run` in the foreground normally deletes it itself.
+func (b *bench) runcDelete(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "delete", "--force", name)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
+		return fmt.Errorf("runc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// cleanupRunc removes whatever the runc peer left: containers in the bench's
+// state root, mounts under its directory, its cgroups.
+func (b *bench) cleanupRunc(ctx context.Context) error {
+	var errs []error
+	out, _ := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "list", "--quiet").Output()
+	for _, name := range strings.Fields(string(out)) {
+		errs = append(errs, b.runcDelete(ctx, name))
+	}
+	points, err := mountsUnder(b.dir)
+	errs = append(errs, err)
+	for _, p := range points {
+		errs = append(errs, (&bundle{rootfs: p}).unmount())
+	}
+	errs = append(errs, removeCgroupTree(b.cgroupParent))
+	return errors.Join(errs...)
+}
+
+// checkNoContainers reports containers left in either runc state root once
+// the daemon has stopped: sandboxes outlive their daemon, so one that was not
+// deleted would still run.
+func (b *bench) checkNoContainers(ctx context.Context) error {
+	roots := []string{b.runcRoot}
+	if b.d != nil {
+		roots = append(roots, b.d.runcRoot())
+	}
+	var errs []error
+	for _, root := range roots {
+		out, err := exec.CommandContext(ctx, b.runc, "--root", root, "list", "--quiet").Output()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("runc --root %s list: %w", root, err))
+		} else if names := strings.Fields(string(out)); len(names) > 0 {
+			errs = append(errs, fmt.Errorf("containers left in %s: %v", root, names))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes /sys/fs/cgroup/<hierarchy>/<parent> and the
+// (empty) cgroups under it in every hierarchy.
+func removeCgroupTree(parent string) error {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", parent))
+	if fi, err := os.Stat(filepath.Join("/sys/fs/cgroup", parent)); err == nil && fi.IsDir() {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parent)) // cgroup v2
+	}
+	var errs []error
+	for _, dir := range dirs {
+		kids, _ := os.ReadDir(dir)
+		for _, k := range kids {
+			if k.IsDir() {
+				errs = append(errs, ignoreNotExist(os.Remove(filepath.Join(dir, k.Name()))))
+			}
+		}
+		errs = append(errs, ignoreNotExist(os.Remove(dir)))
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
