@@ -176,11 +176,14 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	return h, nil
 }
 
-// waitAgent polls until the agent accepts connections.
+// waitAgent polls until the agent accepts connections. The agent listens a
+// few milliseconds after the runtime returns; a short fixed interval keeps
+// the wait close to that (a poll is one lstat and one connect).
 func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle, socket string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.AgentTimeout)
 	defer cancel()
-	delay := 200 * time.Microsecond
+	tick := time.NewTicker(250 * time.Microsecond)
+	defer tick.Stop()
 	for {
 		conn, err := r.DialAgent(ctx, h)
 		if err == nil {
@@ -191,9 +194,8 @@ func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle, socket string
 		case <-ctx.Done():
 			return errdefs.Unavailable("agent of sandbox %s did not start listening on %s: %v%s",
 				h.ID, socket, err, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
-		case <-time.After(delay):
+		case <-tick.C:
 		}
-		delay = min(delay*2, 5*time.Millisecond)
 	}
 }
 
