@@ -46,7 +46,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() {
+		if err := db.Close(); err != nil {
+			log.Error("close database", "error", err)
+		}
+	}()
 	templates, err := template.Open(cfg.templateDir())
 	if err != nil {
 		return err
@@ -116,7 +120,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 				errs = append(errs, err)
 			}
 		}
-		os.Remove(cfg.socketPath())
+		_ = os.Remove(cfg.socketPath()) // the next start replaces a stale one anyway
 		if len(errs) > 0 {
 			log.Warn("forced shutdown after timeout", "error", errors.Join(errs...))
 		}

@@ -121,7 +121,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }() // the result is already decided
 
 	var pid uint32
 	kill := func() {

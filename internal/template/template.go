@@ -76,11 +76,11 @@ func ensureHost(dir, hostRoot string) (Template, error) {
 		return t, err
 	}
 	if err := plan.build(filepath.Join(tmp, "rootfs")); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
 		return t, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
 		return t, err
 	}
 	return t, nil
