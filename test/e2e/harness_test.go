@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	hutchBin = filepath.Join(dir, "hutch")
 	build := exec.Command("go", "build", "-o", hutchBin, "../../cmd/hutch")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -135,7 +135,9 @@ func startDaemon(t *testing.T) *daemon {
 				t.Logf("daemon log:\n%s", b)
 			}
 		}
-		os.RemoveAll(base)
+		if err := os.RemoveAll(base); err != nil {
+			t.Errorf("remove test dirs: %v", err)
+		}
 	})
 	d.start()
 	return d
@@ -187,8 +189,10 @@ func (d *daemon) start() {
 
 // kill ends the daemon with SIGKILL, as a crash would.
 func (d *daemon) kill() {
-	d.cmd.Process.Kill()
-	d.cmd.Wait()
+	if err := d.cmd.Process.Kill(); err != nil {
+		d.t.Fatal(err)
+	}
+	_ = d.cmd.Wait() // it reports the kill
 }
 
 // stop deletes every sandbox the daemon has, then stops it with SIGTERM.
@@ -205,14 +209,19 @@ func (d *daemon) stop() {
 			}
 		}
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { d.cmd.Wait(); close(done) }()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Errorf("stop daemon: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			d.t.Errorf("daemon exited badly after SIGTERM: %v", err)
+		}
 	case <-time.After(15 * time.Second):
 		d.t.Errorf("daemon did not stop within 15 s of SIGTERM")
-		d.cmd.Process.Kill()
+		_ = d.cmd.Process.Kill()
 		<-done
 	}
 }

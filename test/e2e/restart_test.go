@@ -25,7 +25,8 @@ func TestRestartAfterKill(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		d.client.ExecStream(ctx, sb.ID, client.ExecRequest{Command: "echo go; sleep 5"}, func(client.ExecEvent) error {
+		// The daemon dies under this call, so it ends in an error.
+		_, _ = d.client.ExecStream(ctx, sb.ID, client.ExecRequest{Command: "echo go; sleep 5"}, func(client.ExecEvent) error {
 			close(started)
 			return nil
 		})
@@ -61,7 +62,9 @@ func TestRestartFindsDeadSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Kill()
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	waitGone(t, pid)
 
 	d.start()

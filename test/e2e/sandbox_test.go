@@ -222,7 +222,9 @@ func TestFiles(t *testing.T) {
 
 	t.Run("cp both ways", func(t *testing.T) {
 		local := filepath.Join(t.TempDir(), "in.bin")
-		os.WriteFile(local, content[:123457], 0o644)
+		if err := os.WriteFile(local, content[:123457], 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if _, stderr, code := d.cli("", "cp", local, sb.ID+":/home/user/workspace/in.bin"); code != 0 {
 			t.Fatalf("cp in: %d %s", code, stderr)
 		}

@@ -16,7 +16,11 @@ func openTest(t *testing.T) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return db
 }
 
@@ -97,14 +101,16 @@ func TestListAndReopen(t *testing.T) {
 	if err := db.DeleteSandbox(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	// Reopening migrates nothing and keeps the data.
 	db, err = Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { _ = db.Close() })
 	list, err := db.ListSandboxes(t.Context())
 	if err != nil {
 		t.Fatal(err)
