@@ -30,11 +30,14 @@ import (
 
 // Log attribute keys.
 const (
-	logPID   = "pid"
-	logTag   = "tag"
-	logUser  = "user"
-	logError = "error"
-	logShim  = "shim_pid"
+	logPID    = "pid"
+	logTag    = "tag"
+	logUser   = "user"
+	logError  = "error"
+	logShim   = "shim_pid"
+	logSocket = "socket"
+	logSignal = "signal"
+	logStatus = "status"
 )
 
 // Config configures the agent. The zero value of every field but Socket means
@@ -50,8 +53,8 @@ type Config struct {
 	// ("/etc/passwd", "/etc/group"). Tests point them at their own files.
 	PasswdFile string
 	GroupFile  string
-	// Shim is the command line that starts a shim, before the shim's own
-	// arguments (see Shim). Default: /proc/self/exe agent shim.
+	// Shim is the command line that starts a shim (see Shim). Default:
+	// /proc/self/exe agent shim.
 	Shim []string
 	// KeepAlive is how long a process stream may stay silent before the agent
 	// sends a keepalive event (30s, like envd).
@@ -59,6 +62,10 @@ type Config struct {
 	// ShutdownTimeout bounds how long shutting down waits for process trees
 	// to die and connections to close (5s).
 	ShutdownTimeout time.Duration
+
+	// reapOrphans forces orphan reaping on when the agent is not PID 1
+	// (tests).
+	reapOrphans bool
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +98,7 @@ type server struct {
 	cfg     Config
 	log     *slog.Logger
 	reaper  *reaper
+	shims   *shimPool
 	baseEnv []string // the agent's environment minus HUTCH_AGENT_*
 	procs   *processService
 	fs      *filesystemService
@@ -107,6 +115,7 @@ func newServer(cfg Config) *server {
 			s.baseEnv = append(s.baseEnv, kv)
 		}
 	}
+	s.shims = newShimPool(s)
 	s.procs = newProcessService(s)
 	s.fs = &filesystemService{srv: s}
 	return s
@@ -155,24 +164,30 @@ func Run(ctx context.Context, cfg Config) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	if os.Getpid() == 1 {
+	pid1 := os.Getpid() == 1
+	if pid1 {
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer signal.Stop(sigs)
 		go func() {
 			select {
 			case sig := <-sigs:
-				s.log.Info("shutting down", "signal", sig.String())
+				s.log.Info("shutting down", logSignal, sig.String())
 				stop()
 			case <-runCtx.Done():
 			}
 		}()
+	}
+	if pid1 || cfg.reapOrphans {
 		reaped := make(chan struct{})
 		go func() {
 			defer close(reaped)
 			s.reaper.run(runCtx)
 		}()
-		defer func() { <-reaped }()
+		defer func() {
+			stop()
+			<-reaped
+		}()
 	}
 
 	hs := &http.Server{
@@ -180,9 +195,10 @@ func Run(ctx context.Context, cfg Config) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	s.shims.prime()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	s.log.Info("agent listening", "socket", cfg.Socket)
+	s.log.Info("agent listening", logSocket, cfg.Socket)
 
 	var serveErr error
 	select {
@@ -204,6 +220,7 @@ func (s *server) shutdown(hs *http.Server) {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(ctx) }()
+	s.shims.close()
 	s.procs.killAll(ctx)
 	if err := <-shut; err != nil {
 		_ = hs.Close()

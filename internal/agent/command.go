@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 )
@@ -38,25 +37,26 @@ type commandState int
 const (
 	stateRunning   commandState = iota // the main command runs
 	stateLingering                     // it ended; processes it left behind still run under the shim
-	stateGone                          // the shim exited: nothing is left
+	stateGone                          // every process of the command is gone
 )
 
-// command is one process the agent started, from Start until its shim
-// exits. The shim outlives the main command while processes it left behind
-// run; the command record lives as long, so they can still be killed.
+// command is one process the agent started, from Start until every process
+// of its tree is gone. Its shim outlives the main command while processes it
+// left behind run; the command record lives as long, so they can still be
+// killed. Then the shim serves another command, or exits.
 //
 // Output after the main command ended (written by processes it left behind)
 // is read and discarded: the streams have ended with the EndEvent and Connect
 // only attaches to running commands. Reading on keeps those processes from
 // blocking or dying of SIGPIPE.
 type command struct {
-	svc     *processService
-	config  *process.ProcessConfig
-	tag     *string
-	pid     uint32 // the main command
-	shimPid int
-	out     *output
-	gone    chan struct{} // closed when the shim exited and was reaped
+	svc    *processService
+	config *process.ProcessConfig
+	tag    *string
+	pid    uint32 // the main command
+	shim   *shimProc
+	out    *output
+	gone   chan struct{} // closed when every process of the command is gone
 
 	stdinMu     sync.Mutex // serialises writes
 	stdin       *os.File   // nil when started without stdin
@@ -67,11 +67,12 @@ type command struct {
 	timedOut bool
 	timers   []*time.Timer
 
-	// killMu is held shared while a tree is being killed and exclusively to
-	// mark the shim reaped, so its pid (the root of the tree walk) cannot be
-	// reused while a kill walks /proc.
+	// killMu is held shared while the tree is being killed, exclusively to
+	// mark it gone: once the shim is idle (or dead and not yet reaped) no
+	// kill may walk the shim's descendants, which may then belong to its
+	// next command (or, after reaping, to a process reusing its pid).
 	killMu   sync.RWMutex
-	shimDead bool
+	treeGone bool
 }
 
 // spawnSpec is what Start asks for, resolved.
@@ -84,80 +85,66 @@ type spawnSpec struct {
 	stdin bool
 }
 
-// spawn starts a command under a new shim. On success the command is
-// running and its pumps and supervisor are not yet started: the caller
-// subscribes first, then calls run.
+// spawn starts a command under a shim. On success the command is running
+// and its output is not being read yet: the caller subscribes first, then
+// calls run.
 func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.File, ctl *bufio.Reader, err error) {
-	var closers []*os.File
+	var stdinR, stdinW *os.File
+	if spec.stdin {
+		stdinR, stdinW, err = os.Pipe()
+	} else {
+		stdinR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
+	}
+	stdoutR, stdoutW, err1 := os.Pipe()
+	stderrR, stderrW, err2 := os.Pipe()
+	// The parent's ends, closed on failure; the shim's ends, closed always
+	// once the shim has its copies.
+	ours := []*os.File{stdinW, stdoutR, stderrR}
+	theirs := []*os.File{stdinR, stdoutW, stderrW}
 	defer func() {
+		for _, f := range theirs {
+			_ = f.Close()
+		}
 		if err != nil {
-			for _, f := range closers {
+			for _, f := range ours {
 				_ = f.Close()
 			}
 		}
 	}()
-	pipe := func() (r, w *os.File) {
-		if err != nil {
-			return nil, nil
-		}
-		r, w, err = os.Pipe()
-		closers = append(closers, r, w)
-		return r, w
-	}
-	var stdinR, stdinW *os.File
-	if spec.stdin {
-		stdinR, stdinW = pipe()
-	} else if stdinR, err = os.Open(os.DevNull); err == nil {
-		closers = append(closers, stdinR)
-	}
-	stdoutR, stdoutW := pipe()
-	stderrR, stderrW := pipe()
-	if err != nil {
+	if err := errors.Join(err1, err2); err != nil {
 		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
 	}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create control socket: %w", err))
-	}
-	_ = syscall.SetNonblock(fds[0], true)
-	ctlAgent := os.NewFile(uintptr(fds[0]), "shim-control")
-	ctlShim := os.NewFile(uintptr(fds[1]), "shim-control")
-	closers = append(closers, ctlAgent, ctlShim)
 
-	shim := p.srv.cfg.Shim
-	argv := make([]string, 0, len(shim)+8+len(spec.args))
-	argv = append(argv, shim...)
-	argv = append(argv,
-		"-uid", strconv.FormatUint(uint64(spec.acct.UID), 10),
-		"-gid", strconv.FormatUint(uint64(spec.acct.GID), 10),
-		"-dir", spec.dir, "--", spec.cmd)
-	argv = append(argv, spec.args...)
-	shimPid, err := p.srv.reaper.spawn(argv[0], argv, &syscall.ProcAttr{
-		Env:   spec.env,
-		Files: []uintptr{stdinR.Fd(), stdoutW.Fd(), stderrW.Fd(), ctlShim.Fd()},
-		// Its own process group: `kill 0` in a command cannot reach the agent.
-		Sys: &syscall.SysProcAttr{Setpgid: true},
-	})
-	// The shim has its copies; keeping ours would hold the pipes open.
-	for _, f := range []*os.File{stdinR, stdoutW, stderrW, ctlShim} {
-		_ = f.Close()
-	}
-	closers = []*os.File{stdinW, stdoutR, stderrR, ctlAgent}
-	if err != nil {
-		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("start shim %s: %w", shim[0], err))
+	req := shimRequest{UID: spec.acct.UID, GID: spec.acct.GID, Dir: spec.dir, Argv: append([]string{spec.cmd}, spec.args...), Env: spec.env}
+	var shim *shimProc
+	// A spare shim may have died since it started; then try a fresh one.
+	for attempt := 0; ; attempt++ {
+		if attempt == 0 {
+			shim, err = p.srv.shims.get()
+		} else {
+			shim, err = p.srv.shims.start()
+		}
+		if err != nil {
+			return nil, nil, nil, nil, connect.NewError(connect.CodeUnavailable, err)
+		}
+		err = sendShimRequest(shim.ctl, req, [3]*os.File{stdinR, stdoutW, stderrW})
+		if err == nil {
+			break
+		}
+		p.srv.shims.retire(shim)
+		if attempt == 1 {
+			return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("send command to shim: %w", err))
+		}
 	}
 
-	c = &command{
-		svc:     p,
-		shimPid: shimPid,
-		stdin:   stdinW,
-		out:     newOutput(),
-		gone:    make(chan struct{}),
-	}
-	ctl = bufio.NewReader(ctlAgent)
-	_ = ctlAgent.SetReadDeadline(time.Now().Add(startTimeout))
+	c = &command{svc: p, shim: shim, stdin: stdinW, out: newOutput(), gone: make(chan struct{})}
+	ctl = bufio.NewReader(shim.ctl)
+	_ = shim.ctl.SetReadDeadline(time.Now().Add(startTimeout))
 	line, rerr := ctl.ReadString('\n')
-	_ = ctlAgent.SetReadDeadline(time.Time{})
+	_ = shim.ctl.SetReadDeadline(time.Time{})
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case strings.HasPrefix(line, "pid "):
@@ -168,14 +155,14 @@ func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.F
 		}
 		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim: bad message %q", line))
 	case strings.HasPrefix(line, "error "):
-		err = connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
+		// The shim is idle again.
+		p.srv.shims.put(shim)
+		return nil, nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
 	default:
-		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim exited before starting %s (%v)", spec.cmd, rerr))
+		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim ended before starting %s (%q, %v)", spec.cmd, line, rerr))
 	}
-	// The shim exits on its own after an error; reap it. Killing it covers
-	// a shim that misbehaves.
-	_ = syscall.Kill(shimPid, syscall.SIGKILL)
-	c.reapShim()
+	_ = syscall.Kill(shim.pid, syscall.SIGKILL)
+	p.srv.shims.reap(shim)
 	return nil, nil, nil, nil, err
 }
 
@@ -211,28 +198,55 @@ func (c *command) pump(f *os.File, stderr bool, done chan<- struct{}) {
 	}
 }
 
-// supervise follows the shim's control messages: it ends the output when
-// the main command exits and reaps the shim when it closes the socket.
+// supervise follows the shim's messages: it ends the output when the main
+// command exits and drops the command when its whole tree is gone.
 func (c *command) supervise(ctl *bufio.Reader, stdoutDone, stderrDone <-chan struct{}) {
-	ended := false
-	for {
+	ended, idle := false, false
+	for !idle {
 		line, err := ctl.ReadString('\n')
 		if err != nil {
 			break
 		}
-		if rest, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "exit "); ok && !ended {
+		line = strings.TrimSuffix(line, "\n")
+		if rest, ok := strings.CutPrefix(line, "exit "); ok && !ended {
 			ws, perr := strconv.ParseUint(rest, 10, 32)
 			if perr != nil {
 				continue
 			}
 			ended = true
+			c.mu.Lock()
+			c.state = stateLingering // no more signals to its pid
+			c.mu.Unlock()
+			// When the tree emptied with the main command, the shim sent
+			// "idle" in the same write: give the shim back first, so a
+			// command started as soon as this one's stream ends finds it.
+			if ctl.Buffered() >= len("idle\n") {
+				if next, _ := ctl.Peek(len("idle\n")); string(next) == "idle\n" {
+					_, _ = ctl.Discard(len(next))
+					idle = true
+					c.markTreeGone()
+					c.svc.srv.shims.put(c.shim)
+				}
+			}
 			c.mainExited(endEvent(syscall.WaitStatus(ws)), stdoutDone, stderrDone)
+			continue
+		}
+		if line == "idle" {
+			idle = true
+			c.markTreeGone()
+			c.svc.srv.shims.put(c.shim)
 		}
 	}
 	if !ended {
-		c.mainExited(&process.ProcessEvent_EndEvent{ExitCode: -1, Status: "lost: the shim exited without reporting"}, stdoutDone, stderrDone)
+		c.mainExited(&process.ProcessEvent_EndEvent{ExitCode: -1, Status: "lost: the shim ended without reporting"}, stdoutDone, stderrDone)
 	}
-	c.reapShim()
+	if !idle {
+		// The shim died. Keep its pid reserved (unreaped) until no kill
+		// can walk it any more.
+		c.shim.waitExit()
+		c.markTreeGone()
+		c.svc.srv.shims.reap(c.shim)
+	}
 	c.finish()
 }
 
@@ -253,8 +267,10 @@ func (c *command) mainExited(end *process.ProcessEvent_EndEvent, stdoutDone, std
 	for _, done := range []<-chan struct{}{stdoutDone, stderrDone} {
 		select {
 		case <-done:
+			continue
 		case <-eof.C:
 		}
+		break
 	}
 	c.out.end(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}})
 }
@@ -279,28 +295,10 @@ func endEvent(ws syscall.WaitStatus) *process.ProcessEvent_EndEvent {
 	}
 }
 
-// reapShim waits for the shim to exit, marks it dead, then reaps it: between
-// the two, its pid stays reserved, so a kill in progress cannot hit a reused
-// pid.
-func (c *command) reapShim() {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, c.shimPid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
+func (c *command) markTreeGone() {
 	c.killMu.Lock()
-	c.shimDead = true
+	c.treeGone = true
 	c.killMu.Unlock()
-	for {
-		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(c.shimPid, &ws, 0, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	c.svc.srv.reaper.forget(c.shimPid)
 }
 
 // finish drops the command once nothing of it is left.
@@ -315,14 +313,15 @@ func (c *command) finish() {
 	close(c.gone)
 }
 
-// kill SIGKILLs the main command and every process under the shim.
+// kill SIGKILLs the main command and every process under the shim, and
+// returns once they are dead.
 func (c *command) kill() {
 	c.killMu.RLock()
 	defer c.killMu.RUnlock()
-	if c.shimDead {
+	if c.treeGone {
 		return
 	}
-	if err := killDescendants(c.shimPid, killTimeout); err != nil {
+	if err := killDescendants(c.shim.pid, killTimeout); err != nil {
 		c.svc.srv.log.Warn("kill process tree", logPID, c.pid, logError, err)
 	}
 }

@@ -129,7 +129,8 @@ func makeDirs(dir string, acct account) error {
 		}
 		return nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
+	// ENOTDIR: some parent is not a directory; the recursion names it.
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return fsError(err)
 	}
 	if parent := filepath.Dir(dir); parent != dir {

@@ -40,6 +40,7 @@ type processService struct {
 	mu       sync.Mutex
 	cmds     map[*command]struct{}
 	starting map[string]struct{} // tags of Starts in progress
+	closed   bool                // shutting down: commands still being added are killed
 }
 
 var _ processconnect.ProcessHandler = (*processService)(nil)
@@ -105,7 +106,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		c.setTimeout(timeout, grace)
 	}
 	c.run(stdout, stderr, ctl)
-	p.srv.log.Debug("started process", logPID, c.pid, logShim, c.shimPid, logUser, acct.Name)
+	p.srv.log.Debug("started process", logPID, c.pid, logShim, c.shim.pid, logUser, acct.Name)
 
 	// The client going away does not stop the process (envd semantics).
 	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
@@ -114,7 +115,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 }
 
 func (p *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
-	c, err := p.find(req.Msg.GetProcess(), false)
+	c, err := p.find(req.Msg.GetProcess())
 	if err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func (p *processService) Update(context.Context, *connect.Request[process.Update
 }
 
 func (p *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
-	c, err := p.find(req.Msg.GetProcess(), false)
+	c, err := p.find(req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func (p *processService) StreamInput(ctx context.Context, stream *connect.Client
 		switch ev := stream.Msg().GetEvent().(type) {
 		case *process.StreamInputRequest_Start:
 			var err error
-			if c, err = p.find(ev.Start.GetProcess(), false); err != nil {
+			if c, err = p.find(ev.Start.GetProcess()); err != nil {
 				return nil, err
 			}
 		case *process.StreamInputRequest_Data:
@@ -226,7 +227,7 @@ func writeInput(ctx context.Context, c *command, in *process.ProcessInput) error
 }
 
 func (p *processService) CloseStdin(_ context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
-	c, err := p.find(req.Msg.GetProcess(), false)
+	c, err := p.find(req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
@@ -236,27 +237,42 @@ func (p *processService) CloseStdin(_ context.Context, req *connect.Request[proc
 
 // SendSignal sends SIGTERM to the main command only; SIGKILL kills the main
 // command and every process under its shim, and returns once they are dead.
-// SIGKILL also reaches a command whose main process ended but that left
-// processes behind.
+// When no running command matches, SIGKILL reaches every command with that
+// pid or tag whose main process ended but that left processes behind.
 func (p *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
-	c, err := p.find(req.Msg.GetProcess(), true)
+	sig := req.Msg.GetSignal()
+	if sig != process.Signal_SIGNAL_SIGTERM && sig != process.Signal_SIGNAL_SIGKILL {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %s", sig))
+	}
+	cmds, err := p.findAll(req.Msg.GetProcess(), sig == process.Signal_SIGNAL_SIGKILL)
 	if err != nil {
 		return nil, err
 	}
-	switch req.Msg.GetSignal() {
-	case process.Signal_SIGNAL_SIGTERM:
-		c.signalMain(syscall.SIGTERM)
-	case process.Signal_SIGNAL_SIGKILL:
-		c.kill()
-	default:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %s", req.Msg.GetSignal()))
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		if sig == process.Signal_SIGNAL_SIGTERM {
+			c.signalMain(syscall.SIGTERM)
+		} else {
+			wg.Go(c.kill)
+		}
 	}
+	wg.Wait()
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
 
-// find returns the command sel names. A running command wins over one that
-// only left processes behind, which matches only when lingering is set.
-func (p *processService) find(sel *process.ProcessSelector, lingering bool) (*command, error) {
+// find returns the running command sel names.
+func (p *processService) find(sel *process.ProcessSelector) (*command, error) {
+	cmds, err := p.findAll(sel, false)
+	if err != nil {
+		return nil, err
+	}
+	return cmds[0], nil
+}
+
+// findAll returns the commands sel names: the running one, else, when
+// lingering is set, every command whose main process ended but that left
+// processes behind.
+func (p *processService) findAll(sel *process.ProcessSelector, lingering bool) ([]*command, error) {
 	var match func(*command) bool
 	switch s := sel.GetSelector().(type) {
 	case *process.ProcessSelector_Pid:
@@ -268,7 +284,7 @@ func (p *processService) find(sel *process.ProcessSelector, lingering bool) (*co
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var left *command
+	var left []*command
 	for c := range p.cmds {
 		if !match(c) {
 			continue
@@ -278,15 +294,15 @@ func (p *processService) find(sel *process.ProcessSelector, lingering bool) (*co
 		c.mu.Unlock()
 		switch {
 		case state == stateRunning:
-			return c, nil
-		case state == stateLingering && lingering && (left == nil || c.shimPid > left.shimPid):
-			left = c
+			return []*command{c}, nil
+		case state == stateLingering && lingering:
+			left = append(left, c)
 		}
 	}
-	if left != nil {
-		return left, nil
+	if len(left) == 0 {
+		return nil, notFound(sel)
 	}
-	return nil, notFound(sel)
+	return left, nil
 }
 
 func notFound(sel *process.ProcessSelector) error {
@@ -327,6 +343,9 @@ func (p *processService) add(c *command) {
 		delete(p.starting, *c.tag)
 	}
 	p.cmds[c] = struct{}{}
+	if p.closed {
+		go c.kill()
+	}
 }
 
 func (p *processService) remove(c *command) {
@@ -335,10 +354,11 @@ func (p *processService) remove(c *command) {
 	p.mu.Unlock()
 }
 
-// killAll kills every process tree and waits, until ctx is done, for their
-// shims to exit.
+// killAll kills every process tree, and those of commands still starting,
+// and waits until ctx is done for them to be gone.
 func (p *processService) killAll(ctx context.Context) {
 	p.mu.Lock()
+	p.closed = true
 	cmds := make([]*command, 0, len(p.cmds))
 	for c := range p.cmds {
 		cmds = append(cmds, c)

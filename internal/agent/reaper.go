@@ -13,16 +13,16 @@ import (
 // orphans the kernel re-parents to it.
 //
 // How reaping avoids stealing exit statuses: the agent's only own children
-// are shims, started through spawn, which records their pids; each shim is
-// waited for by its own goroutine with wait4(pid) (processes.go). The orphan
-// reaper never calls wait4(-1): on SIGCHLD it reads /proc for zombies whose
-// parent is the agent, then, holding mu exclusively, reaps with wait4(pid,
-// WNOHANG) only those that are not recorded shims. spawn holds mu shared from
-// before fork until the pid is recorded, so a shim can never be seen by the
-// reaper as an unrecorded child. Orphans are rare anyway: user processes are
-// re-parented to their shim (a child subreaper), not to the agent; the agent
-// only inherits orphans from processes it did not start (runc exec) or from a
-// shim that died.
+// are shims, started through spawn, which records their pids; a shim that
+// exits is reaped by whoever owns it, with wait4 on its pid (shimPool.reap).
+// The orphan reaper never calls wait4(-1): on SIGCHLD it reads /proc for
+// zombies whose parent is the agent, then, holding mu exclusively, reaps with
+// wait4(pid, WNOHANG) only those that are not recorded shims. spawn holds mu
+// shared from before fork until the pid is recorded, so a shim is never seen
+// by the reaper as an unrecorded child. Orphans are rare anyway: user
+// processes are re-parented to their shim (a child subreaper), not to the
+// agent; the agent only inherits orphans from processes it did not start
+// (runc exec) or from a shim that died.
 type reaper struct {
 	mu  sync.RWMutex // shared: spawning; exclusive: reaping orphans
 	log *slog.Logger
@@ -102,7 +102,7 @@ func (r *reaper) reapOrphans() {
 		}
 		var ws syscall.WaitStatus
 		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err == nil && got == pid {
-			r.log.Debug("reaped orphan", logPID, pid, "status", int(ws))
+			r.log.Debug("reaped orphan", logPID, pid, logStatus, int(ws))
 		}
 	}
 }

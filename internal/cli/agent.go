@@ -29,7 +29,7 @@ func newAgentCmd() *cobra.Command {
 	cmd.Flags().StringVar(&socket, "socket", "", "unix socket to serve on")
 	cmd.AddCommand(&cobra.Command{
 		Use:                "shim",
-		Short:              "Supervise one command for the agent",
+		Short:              "Supervise the agent's commands (started by the agent, ahead of use)",
 		Hidden:             true,
 		DisableFlagParsing: true, // its arguments are the shim's own
 		RunE: func(_ *cobra.Command, args []string) error {

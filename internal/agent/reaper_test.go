@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitZombie waits until pid is a zombie.
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if e, ok := readProcStat(pid); ok && e.state == 'Z' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d did not become a zombie", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func waitNoProc(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d was not reaped", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The reaper reaps children it did not start and leaves the exit status of
+// those it did (shims) to their waiters.
+func TestReaperLeavesKnownChildren(t *testing.T) {
+	requireRoot(t)
+	r := newReaper(Config{}.withDefaults().Logger)
+	known, err := r.spawn("/bin/sh", []string{"sh", "-c", "exit 7"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitZombie(t, known)
+	waitZombie(t, unknown)
+	r.reapOrphans()
+	waitNoProc(t, unknown)
+	if e, ok := readProcStat(known); !ok || e.state != 'Z' {
+		t.Fatal("the reaper reaped a child it started")
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(known, &ws, 0, nil); err != nil || ws.ExitStatus() != 7 {
+		t.Errorf("waiting for the known child: %v, status %d", err, ws.ExitStatus())
+	}
+	r.forget(known)
+}
+
+// Orphans re-parented to the agent (as to PID 1; here to a subreaper) are
+// reaped on SIGCHLD while commands run normally.
+func TestReaperReapsOrphans(t *testing.T) {
+	requireRoot(t)
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Skipf("cannot become a child subreaper: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+	a := startAgent(t, func(c *Config) { c.reapOrphans = true })
+
+	// sh exits at once, leaving a sleep that is re-parented to this process.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "sleep 0.2 & echo $!"}, &syscall.ProcAttr{Files: []uintptr{0, w.Fd(), 2}})
+	_ = w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	n, _ := r.Read(buf)
+	_ = r.Close()
+	orphan := parsePids(t, string(buf[:n]))
+	for range 20 {
+		if res := a.run(t, sh("exit 3")); res.end.GetStatus() != "exit status 3" {
+			t.Fatalf("end = %v", res.end)
+		}
+	}
+	waitNoProc(t, parent)
+	waitNoProc(t, orphan[0])
+}
