@@ -143,10 +143,12 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		}
 	}()
 
+	began := time.Now()
 	layer := layout(dir)
 	if err := layer.mount(s.RootDir); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
+	mounted := time.Now()
 	if err := writeFiles(layer.rootfs, s.Files); err != nil {
 		return h, fmt.Errorf("write files of sandbox %s: %w", s.ID, err)
 	}
@@ -167,12 +169,17 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	// the log file, so no pipe ties it to us.
 	cmd := r.command(ctx, "run", "--detach", "--bundle", dir, containerID(s.ID))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	prepared := time.Now()
 	if err := cmd.Run(); err != nil {
 		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
+	started := time.Now()
 	if err := r.waitAgent(ctx, h, layer.socket()); err != nil {
 		return h, err
 	}
+	r.log.Debug("sandbox started", "sandbox_id", s.ID,
+		"mount", mounted.Sub(began), "bundle", prepared.Sub(mounted),
+		"runtime", started.Sub(prepared), "agent", time.Since(started))
 	return h, nil
 }
 
