@@ -20,11 +20,15 @@ test: build
 bench: build
 	$(GO) run ./bench -hutch $(BIN)
 
+# gosec's G104 (unchecked errors) is errcheck's job here, with the
+# exclusions listed in .errcheck-excludes; every other finding is fixed or
+# marked #nosec with the reason. bench/ is left out: a harness that runs the
+# tools it measures and reads /proc and cgroup files is what G204/G304 flag.
 lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
 	$(GO) run github.com/kisielk/errcheck@v1.9.0 -exclude .errcheck-excludes ./...
-	$(GO) run github.com/securego/gosec/v2/cmd/gosec@v2.22.10 -quiet -exclude-generated ./...
+	$(GO) run github.com/securego/gosec/v2/cmd/gosec@v2.22.10 -quiet -exclude-generated -exclude=G104 -exclude-dir=bench ./...
 
 # Regenerates the agent's Connect/protobuf code from api/*.proto. Needs
 # protoc (apt-get install protobuf-compiler); the Go plugins are pinned in

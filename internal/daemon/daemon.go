@@ -148,6 +148,7 @@ func listenUnix(path string) (net.Listener, error) {
 
 // loadOrCreateKey returns the API key, making one on first start.
 func loadOrCreateKey(path string) (string, error) {
+	// #nosec G304 -- the key file's path comes from the daemon's configuration
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if key := strings.TrimSpace(string(b)); key != "" {

@@ -110,6 +110,7 @@ func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([
 	if err != nil {
 		return nil, err
 	}
+	// #nosec G115 -- depth is checked to be 1..64 above
 	req := connect.NewRequest(&filesystem.ListDirRequest{Path: workspacePath(p), Depth: uint32(depth)})
 	agentclient.WithUser(req, userOr(user))
 	res, err := inst.agent.Filesystem.ListDir(ctx, req)

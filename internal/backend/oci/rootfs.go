@@ -37,6 +37,7 @@ func (l sandboxLayout) socket() string { return filepath.Join(l.socketDir, Agent
 // sandbox's own writable layer above.
 func (l sandboxLayout) mount(lower string) error {
 	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
+		// #nosec G301 -- the sandbox root and its layers must be traversable by its users; the sandbox dir above is 0700
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
