@@ -42,7 +42,7 @@ type skeletonDir struct {
 
 var skeletonDirs = []skeletonDir{
 	{"dev", 0o755, 0}, {"proc", 0o555, 0}, {"sys", 0o555, 0}, {"run", 0o755, 0},
-	{"etc", 0o755, 0}, {"tmp", 0o1777, 0}, {"var", 0o755, 0}, {"var/tmp", 0o1777, 0},
+	{"etc", 0o755, 0}, {"tmp", os.ModeSticky | 0o777, 0}, {"var", 0o755, 0}, {"var/tmp", os.ModeSticky | 0o777, 0},
 	{"var/cache", 0o755, 0}, {"var/lib", 0o755, 0}, {"var/log", 0o755, 0},
 	{"root", 0o700, 0}, {"home", 0o755, 0}, {"mnt", 0o755, 0}, {"opt", 0o755, 0},
 	{"srv", 0o755, 0}, {"media", 0o755, 0},
@@ -103,7 +103,7 @@ func hostPlan(hostRoot string) plan {
 }
 
 // skeletonVersion changes whenever the skeleton's fixed parts change.
-const skeletonVersion = "1"
+const skeletonVersion = "2"
 
 // version names the plan: equal plans make equal roots.
 func (p plan) version() string {
