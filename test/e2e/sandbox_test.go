@@ -138,6 +138,7 @@ func TestIsolation(t *testing.T) {
 			return r.ExitCode != 0 && r.Stdout == ""
 		}},
 		{"host accounts not visible", "cat /etc/shadow", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
+		{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
 		{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
 			return r.Stdout == "536870912\n"
 		}},
