@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   []string // parts of the error; none means valid
+	}{
+		{"defaults", func(*Config) {}, nil},
+		{"every problem at once", func(c *Config) {
+			c.Version, c.Listen, c.DataDir, c.LogLevel = 2, "7070", "relative", "loud"
+		}, []string{"version must be 1", "listen", "data_dir must be an absolute path", "log_level"}},
+		{"data dir too deep for agent sockets", func(c *Config) { c.DataDir = "/" + strings.Repeat("d", 80) }, []string{"too long for unix socket paths"}},
+		{"no runc", func(c *Config) { c.Runc = "" }, []string{"runc must name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.change(&c)
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	if err := os.WriteFile(good, []byte("version = 1\nlisten = \"127.0.0.1:9\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := c.LoadFile(good); err != nil || c.Listen != "127.0.0.1:9" || c.DataDir != "/var/lib/hutch" {
+		t.Fatalf("load = %+v, %v; want listen from the file, the rest defaults", c, err)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("version = 1\nlisten_addr = \"x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c = Default()
+	if err := c.LoadFile(bad); err == nil || !strings.Contains(err.Error(), "listen_addr") {
+		t.Fatalf("unknown key: %v, want an error naming it", err)
+	}
+}
+
+func TestAPIKeyIsMadeOnceAndPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "api.key")
+	key, err := loadOrCreateKey(path)
+	if err != nil || !strings.HasPrefix(key, "hutch_") || len(key) < 40 {
+		t.Fatalf("key %q, %v", key, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v (%v), want 0600", fi.Mode(), err)
+	}
+	again, err := loadOrCreateKey(path)
+	if err != nil || again != key {
+		t.Fatalf("second start made another key: %q vs %q (%v)", again, key, err)
+	}
+}
