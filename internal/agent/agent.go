@@ -3,8 +3,13 @@
 // same shapes as E2B's envd), plain HTTP GET/POST /files and GET /health, over
 // Connect-RPC on a unix socket that the daemon reaches from the host.
 //
-// Every command runs under a shim (see Shim) that is a child subreaper, so the
-// agent can kill a command together with everything it left behind.
+// The agent supervises one command tree itself (its direct slot, see
+// directSlot): a command started while no other command's processes run is
+// its own child, and what that command leaves behind is re-parented to it.
+// A command started while the slot is taken runs under a shim (see Shim), a
+// child subreaper that keeps what its command leaves behind to itself. Either
+// way the agent can kill a command together with everything it left behind,
+// and the first command of a sandbox does not wait for a shim to start.
 //
 // The package imports nothing daemon-side (store, backends, errdefs, …): it is
 // small and it is what runs inside untrusted sandboxes. deps_test.go guards it.
@@ -24,20 +29,22 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
 )
 
 // Log attribute keys.
 const (
-	logPID    = "pid"
-	logTag    = "tag"
-	logUser   = "user"
-	logError  = "error"
-	logShim   = "shim_pid"
-	logSocket = "socket"
-	logSignal = "signal"
-	logStatus = "status"
+	logPID        = "pid"
+	logTag        = "tag"
+	logUser       = "user"
+	logError      = "error"
+	logSupervisor = "supervisor"
+	logSocket     = "socket"
+	logSignal     = "signal"
+	logStatus     = "status"
 )
 
 // Config configures the agent. The zero value of every field but Socket means
@@ -64,8 +71,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 
 	// reapOrphans forces orphan reaping on when the agent is not PID 1
-	// (tests).
+	// (tests); the agent then also makes itself a child subreaper, so that
+	// orphans come to it as they come to PID 1.
 	reapOrphans bool
+	// noDirect runs every command under a shim (tests).
+	noDirect bool
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +108,7 @@ type server struct {
 	cfg     Config
 	log     *slog.Logger
 	reaper  *reaper
+	direct  *directSlot
 	shims   *shimPool
 	baseEnv []string // the agent's environment minus HUTCH_AGENT_*
 	procs   *processService
@@ -115,6 +126,7 @@ func newServer(cfg Config) *server {
 			s.baseEnv = append(s.baseEnv, kv)
 		}
 	}
+	s.direct = &directSlot{srv: s}
 	s.shims = newShimPool(s)
 	s.procs = newProcessService(s)
 	s.fs = &filesystemService{srv: s}
@@ -139,8 +151,9 @@ func (s *server) handler() http.Handler {
 // nil.
 //
 // As PID 1 the agent also reaps orphans that the kernel re-parents to it (see
-// reaper). Reaping assumes Run is the only thing in the process that starts
-// children, which holds for `hutch agent`.
+// reaper), and runs commands in its direct slot. Reaping assumes Run is the
+// only thing in the process that starts children, which holds for `hutch
+// agent`.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Socket == "" {
 		return errors.New("agent: no socket path")
@@ -179,13 +192,27 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	if pid1 || cfg.reapOrphans {
+		direct := !cfg.noDirect
+		if !pid1 {
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				// Orphans would escape to init: no direct slot.
+				s.log.Warn("become a child subreaper", logError, err)
+				direct = false
+			} else {
+				defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
+			}
+		}
+		s.direct.setEnabled(direct)
+		// The reaper outlives shutdown: the direct tree's processes it kills
+		// are the reaper's to reap.
+		reapCtx, stopReaping := context.WithCancel(context.WithoutCancel(ctx))
 		reaped := make(chan struct{})
 		go func() {
 			defer close(reaped)
-			s.reaper.run(runCtx)
+			s.reaper.run(reapCtx, s.direct.round)
 		}()
 		defer func() {
-			stop()
+			stopReaping()
 			<-reaped
 		}()
 	}
@@ -213,15 +240,17 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // shutdown stops accepting connections, kills every process tree and waits,
-// within cfg.ShutdownTimeout, for the trees to be gone and the open streams
-// to end.
+// within cfg.ShutdownTimeout, for the trees and the shims to be gone and the
+// open streams to end.
 func (s *server) shutdown(hs *http.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(ctx) }()
+	s.direct.setEnabled(false)
 	s.shims.close()
 	s.procs.killAll(ctx)
+	s.shims.wait(ctx)
 	if err := <-shut; err != nil {
 		_ = hs.Close()
 	}

@@ -84,7 +84,9 @@ func startAgent(t testing.TB, configure ...func(*Config)) *testAgent {
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	socket := filepath.Join(sockDir, "agent.sock")
 
-	cfg := Config{Socket: socket, PasswdFile: passwd, GroupFile: group}
+	// Reaping orphans as PID 1 does (Run makes the test process a child
+	// subreaper meanwhile) enables the direct slot.
+	cfg := Config{Socket: socket, PasswdFile: passwd, GroupFile: group, reapOrphans: true}
 	if os.Getenv("HUTCH_TEST_AGENT_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

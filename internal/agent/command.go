@@ -1,14 +1,13 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,14 +35,39 @@ type commandState int
 
 const (
 	stateRunning   commandState = iota // the main command runs
-	stateLingering                     // it ended; processes it left behind still run under the shim
+	stateLingering                     // it ended; processes it left behind still run
 	stateGone                          // every process of the command is gone
 )
 
+// supervisor watches over the process tree of one command: its main process
+// and everything that process left behind. A command runs either in the
+// agent's direct slot (directRun) or under a shim (shimRun); the command
+// code sees no other difference.
+//
+// waitExit, waitGone and release are called in this order by one goroutine;
+// kill may run concurrently with them, but not once the tree is gone (see
+// command.killMu).
+type supervisor interface {
+	slog.LogValuer
+	// waitExit waits for the main process to exit and returns its wait
+	// status; ok is false when the status was lost. gone reports that every
+	// process of the tree was gone already.
+	waitExit() (ws syscall.WaitStatus, ok, gone bool)
+	// waitGone waits until every process of the tree is gone.
+	waitGone()
+	// kill SIGKILLs every process of the tree and returns once they are
+	// dead, or after killTimeout.
+	kill() error
+	// release gives back what supervised the tree, once it is gone and no
+	// kill can walk it any more: the shim to its pool, or the direct slot.
+	release()
+}
+
 // command is one process the agent started, from Start until every process
-// of its tree is gone. Its shim outlives the main command while processes it
-// left behind run; the command record lives as long, so they can still be
-// killed. Then the shim serves another command, or exits.
+// of its tree is gone. Its supervisor (shim or direct slot) outlives the main
+// command while processes it left behind run; the command record lives as
+// long, so they can still be killed. Then the supervisor serves another
+// command.
 //
 // Output after the main command ended (written by processes it left behind)
 // is read and discarded: the streams have ended with the EndEvent and Connect
@@ -54,7 +78,7 @@ type command struct {
 	config *process.ProcessConfig
 	tag    *string
 	pid    uint32 // the main command
-	shim   *shimProc
+	tree   supervisor
 	out    *output
 	gone   chan struct{} // closed when every process of the command is gone
 
@@ -68,9 +92,9 @@ type command struct {
 	timers   []*time.Timer
 
 	// killMu is held shared while the tree is being killed, exclusively to
-	// mark it gone: once the shim is idle (or dead and not yet reaped) no
-	// kill may walk the shim's descendants, which may then belong to its
-	// next command (or, after reaping, to a process reusing its pid).
+	// mark it gone: once the tree is gone no kill may walk it, since its
+	// supervisor may then serve the next command (or a dead shim's pid be
+	// reused once reaped).
 	killMu   sync.RWMutex
 	treeGone bool
 }
@@ -85,10 +109,10 @@ type spawnSpec struct {
 	stdin bool
 }
 
-// spawn starts a command under a shim. On success the command is running
-// and its output is not being read yet: the caller subscribes first, then
-// calls run.
-func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.File, ctl *bufio.Reader, err error) {
+// spawn starts a command, in the direct slot when it is free, else under a
+// shim. On success the command is running and its output is not being read
+// yet: the caller subscribes first, then calls run.
+func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.File, err error) {
 	var stdinR, stdinW *os.File
 	if spec.stdin {
 		stdinR, stdinW, err = os.Pipe()
@@ -96,12 +120,12 @@ func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.F
 		stdinR, err = os.Open(os.DevNull)
 	}
 	if err != nil {
-		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
+		return nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
 	}
 	stdoutR, stdoutW, err1 := os.Pipe()
 	stderrR, stderrW, err2 := os.Pipe()
-	// The parent's ends, closed on failure; the shim's ends, closed always
-	// once the shim has its copies.
+	// The parent's ends, closed on failure; the command's ends, closed
+	// always once the command (or its shim) has its copies.
 	ours := []*os.File{stdinW, stdoutR, stderrR}
 	theirs := []*os.File{stdinR, stdoutW, stderrW}
 	defer func() {
@@ -115,64 +139,29 @@ func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.F
 		}
 	}()
 	if err := errors.Join(err1, err2); err != nil {
-		return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
+		return nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
 	}
 
 	req := shimRequest{UID: spec.acct.UID, GID: spec.acct.GID, Dir: spec.dir, Argv: append([]string{spec.cmd}, spec.args...), Env: spec.env}
-	var shim *shimProc
-	// A spare shim may have died since it started; then try a fresh one.
-	for attempt := 0; ; attempt++ {
-		if attempt == 0 {
-			shim, err = p.srv.shims.get()
-		} else {
-			shim, err = p.srv.shims.start()
-		}
-		if err != nil {
-			return nil, nil, nil, nil, connect.NewError(connect.CodeUnavailable, err)
-		}
-		err = sendShimRequest(shim.ctl, req, [3]*os.File{stdinR, stdoutW, stderrW})
-		if err == nil {
-			break
-		}
-		p.srv.shims.retire(shim)
-		if attempt == 1 {
-			return nil, nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("send command to shim: %w", err))
-		}
+	stdio := [3]*os.File{stdinR, stdoutW, stderrW}
+	tree, pid, err := p.srv.direct.run(req, stdio)
+	if tree == nil && err == nil { // the slot is busy
+		tree, pid, err = p.srv.shims.run(req, stdio)
 	}
-
-	c = &command{svc: p, shim: shim, stdin: stdinW, out: newOutput(), gone: make(chan struct{})}
-	ctl = bufio.NewReader(shim.ctl)
-	_ = shim.ctl.SetReadDeadline(time.Now().Add(startTimeout))
-	line, rerr := ctl.ReadString('\n')
-	_ = shim.ctl.SetReadDeadline(time.Time{})
-	line = strings.TrimSuffix(line, "\n")
-	switch {
-	case strings.HasPrefix(line, "pid "):
-		pid, perr := strconv.ParseUint(line[len("pid "):], 10, 32)
-		if perr == nil {
-			c.pid = uint32(pid)
-			return c, stdoutR, stderrR, ctl, nil
-		}
-		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim: bad message %q", line))
-	case strings.HasPrefix(line, "error "):
-		// The shim is idle again.
-		p.srv.shims.put(shim)
-		return nil, nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
-	default:
-		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim ended before starting %s (%q, %v)", spec.cmd, line, rerr))
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	_ = syscall.Kill(shim.pid, syscall.SIGKILL)
-	p.srv.shims.reap(shim)
-	return nil, nil, nil, nil, err
+	c = &command{svc: p, pid: pid, tree: tree, stdin: stdinW, out: newOutput(), gone: make(chan struct{})}
+	return c, stdoutR, stderrR, nil
 }
 
-// run starts reading the command's output and control socket.
-func (c *command) run(stdout, stderr *os.File, ctl *bufio.Reader) {
+// run starts reading the command's output and following its tree.
+func (c *command) run(stdout, stderr *os.File) {
 	stdoutDone := make(chan struct{})
 	stderrDone := make(chan struct{})
 	go c.pump(stdout, false, stdoutDone)
 	go c.pump(stderr, true, stderrDone)
-	go c.supervise(ctl, stdoutDone, stderrDone)
+	go c.supervise(stdoutDone, stderrDone)
 }
 
 // pump reads one output pipe until EOF, publishing what it reads.
@@ -198,54 +187,26 @@ func (c *command) pump(f *os.File, stderr bool, done chan<- struct{}) {
 	}
 }
 
-// supervise follows the shim's messages: it ends the output when the main
-// command exits and drops the command when its whole tree is gone.
-func (c *command) supervise(ctl *bufio.Reader, stdoutDone, stderrDone <-chan struct{}) {
-	ended, idle := false, false
-	for !idle {
-		line, err := ctl.ReadString('\n')
-		if err != nil {
-			break
-		}
-		line = strings.TrimSuffix(line, "\n")
-		if rest, ok := strings.CutPrefix(line, "exit "); ok && !ended {
-			ws, perr := strconv.ParseUint(rest, 10, 32)
-			if perr != nil {
-				continue
-			}
-			ended = true
-			c.mu.Lock()
-			c.state = stateLingering // no more signals to its pid
-			c.mu.Unlock()
-			// When the tree emptied with the main command, the shim sent
-			// "idle" in the same write: give the shim back first, so a
-			// command started as soon as this one's stream ends finds it.
-			if ctl.Buffered() >= len("idle\n") {
-				if next, _ := ctl.Peek(len("idle\n")); string(next) == "idle\n" {
-					_, _ = ctl.Discard(len(next))
-					idle = true
-					c.markTreeGone()
-					c.svc.srv.shims.put(c.shim)
-				}
-			}
-			c.mainExited(endEvent(syscall.WaitStatus(ws)), stdoutDone, stderrDone)
-			continue
-		}
-		if line == "idle" {
-			idle = true
-			c.markTreeGone()
-			c.svc.srv.shims.put(c.shim)
-		}
+// supervise ends the output when the main command exits and drops the
+// command when its whole tree is gone.
+func (c *command) supervise(stdoutDone, stderrDone <-chan struct{}) {
+	ws, ok, gone := c.tree.waitExit()
+	c.mu.Lock()
+	c.state = stateLingering // no more signals to its pid
+	c.mu.Unlock()
+	if gone {
+		// Give the supervisor back first, so that a command started as soon
+		// as this one's stream ends finds it.
+		c.treeDone()
 	}
-	if !ended {
-		c.mainExited(&process.ProcessEvent_EndEvent{ExitCode: -1, Status: "lost: the shim ended without reporting"}, stdoutDone, stderrDone)
+	end := &process.ProcessEvent_EndEvent{ExitCode: -1, Status: "lost: its exit status was not reported"}
+	if ok {
+		end = endEvent(ws)
 	}
-	if !idle {
-		// The shim died. Keep its pid reserved (unreaped) until no kill
-		// can walk it any more.
-		c.shim.waitExit()
-		c.markTreeGone()
-		c.svc.srv.shims.reap(c.shim)
+	c.mainExited(end, stdoutDone, stderrDone)
+	if !gone {
+		c.tree.waitGone()
+		c.treeDone()
 	}
 	c.finish()
 }
@@ -295,10 +256,13 @@ func endEvent(ws syscall.WaitStatus) *process.ProcessEvent_EndEvent {
 	}
 }
 
-func (c *command) markTreeGone() {
+// treeDone marks the tree gone, once no kill walks it, and releases its
+// supervisor.
+func (c *command) treeDone() {
 	c.killMu.Lock()
 	c.treeGone = true
 	c.killMu.Unlock()
+	c.tree.release()
 }
 
 // finish drops the command once nothing of it is left.
@@ -313,7 +277,7 @@ func (c *command) finish() {
 	close(c.gone)
 }
 
-// kill SIGKILLs the main command and every process under the shim, and
+// kill SIGKILLs the main command and every process of its tree, and
 // returns once they are dead.
 func (c *command) kill() {
 	c.killMu.RLock()
@@ -321,7 +285,7 @@ func (c *command) kill() {
 	if c.treeGone {
 		return
 	}
-	if err := killDescendants(c.shim.pid, killTimeout); err != nil {
+	if err := c.tree.kill(); err != nil {
 		c.svc.srv.log.Warn("kill process tree", logPID, c.pid, logError, err)
 	}
 }

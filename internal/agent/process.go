@@ -85,7 +85,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 			return err
 		}
 	}
-	c, stdout, stderr, ctl, err := p.spawn(spawnSpec{
+	c, stdout, stderr, err := p.spawn(spawnSpec{
 		acct:  acct,
 		cmd:   pc.GetCmd(),
 		args:  pc.GetArgs(),
@@ -105,8 +105,8 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if timeout > 0 {
 		c.setTimeout(timeout, grace)
 	}
-	c.run(stdout, stderr, ctl)
-	p.srv.log.Debug("started process", logPID, c.pid, logShim, c.shim.pid, logUser, acct.Name)
+	c.run(stdout, stderr)
+	p.srv.log.Debug("started process", logPID, c.pid, logSupervisor, c.tree, logUser, acct.Name)
 
 	// The client going away does not stop the process (envd semantics).
 	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
@@ -236,7 +236,7 @@ func (p *processService) CloseStdin(_ context.Context, req *connect.Request[proc
 }
 
 // SendSignal sends SIGTERM to the main command only; SIGKILL kills the main
-// command and every process under its shim, and returns once they are dead.
+// command and every process of its tree, and returns once they are dead.
 // When no running command matches, SIGKILL reaches every command with that
 // pid or tag whose main process ended but that left processes behind.
 func (p *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {

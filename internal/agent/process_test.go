@@ -20,74 +20,76 @@ import (
 )
 
 func TestStart(t *testing.T) {
-	t.Setenv("HUTCH_AGENT_SECRET", "hidden")
-	t.Setenv("AGENT_VISIBLE", "shown")
-	a := startAgent(t)
-	if err := os.Mkdir(filepath.Join(a.home, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		t.Setenv("HUTCH_AGENT_SECRET", "hidden")
+		t.Setenv("AGENT_VISIBLE", "shown")
+		a := startAgent(t, path)
+		if err := os.Mkdir(filepath.Join(a.home, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 
-	withEnv := sh(`echo "$FOO $HOME $USER $LOGNAME $AGENT_VISIBLE ${HUTCH_AGENT_SECRET:-unset}"`)
-	withEnv.Msg.Process.Envs = map[string]string{"FOO": "bar", "AGENT_VISIBLE": "overridden"}
-	inSub := sh("pwd")
-	sub := "sub"
-	inSub.Msg.Process.Cwd = &sub
-	inRoot := sh("pwd")
-	slash := "/"
-	inRoot.Msg.Process.Cwd = &slash
-	direct := connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"a b", "c"}}})
+		withEnv := sh(`echo "$FOO $HOME $USER $LOGNAME $AGENT_VISIBLE ${HUTCH_AGENT_SECRET:-unset}"`)
+		withEnv.Msg.Process.Envs = map[string]string{"FOO": "bar", "AGENT_VISIBLE": "overridden"}
+		inSub := sh("pwd")
+		sub := "sub"
+		inSub.Msg.Process.Cwd = &sub
+		inRoot := sh("pwd")
+		slash := "/"
+		inRoot.Msg.Process.Cwd = &slash
+		direct := connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "echo", Args: []string{"a b", "c"}}})
 
-	tests := []struct {
-		name       string
-		req        *connect.Request[process.StartRequest]
-		stdout     string
-		stderr     string
-		exitCode   int32
-		exited     bool
-		status     string
-		stdoutFunc func(a *testAgent) string
-	}{
-		{name: "stdout", req: sh("echo hello"), stdout: "hello\n", exited: true, status: "exit status 0"},
-		{name: "stderr", req: sh("echo oops >&2"), stderr: "oops\n", exited: true, status: "exit status 0"},
-		{name: "exit code", req: sh("echo out; exit 3"), stdout: "out\n", exitCode: 3, exited: true, status: "exit status 3"},
-		{name: "killed by signal", req: sh("kill -9 $$"), exitCode: -1, status: "signal: killed"},
-		{name: "path lookup and args", req: direct, stdout: "a b c\n", exited: true, status: "exit status 0"},
-		{
-			name: "environment", req: withEnv, exited: true, status: "exit status 0",
-			stdoutFunc: func(a *testAgent) string { return "bar " + a.home + " user user overridden unset\n" },
-		},
-		{
-			name: "default cwd is home", req: sh("pwd"), exited: true, status: "exit status 0",
-			stdoutFunc: func(a *testAgent) string { return a.home + "\n" },
-		},
-		{
-			name: "relative cwd is in home", req: inSub, exited: true, status: "exit status 0",
-			stdoutFunc: func(a *testAgent) string { return filepath.Join(a.home, "sub") + "\n" },
-		},
-		{name: "absolute cwd", req: inRoot, stdout: "/\n", exited: true, status: "exit status 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res := a.run(t, tt.req)
-			want := tt.stdout
-			if tt.stdoutFunc != nil {
-				want = tt.stdoutFunc(a)
-			}
-			if got := res.stdout.String(); got != want {
-				t.Errorf("stdout = %q, want %q", got, want)
-			}
-			if got := res.stderr.String(); got != tt.stderr {
-				t.Errorf("stderr = %q, want %q", got, tt.stderr)
-			}
-			if res.pid == 0 {
-				t.Error("no pid in the start event")
-			}
-			e := res.end
-			if e.GetExitCode() != tt.exitCode || e.GetExited() != tt.exited || e.GetStatus() != tt.status || e.Error != nil {
-				t.Errorf("end = %v, want exit code %d, exited %v, status %q, no error", e, tt.exitCode, tt.exited, tt.status)
-			}
-		})
-	}
+		tests := []struct {
+			name       string
+			req        *connect.Request[process.StartRequest]
+			stdout     string
+			stderr     string
+			exitCode   int32
+			exited     bool
+			status     string
+			stdoutFunc func(a *testAgent) string
+		}{
+			{name: "stdout", req: sh("echo hello"), stdout: "hello\n", exited: true, status: "exit status 0"},
+			{name: "stderr", req: sh("echo oops >&2"), stderr: "oops\n", exited: true, status: "exit status 0"},
+			{name: "exit code", req: sh("echo out; exit 3"), stdout: "out\n", exitCode: 3, exited: true, status: "exit status 3"},
+			{name: "killed by signal", req: sh("kill -9 $$"), exitCode: -1, status: "signal: killed"},
+			{name: "path lookup and args", req: direct, stdout: "a b c\n", exited: true, status: "exit status 0"},
+			{
+				name: "environment", req: withEnv, exited: true, status: "exit status 0",
+				stdoutFunc: func(a *testAgent) string { return "bar " + a.home + " user user overridden unset\n" },
+			},
+			{
+				name: "default cwd is home", req: sh("pwd"), exited: true, status: "exit status 0",
+				stdoutFunc: func(a *testAgent) string { return a.home + "\n" },
+			},
+			{
+				name: "relative cwd is in home", req: inSub, exited: true, status: "exit status 0",
+				stdoutFunc: func(a *testAgent) string { return filepath.Join(a.home, "sub") + "\n" },
+			},
+			{name: "absolute cwd", req: inRoot, stdout: "/\n", exited: true, status: "exit status 0"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res := a.run(t, tt.req)
+				want := tt.stdout
+				if tt.stdoutFunc != nil {
+					want = tt.stdoutFunc(a)
+				}
+				if got := res.stdout.String(); got != want {
+					t.Errorf("stdout = %q, want %q", got, want)
+				}
+				if got := res.stderr.String(); got != tt.stderr {
+					t.Errorf("stderr = %q, want %q", got, tt.stderr)
+				}
+				if res.pid == 0 {
+					t.Error("no pid in the start event")
+				}
+				e := res.end
+				if e.GetExitCode() != tt.exitCode || e.GetExited() != tt.exited || e.GetStatus() != tt.status || e.Error != nil {
+					t.Errorf("end = %v, want exit code %d, exited %v, status %q, no error", e, tt.exitCode, tt.exited, tt.status)
+				}
+			})
+		}
+	})
 }
 
 func TestStartErrors(t *testing.T) {
@@ -230,123 +232,131 @@ func TestStdin(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	a := startAgent(t)
-	// Leaves a process in a new session and a double-forked one, prints
-	// their pids, then waits.
-	const leaver = `setsid sh -c 'echo $$; exec sleep 1000' &
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		// Leaves a process in a new session and a double-forked one, prints
+		// their pids, then waits.
+		const leaver = `setsid sh -c 'echo $$; exec sleep 1000' &
 (sh -c 'echo $$; exec sleep 1000' &) ;
 sleep 0.2; %s sleep 1000`
-	tests := []struct {
-		name   string
-		prefix string // before the final sleep
-		grace  string
-		status string
-	}{
-		{name: "main ends on SIGTERM", grace: "5000", status: "signal: terminated"},
-		{name: "main ignores SIGTERM", prefix: "trap '' TERM;", grace: "100", status: "signal: killed"},
-		{name: "no grace", prefix: "trap '' TERM;", grace: "0", status: "signal: killed"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req := sh(fmt.Sprintf(leaver, tt.prefix))
-			req.Header().Set(HeaderTimeout, "500")
-			req.Header().Set(HeaderKillGrace, tt.grace)
-			began := time.Now()
-			res := a.run(t, req)
-			took := time.Since(began)
-			pids := parsePids(t, res.stdout.String())
-			killOnCleanup(t, pids)
-			if len(pids) != 2 {
-				t.Fatalf("stdout %q: want two pids", res.stdout.String())
-			}
-			if res.end.GetError() != "timeout" || res.end.GetStatus() != tt.status {
-				t.Errorf("end = %v, want error timeout, status %q", res.end, tt.status)
-			}
-			if took > 3*time.Second {
-				t.Errorf("took %s", took)
-			}
-			waitGone(t, pids)
-		})
-	}
-
-	t.Run("no timeout error when it ends in time", func(t *testing.T) {
-		req := sh("exit 0")
-		req.Header().Set(HeaderTimeout, "5000")
-		if res := a.run(t, req); res.end.Error != nil {
-			t.Errorf("end = %v", res.end)
+		tests := []struct {
+			name   string
+			prefix string // before the final sleep
+			grace  string
+			status string
+		}{
+			{name: "main ends on SIGTERM", grace: "5000", status: "signal: terminated"},
+			{name: "main ignores SIGTERM", prefix: "trap '' TERM;", grace: "100", status: "signal: killed"},
+			{name: "no grace", prefix: "trap '' TERM;", grace: "0", status: "signal: killed"},
 		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				req := sh(fmt.Sprintf(leaver, tt.prefix))
+				req.Header().Set(HeaderTimeout, "500")
+				req.Header().Set(HeaderKillGrace, tt.grace)
+				began := time.Now()
+				res := a.run(t, req)
+				took := time.Since(began)
+				pids := parsePids(t, res.stdout.String())
+				killOnCleanup(t, pids)
+				if len(pids) != 2 {
+					t.Fatalf("stdout %q: want two pids", res.stdout.String())
+				}
+				if res.end.GetError() != "timeout" || res.end.GetStatus() != tt.status {
+					t.Errorf("end = %v, want error timeout, status %q", res.end, tt.status)
+				}
+				if took > 3*time.Second {
+					t.Errorf("took %s", took)
+				}
+				waitGone(t, pids)
+			})
+		}
+
+		t.Run("no timeout error when it ends in time", func(t *testing.T) {
+			req := sh("exit 0")
+			req.Header().Set(HeaderTimeout, "5000")
+			if res := a.run(t, req); res.end.Error != nil {
+				t.Errorf("end = %v", res.end)
+			}
+		})
 	})
 }
 
 func TestSIGKILLKillsTree(t *testing.T) {
-	a := startAgent(t)
-	p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' &
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' &
 (sh -c 'echo $$; exec sleep 1000' &) ;
 sleep 0.1; echo; exec sleep 1000`))
-	pids := parsePids(t, p.readLine(t)+" "+p.readLine(t))
-	killOnCleanup(t, pids)
-	if len(pids) != 2 {
-		t.Fatalf("pids %v", pids)
-	}
-	a.kill(t, pidSelector(p.pid))
-	res := p.wait(t)
-	if res.end.GetStatus() != "signal: killed" || res.end.GetExited() || res.end.GetExitCode() != -1 || res.end.Error != nil {
-		t.Errorf("end = %v", res.end)
-	}
-	waitGone(t, append(pids, int(p.pid)))
+		pids := parsePids(t, p.readLine(t)+" "+p.readLine(t))
+		killOnCleanup(t, pids)
+		if len(pids) != 2 {
+			t.Fatalf("pids %v", pids)
+		}
+		a.kill(t, pidSelector(p.pid))
+		res := p.wait(t)
+		if res.end.GetStatus() != "signal: killed" || res.end.GetExited() || res.end.GetExitCode() != -1 || res.end.Error != nil {
+			t.Errorf("end = %v", res.end)
+		}
+		waitGone(t, append(pids, int(p.pid)))
+	})
 }
 
 func TestSIGTERMReachesMainOnly(t *testing.T) {
-	a := startAgent(t)
-	tag := "term"
-	req := sh(`sh -c 'echo $$; exec sleep 1000' & sleep 0.1; exec sleep 1000`)
-	req.Msg.Tag = &tag
-	p := a.start(t, req)
-	child := parsePids(t, p.readLine(t))
-	killOnCleanup(t, child)
-	if _, err := a.client.Process.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{
-		Process: pidSelector(p.pid), Signal: process.Signal_SIGNAL_SIGTERM,
-	})); err != nil {
-		t.Fatal(err)
-	}
-	if res := p.wait(t); res.end.GetStatus() != "signal: terminated" {
-		t.Errorf("end = %v", res.end)
-	}
-	if !alive(child[0]) {
-		t.Error("SIGTERM reached the child")
-	}
-	// The leftover child is still reachable by tag.
-	a.kill(t, tagSelector(tag))
-	waitGone(t, child)
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		tag := "term"
+		req := sh(`sh -c 'echo $$; exec sleep 1000' & sleep 0.1; exec sleep 1000`)
+		req.Msg.Tag = &tag
+		p := a.start(t, req)
+		child := parsePids(t, p.readLine(t))
+		killOnCleanup(t, child)
+		if _, err := a.client.Process.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{
+			Process: pidSelector(p.pid), Signal: process.Signal_SIGNAL_SIGTERM,
+		})); err != nil {
+			t.Fatal(err)
+		}
+		if res := p.wait(t); res.end.GetStatus() != "signal: terminated" {
+			t.Errorf("end = %v", res.end)
+		}
+		if !alive(child[0]) {
+			t.Error("SIGTERM reached the child")
+		}
+		// The leftover child is still reachable by tag.
+		a.kill(t, tagSelector(tag))
+		waitGone(t, child)
+	})
 }
 
 func TestBackgroundProcessKeepsPipes(t *testing.T) {
-	a := startAgent(t)
-	tag := "bg"
-	req := sh(`sh -c 'echo $$ >&2; exec sleep 1000' & echo done`)
-	req.Msg.Tag = &tag
-	began := time.Now()
-	res := a.run(t, req)
-	took := time.Since(began)
-	if res.stdout.String() != "done\n" || res.end.GetStatus() != "exit status 0" {
-		t.Errorf("stdout %q, end %v", res.stdout.String(), res.end)
-	}
-	if took > time.Second {
-		t.Errorf("the stream ended %s after start: the background process held it open", took)
-	}
-	t.Logf("start to end: %s", took)
-	pids := parsePids(t, res.stderr.String())
-	killOnCleanup(t, pids)
-	if len(pids) != 1 || !alive(pids[0]) {
-		t.Fatalf("background process %v should run on", pids)
-	}
-	if list := a.list(t); len(list) != 0 {
-		t.Errorf("List shows an ended command: %v", list)
-	}
-	// Its tag is free again, and SIGKILL by tag kills what it left behind.
-	a.run(t, func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Tag = &tag; return r }())
-	a.kill(t, tagSelector(tag))
-	waitGone(t, pids)
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		tag := "bg"
+		req := sh(`sh -c 'echo $$ >&2; exec sleep 1000' & echo done`)
+		req.Msg.Tag = &tag
+		began := time.Now()
+		res := a.run(t, req)
+		took := time.Since(began)
+		if res.stdout.String() != "done\n" || res.end.GetStatus() != "exit status 0" {
+			t.Errorf("stdout %q, end %v", res.stdout.String(), res.end)
+		}
+		if took > time.Second {
+			t.Errorf("the stream ended %s after start: the background process held it open", took)
+		}
+		t.Logf("start to end: %s", took)
+		pids := parsePids(t, res.stderr.String())
+		killOnCleanup(t, pids)
+		if len(pids) != 1 || !alive(pids[0]) {
+			t.Fatalf("background process %v should run on", pids)
+		}
+		if list := a.list(t); len(list) != 0 {
+			t.Errorf("List shows an ended command: %v", list)
+		}
+		// Its tag is free again, and SIGKILL by tag kills what it left behind.
+		a.run(t, func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Tag = &tag; return r }())
+		a.kill(t, tagSelector(tag))
+		waitGone(t, pids)
+	})
 }
 
 func TestConnect(t *testing.T) {
@@ -523,73 +533,87 @@ func TestUnimplemented(t *testing.T) {
 }
 
 func TestShutdownKillsTrees(t *testing.T) {
-	a := startAgent(t)
-	p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.1; echo; exec sleep 1000`))
-	pids := parsePids(t, p.readLine(t))
-	killOnCleanup(t, pids)
-	began := time.Now()
-	if err := a.stop(); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if took := time.Since(began); took > 3*time.Second {
-		t.Errorf("shutdown took %s", took)
-	}
-	waitGone(t, append(pids, int(p.pid)))
-	if _, err := os.Stat(a.socket); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("socket left behind: %v", err)
-	}
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		p := a.start(t, sh(`setsid sh -c 'echo $$; exec sleep 1000' & sleep 0.1; echo; exec sleep 1000`))
+		pids := parsePids(t, p.readLine(t))
+		killOnCleanup(t, pids)
+		began := time.Now()
+		if err := a.stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if took := time.Since(began); took > 3*time.Second {
+			t.Errorf("shutdown took %s", took)
+		}
+		waitGone(t, append(pids, int(p.pid)))
+		if _, err := os.Stat(a.socket); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket left behind: %v", err)
+		}
+	})
 }
 
-// Start → End of `true`, measured through the client, against a bare
-// fork+exec+wait of /bin/true.
+// Start → End of `true`, measured through the client, in the direct slot and
+// under a shim, against a bare fork+exec+wait of /bin/true.
 func TestStartLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures latency")
 	}
-	a := startAgent(t)
-	req := func() *connect.Request[process.StartRequest] {
-		return connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true"}})
-	}
-	for range 10 { // warm up connections and caches
-		a.run(t, req())
-	}
 	const runs = 200
-	measure := func(pause time.Duration) []time.Duration {
-		d := make([]time.Duration, runs)
-		for i := range d {
-			time.Sleep(pause)
+	type row struct{ back, paced []time.Duration }
+	measure := func(once func() time.Duration) row {
+		var r row
+		for _, pause := range []time.Duration{0, 5 * time.Millisecond} {
+			d := make([]time.Duration, runs)
+			for i := range d {
+				time.Sleep(pause)
+				d[i] = once()
+			}
+			slices.Sort(d)
+			if pause == 0 {
+				r.back = d
+			} else {
+				r.paced = d
+			}
+		}
+		return r
+	}
+	// Before any agent runs: its reaper would reap these children.
+	bare := measure(func() time.Duration {
+		began := time.Now()
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(began)
+	})
+	agent := func(configure ...func(*Config)) row {
+		a := startAgent(t, configure...)
+		defer func() { _ = a.stop() }()
+		req := func() *connect.Request[process.StartRequest] {
+			return connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true"}})
+		}
+		for range 10 { // warm up connections and caches
+			a.run(t, req())
+		}
+		return measure(func() time.Duration {
 			began := time.Now()
 			if res := a.run(t, req()); res.end.GetExitCode() != 0 {
 				t.Fatalf("end = %v", res.end)
 			}
-			d[i] = time.Since(began)
-		}
-		slices.Sort(d)
-		return d
+			return time.Since(began)
+		})
 	}
-	agent := measure(0)
-	paced := measure(5 * time.Millisecond)
-	measureBare := func(pause time.Duration) []time.Duration {
-		d := make([]time.Duration, runs)
-		for i := range d {
-			time.Sleep(pause)
-			began := time.Now()
-			pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ws syscall.WaitStatus
-			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-				t.Fatal(err)
-			}
-			d[i] = time.Since(began)
-		}
-		slices.Sort(d)
-		return d
+	direct := agent()
+	shim := agent(func(c *Config) { c.noDirect = true })
+	t.Logf("Start→End of /bin/true, %d runs, p50/p90, back to back | 5ms apart:", runs)
+	for _, r := range []struct {
+		name string
+		row
+	}{{"direct slot", direct}, {"under a shim", shim}, {"bare fork+exec+wait", bare}} {
+		t.Logf("  %-20s %9s/%-9s | %9s/%s", r.name, r.back[runs/2], r.back[runs*9/10], r.paced[runs/2], r.paced[runs*9/10])
 	}
-	bare := measureBare(0)
-	barePaced := measureBare(5 * time.Millisecond)
-	t.Logf("Start→End of /bin/true, %d runs, p50/p90: back to back %s/%s (bare fork+exec+wait %s/%s); 5ms apart %s/%s (bare %s/%s)",
-		runs, agent[runs/2], agent[runs*9/10], bare[runs/2], bare[runs*9/10],
-		paced[runs/2], paced[runs*9/10], barePaced[runs/2], barePaced[runs*9/10])
 }

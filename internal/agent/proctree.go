@@ -18,6 +18,21 @@ type procEntry struct {
 // scanProcs lists the processes /proc shows (thread-group leaders only).
 // Processes that vanish while it reads are skipped.
 func scanProcs() ([]procEntry, error) {
+	pids, err := listPIDs()
+	if err != nil {
+		return nil, err
+	}
+	procs := make([]procEntry, 0, len(pids))
+	for _, pid := range pids {
+		if e, ok := readProcStat(pid); ok {
+			procs = append(procs, e)
+		}
+	}
+	return procs, nil
+}
+
+// listPIDs lists the pids /proc shows.
+func listPIDs() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, err
@@ -27,27 +42,28 @@ func scanProcs() ([]procEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	procs := make([]procEntry, 0, len(names))
+	pids := make([]int, 0, len(names))
 	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		if e, ok := readProcStat(pid); ok {
-			procs = append(procs, e)
+		if pid, err := strconv.Atoi(name); err == nil {
+			pids = append(pids, pid)
 		}
 	}
-	return procs, nil
+	return pids, nil
 }
 
 func readProcStat(pid int) (procEntry, bool) {
-	var buf [512]byte
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
+	// Plain syscalls: os.Open would also try to add the file to the poller,
+	// one more syscall per process on every scan.
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return procEntry{}, false
 	}
-	n, _ := f.Read(buf[:])
-	_ = f.Close()
+	var buf [512]byte
+	n, err := syscall.Read(fd, buf[:])
+	_ = syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return procEntry{}, false
+	}
 	// "pid (comm) state ppid …"; comm may hold spaces and parentheses.
 	b := buf[:n]
 	i := bytes.LastIndexByte(b, ')')
@@ -90,19 +106,90 @@ func liveDescendants(root int) ([]int, error) {
 	return out, nil
 }
 
+// treeOf returns the processes of procs, zombies included, whose chain of
+// parents reaches root without passing through a process for which cut is
+// true; root itself is not part of it. procs is one read of /proc: when a
+// parent exited while it was read, its child has been re-parented by the
+// time the parent is missing, so the child's parent is read again.
+func treeOf(procs []procEntry, root int, cut func(pid int) bool) []procEntry {
+	byPID := make(map[int]procEntry, len(procs))
+	for _, p := range procs {
+		byPID[p.pid] = p
+	}
+	ours := make(map[int]bool, len(procs)) // settled answers
+	var out []procEntry
+	var path []int
+	for _, p := range procs {
+		if p.pid == root {
+			continue
+		}
+		path = path[:0]
+		in, pid, rereads := false, p.pid, 0
+		for len(path) <= len(procs) { // longer only on a loop through a reused pid
+			if v, ok := ours[pid]; ok {
+				in = v
+				break
+			}
+			if cut(pid) {
+				break
+			}
+			e, ok := byPID[pid]
+			if !ok {
+				// pid exited while /proc was read: read its child again.
+				if len(path) == 0 || rereads == 3 {
+					break
+				}
+				rereads++
+				pid, path = path[len(path)-1], path[:len(path)-1]
+				if again, ok := readProcStat(pid); ok {
+					byPID[pid] = again
+				} else {
+					delete(byPID, pid)
+				}
+				continue
+			}
+			path = append(path, pid)
+			if e.ppid == root {
+				in = true
+				break
+			}
+			if e.ppid == 0 { // the top of the pid namespace
+				break
+			}
+			pid = e.ppid
+		}
+		for _, q := range path {
+			ours[q] = in
+		}
+		if e, ok := byPID[p.pid]; ok && in {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // killDescendants SIGKILLs every descendant of root until none is left
-// alive, or until the deadline (processes may fork while it runs; each round
-// catches what the last one missed). It does not touch root.
+// alive, or until the deadline. It does not touch root.
 //
 // A pid read from /proc may be reused before the kill reaches it; callers
 // keep root from being reaped while this runs, and inside a sandbox the pid
 // space belongs to the sandbox, so the risk is a stray SIGKILL to a process
 // of the same sandbox in a window of microseconds.
 func killDescendants(root int, timeout time.Duration) error {
+	if err := killUntilGone(func() ([]int, error) { return liveDescendants(root) }, timeout); err != nil {
+		return fmt.Errorf("kill processes under pid %d: %w", root, err)
+	}
+	return nil
+}
+
+// killUntilGone SIGKILLs the processes list returns until it returns none,
+// or until the deadline: processes may fork while it runs; each round
+// catches what the last one missed.
+func killUntilGone(list func() ([]int, error), timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pause := 200 * time.Microsecond
 	for {
-		pids, err := liveDescendants(root)
+		pids, err := list()
 		if err != nil {
 			return fmt.Errorf("list processes: %w", err)
 		}
@@ -110,7 +197,7 @@ func killDescendants(root int, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes under pid %d still alive after %s", len(pids), root, timeout)
+			return fmt.Errorf("%d processes still alive after %s", len(pids), timeout)
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -118,4 +205,23 @@ func killDescendants(root int, timeout time.Duration) error {
 		time.Sleep(pause)
 		pause = min(2*pause, 20*time.Millisecond)
 	}
+}
+
+// nothingCreatedSince reports whether no process or thread has been created
+// in the agent's pid namespace since pid was (pids are handed out in turn):
+// then none of pid's tree can be left once pid is reaped. It reports false
+// when it cannot tell (no ns_last_pid without CONFIG_CHECKPOINT_RESTORE).
+func nothingCreatedSince(pid int) bool {
+	fd, err := syscall.Open("/proc/sys/kernel/ns_last_pid", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	var buf [16]byte
+	n, err := syscall.Read(fd, buf[:])
+	_ = syscall.Close(fd)
+	if err != nil || n <= 0 {
+		return false
+	}
+	last, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
+	return err == nil && last == pid
 }

@@ -7,36 +7,47 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// reaper starts the agent's children and, when the agent is PID 1, reaps the
-// orphans the kernel re-parents to it.
+// reaper starts the agent's children and, when the agent is PID 1 (or a
+// child subreaper in tests), reaps the orphans the kernel re-parents to it.
 //
-// How reaping avoids stealing exit statuses: the agent's only own children
-// are shims, started through spawn, which records their pids; a shim that
-// exits is reaped by whoever owns it, with wait4 on its pid (shimPool.reap).
-// The orphan reaper never calls wait4(-1): on SIGCHLD it reads /proc for
-// zombies whose parent is the agent, then, holding mu exclusively, reaps with
-// wait4(pid, WNOHANG) only those that are not recorded shims. spawn holds mu
-// shared from before fork until the pid is recorded, so a shim is never seen
-// by the reaper as an unrecorded child. Orphans are rare anyway: user
-// processes are re-parented to their shim (a child subreaper), not to the
-// agent; the agent only inherits orphans from processes it did not start
-// (runc exec) or from a shim that died.
+// How reaping avoids stealing exit statuses: the agent's own children are
+// its shims and the command in its direct slot (see directSlot), all started
+// through spawn, which records their pids; each is reaped by whoever owns
+// it, with wait4 on its pid (shimPool.reap, directRun.reapMain). The orphan
+// reaper never calls wait4(-1): on SIGCHLD, when waitid(WNOWAIT) shows a
+// zombie child, it reads /proc for zombies whose parent is the agent, then,
+// holding mu exclusively, reaps with wait4(pid, WNOHANG) only those that are
+// not recorded. spawn holds mu shared from before fork until the pid is
+// recorded, so a child is never seen by the reaper, nor by directTree, as an
+// unrecorded one.
+//
+// Orphans are those of the direct command: what it left behind is
+// re-parented to the agent, since processes under a shim are re-parented to
+// their shim (a child subreaper). The agent also inherits the orphans of
+// processes it did not start (runc exec) and of a shim that died; those
+// count as part of the direct tree.
 type reaper struct {
-	mu  sync.RWMutex // shared: spawning; exclusive: reaping orphans
-	log *slog.Logger
+	mu   sync.RWMutex // shared: spawning; exclusive: reaping orphans, reading the direct tree
+	log  *slog.Logger
+	self int
+	kick chan struct{} // wake makes run do a round
 
 	kidsMu sync.Mutex
-	kids   map[int]struct{} // shims not yet reaped by their waiter
+	kids   map[int]bool // children not yet reaped by their waiter → whether a shim
 }
 
 func newReaper(log *slog.Logger) *reaper {
-	return &reaper{log: log, kids: map[int]struct{}{}}
+	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}}
 }
 
 // spawn fork-execs a child the caller will wait for by pid, then forget.
-func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+// shim tells a shim (whose processes are not the direct tree's) from the
+// direct command.
+func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr, shim bool) (int, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	pid, err := syscall.ForkExec(argv0, argv, attr)
@@ -44,7 +55,7 @@ func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int
 		return 0, err
 	}
 	r.kidsMu.Lock()
-	r.kids[pid] = struct{}{}
+	r.kids[pid] = shim
 	r.kidsMu.Unlock()
 	return pid, nil
 }
@@ -63,39 +74,59 @@ func (r *reaper) known(pid int) bool {
 	return ok
 }
 
-// run reaps orphans until ctx is done.
-func (r *reaper) run(ctx context.Context) {
+// run calls round, which reaps orphans (reapOrphans and what else the
+// caller reaps by pid), at once, on every SIGCHLD and on wake until ctx is
+// done.
+func (r *reaper) run(ctx context.Context, round func()) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	defer signal.Stop(sigs)
 	for {
-		r.reapOrphans()
+		round()
 		select {
 		case <-sigs:
+		case <-r.kick:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (r *reaper) reapOrphans() {
+// wake makes run do a round soon, even without a SIGCHLD.
+func (r *reaper) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reapOrphans reaps the zombie children nobody waits for by pid, and
+// reports how many it reaped.
+func (r *reaper) reapOrphans() int {
+	// Most SIGCHLDs are those of children whose waiters reap them (the
+	// direct command, a shim): when no zombie child is left, one waitid
+	// tells so without reading /proc.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
+		return 0
+	}
 	procs, err := scanProcs()
 	if err != nil {
 		r.log.Warn("reap orphans: list processes", logError, err)
-		return
+		return 0
 	}
-	self := os.Getpid()
 	var zombies []int
 	for _, p := range procs {
-		if p.ppid == self && p.state == 'Z' {
+		if p.ppid == r.self && p.state == 'Z' {
 			zombies = append(zombies, p.pid)
 		}
 	}
 	if len(zombies) == 0 {
-		return
+		return 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	reaped := 0
 	for _, pid := range zombies {
 		if r.known(pid) {
 			continue
@@ -103,6 +134,51 @@ func (r *reaper) reapOrphans() {
 		var ws syscall.WaitStatus
 		if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err == nil && got == pid {
 			r.log.Debug("reaped orphan", logPID, pid, logStatus, int(ws))
+			reaped++
 		}
 	}
+	return reaped
+}
+
+// directTree lists the processes of the direct command's tree, zombies
+// included: every process whose chain of parents reaches the agent without
+// passing through a shim (see directSlot).
+//
+// Spawns and reaping wait meanwhile: a shim between fork and exec, not
+// recorded yet, is not taken for part of the tree, and a process of the tree
+// that is the agent's child and exits meanwhile stays a zombie, so it is
+// seen. /proc is listed a second time after it is read: what a process of
+// the tree forked before exiting while /proc was read is new in the second
+// list, so an empty result means the tree is empty.
+func (r *reaper) directTree() ([]procEntry, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	procs, err := scanProcs()
+	if err != nil {
+		return nil, err
+	}
+	again, err := listPIDs()
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int]bool, len(procs))
+	for _, p := range procs {
+		seen[p.pid] = true
+	}
+	for _, pid := range again {
+		if !seen[pid] {
+			if e, ok := readProcStat(pid); ok {
+				procs = append(procs, e)
+			}
+		}
+	}
+	r.kidsMu.Lock()
+	shims := make(map[int]bool, len(r.kids))
+	for pid, shim := range r.kids {
+		if shim {
+			shims[pid] = true
+		}
+	}
+	r.kidsMu.Unlock()
+	return treeOf(procs, r.self, func(pid int) bool { return shims[pid] }), nil
 }

@@ -18,10 +18,10 @@ import (
 )
 
 // Shim is the entry point of the hidden `hutch agent shim` command: the small
-// supervisor the agent puts between itself and every command it starts, so
-// that a command can be killed together with everything it left behind, also
-// processes that started a new session or double-forked. It returns the exit
-// code of the shim process.
+// supervisor the agent puts between itself and a command it starts when its
+// direct slot is taken (see directSlot), so that the command can be killed
+// together with everything it left behind, also processes that started a new
+// session or double-forked. It returns the exit code of the shim process.
 //
 // The agent starts shims as root with no arguments (args must be empty) and
 // keeps them ready: exec'ing a Go binary costs milliseconds, a request to a
@@ -113,7 +113,7 @@ func Shim(args []string) int {
 			report("error %s", oneLine(in.err.Error()))
 			return 1
 		}
-		pid, err := in.req.start(in.stdio)
+		pid, err := in.req.start(in.stdio, syscall.ForkExec)
 		for _, fd := range in.stdio {
 			_ = syscall.Close(fd)
 		}
@@ -172,7 +172,8 @@ func reapNoHang() bool {
 	}
 }
 
-// shimRequest is the command a shim is to start.
+// shimRequest is a command to start: sent to a shim, or started by the
+// agent itself in its direct slot.
 type shimRequest struct {
 	UID  uint32   `json:"uid"`
 	GID  uint32   `json:"gid"`
@@ -268,13 +269,15 @@ func readShimRequest(fd int) (req shimRequest, stdio []int, err error) {
 	}
 }
 
-// start starts the command with stdio as fds 0, 1 and 2.
-func (r shimRequest) start(stdio []int) (int, error) {
+// start starts the command with stdio as fds 0, 1 and 2, through forkExec:
+// the shim's syscall.ForkExec, or the agent's reaper for its direct slot, so
+// that both start commands alike.
+func (r shimRequest) start(stdio []int, forkExec func(string, []string, *syscall.ProcAttr) (int, error)) (int, error) {
 	path, err := lookPath(r.Argv[0], r.Env)
 	if err != nil {
 		return 0, err
 	}
-	pid, err := syscall.ForkExec(path, r.Argv, &syscall.ProcAttr{
+	pid, err := forkExec(path, r.Argv, &syscall.ProcAttr{
 		Dir:   r.Dir,
 		Env:   r.Env,
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},

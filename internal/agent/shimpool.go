@@ -1,13 +1,19 @@
 package agent
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,13 +24,18 @@ type shimProc struct {
 }
 
 // maxSpareShims is how many idle shims the agent keeps. Each is a Go
-// process waiting in a read, about 1.4 MiB of anonymous memory; one covers
-// commands run one after the other, also next to long-running ones (a busy
-// shim is not a spare and the pool refills).
+// process waiting in a read, about 1.4 MiB of anonymous memory. Commands run
+// one after the other mostly take the direct slot (see directSlot); the
+// spare is for a command started while another's tree still runs, so that
+// it does not wait for a shim to start (a busy shim is not a spare and the
+// pool refills).
 const maxSpareShims = 1
 
-// shimPool keeps idle shims, so that starting a command costs a message to a
-// waiting shim instead of an exec of the agent's binary (milliseconds). A
+// shimPool keeps idle shims for the commands that do not get the direct slot,
+// so that starting one costs a message to a waiting shim instead of an exec
+// of the agent's binary (milliseconds). It is primed shortly after the agent
+// starts (primeDelay), even though the first command takes the direct slot:
+// a second one, run next to it, then finds a spare instead of waiting. A
 // shim whose command's processes are all gone comes back to the pool. When
 // the pool stays empty a spare is started in the background; a command that
 // finds none waits for the spare being started, or starts its own.
@@ -37,6 +48,12 @@ type shimPool struct {
 	starting bool
 	ready    chan struct{} // closed and replaced when a spare comes or a start ends
 	closed   bool
+
+	// live counts the shims started, or being started, and not reaped yet:
+	// shutting down waits for them, so that the agent leaves no child.
+	liveMu   sync.Mutex
+	live     int
+	noneLive chan struct{} // closed when live drops to 0
 }
 
 func newShimPool(srv *server) *shimPool { return &shimPool{srv: srv, ready: make(chan struct{})} }
@@ -104,11 +121,19 @@ func (p *shimPool) refillLaterLocked() {
 	})
 }
 
-// prime starts the first spare.
+// primeDelay is how long after the agent starts its first spare boots. The
+// first commands of a new sandbox run in the direct slot; booting a shim
+// (milliseconds of exec and page faults) right then would take CPU from
+// them, which showed as 1.5 ms more to the first command's output.
+const primeDelay = 100 * time.Millisecond
+
+// prime starts the first spare, after primeDelay.
 func (p *shimPool) prime() {
-	p.mu.Lock()
-	p.refillLocked()
-	p.mu.Unlock()
+	time.AfterFunc(primeDelay, func() {
+		p.mu.Lock()
+		p.refillLocked()
+		p.mu.Unlock()
+	})
 }
 
 // refillLocked starts a spare in the background unless one is on its way.
@@ -136,6 +161,15 @@ func (p *shimPool) refillLocked() {
 
 // start starts a shim.
 func (p *shimPool) start() (*shimProc, error) {
+	p.addLive(1)
+	s, err := p.spawn()
+	if err != nil {
+		p.addLive(-1)
+	}
+	return s, err
+}
+
+func (p *shimPool) spawn() (*shimProc, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("create control socket: %w", err)
@@ -159,7 +193,7 @@ func (p *shimPool) start() (*shimProc, error) {
 		Files: []uintptr{uintptr(null), uintptr(null), 2, uintptr(fds[1])},
 		// Its own process group: `kill 0` in a command cannot reach the agent.
 		Sys: &syscall.SysProcAttr{Setpgid: true},
-	})
+	}, true)
 	if err != nil {
 		_ = ctl.Close()
 		return nil, fmt.Errorf("start shim %s: %w", argv[0], err)
@@ -195,6 +229,34 @@ func (p *shimPool) reap(s *shimProc) {
 	}
 	_ = s.ctl.Close()
 	p.srv.reaper.forget(s.pid)
+	p.addLive(-1)
+}
+
+func (p *shimPool) addLive(n int) {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if p.live == 0 {
+		p.noneLive = make(chan struct{})
+	}
+	p.live += n
+	if p.live == 0 {
+		close(p.noneLive)
+	}
+}
+
+// wait waits until every shim is reaped, or until ctx is done.
+func (p *shimPool) wait(ctx context.Context) {
+	p.liveMu.Lock()
+	none := p.noneLive
+	live := p.live
+	p.liveMu.Unlock()
+	if live == 0 {
+		return
+	}
+	select {
+	case <-none:
+	case <-ctx.Done():
+	}
 }
 
 // waitExit waits until the shim has exited, leaving it unreaped: its pid
@@ -208,3 +270,120 @@ func (s *shimProc) waitExit() {
 		}
 	}
 }
+
+// shimRun is a command running under a shim: the agent's side of the shim
+// protocol (see Shim), from the request on.
+type shimRun struct {
+	pool *shimPool
+	shim *shimProc
+	ctl  *bufio.Reader
+	dead bool // the control socket ended: the shim died
+}
+
+var _ supervisor = (*shimRun)(nil)
+
+// run starts a command under an idle shim, with stdio as its fds 0, 1 and 2.
+// It returns once the shim reports the command's pid.
+func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, error) {
+	var shim *shimProc
+	var err error
+	// A spare shim may have died since it started; then try a fresh one.
+	for attempt := 0; ; attempt++ {
+		if attempt == 0 {
+			shim, err = p.get()
+		} else {
+			shim, err = p.start()
+		}
+		if err != nil {
+			return nil, 0, connect.NewError(connect.CodeUnavailable, err)
+		}
+		err = sendShimRequest(shim.ctl, req, stdio)
+		if err == nil {
+			break
+		}
+		p.retire(shim)
+		if attempt == 1 {
+			return nil, 0, connect.NewError(connect.CodeInternal, fmt.Errorf("send command to shim: %w", err))
+		}
+	}
+
+	ctl := bufio.NewReader(shim.ctl)
+	_ = shim.ctl.SetReadDeadline(time.Now().Add(startTimeout))
+	line, rerr := ctl.ReadString('\n')
+	_ = shim.ctl.SetReadDeadline(time.Time{})
+	line = strings.TrimSuffix(line, "\n")
+	switch {
+	case strings.HasPrefix(line, "pid "):
+		pid, perr := strconv.ParseUint(line[len("pid "):], 10, 32)
+		if perr == nil {
+			return &shimRun{pool: p, shim: shim, ctl: ctl}, uint32(pid), nil
+		}
+		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim: bad message %q", line))
+	case strings.HasPrefix(line, "error "):
+		// The shim is idle again.
+		p.put(shim)
+		return nil, 0, connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
+	default:
+		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim ended before starting %s (%q, %v)", req.Argv[0], line, rerr))
+	}
+	_ = syscall.Kill(shim.pid, syscall.SIGKILL)
+	p.reap(shim)
+	return nil, 0, err
+}
+
+func (r *shimRun) waitExit() (ws syscall.WaitStatus, ok, gone bool) {
+	for {
+		line, err := r.ctl.ReadString('\n')
+		if err != nil {
+			r.dead = true
+			return 0, false, false
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "idle" { // not sent before exit; the tree is gone anyway
+			return 0, false, true
+		}
+		rest, found := strings.CutPrefix(line, "exit ")
+		if !found {
+			continue
+		}
+		n, err := strconv.ParseUint(rest, 10, 32)
+		if err != nil {
+			continue
+		}
+		// When the tree emptied with the main command, the shim sent "idle"
+		// in the same write.
+		if r.ctl.Buffered() >= len("idle\n") {
+			if next, _ := r.ctl.Peek(len("idle\n")); string(next) == "idle\n" {
+				_, _ = r.ctl.Discard(len(next))
+				gone = true
+			}
+		}
+		return syscall.WaitStatus(n), true, gone
+	}
+}
+
+func (r *shimRun) waitGone() {
+	for !r.dead {
+		line, err := r.ctl.ReadString('\n')
+		if err != nil {
+			r.dead = true
+		} else if line == "idle\n" {
+			return
+		}
+	}
+	// The shim died. Keep its pid reserved (unreaped) until no kill can walk
+	// it any more: release reaps it.
+	r.shim.waitExit()
+}
+
+func (r *shimRun) kill() error { return killDescendants(r.shim.pid, killTimeout) }
+
+func (r *shimRun) release() {
+	if r.dead {
+		r.pool.reap(r.shim)
+	} else {
+		r.pool.put(r.shim)
+	}
+}
+
+func (r *shimRun) LogValue() slog.Value { return slog.StringValue("shim " + strconv.Itoa(r.shim.pid)) }
