@@ -328,20 +328,12 @@ func copyRecord(r *store.Sandbox) *store.Sandbox {
 	return &c
 }
 
-// identityFiles are the files that make a sandbox itself: its users, its
-// name.
+// identityFiles are the files that name a sandbox. (Its accounts come with
+// its template.)
 func identityFiles(id string) map[string]backend.File {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/bash\n"+
-		"%s:x:%d:%d:%s:%s:/bin/bash\n"+
-		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		template.UserName, template.UserUID, template.UserGID, template.UserName, template.UserHome)
-	group := fmt.Sprintf("root:x:0:\ntty:x:5:\n%s:x:%d:\nnogroup:x:65534:\n", template.UserName, template.UserGID)
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", id)
-	file := func(s string) backend.File { return backend.File{Data: []byte(s), Mode: 0o644} }
 	return map[string]backend.File{
-		"/etc/passwd":   file(passwd),
-		"/etc/group":    file(group),
-		"/etc/hosts":    file(hosts),
-		"/etc/hostname": file(id + "\n"),
+		"/etc/hosts":    {Data: []byte(hosts), Mode: 0o644},
+		"/etc/hostname": {Data: []byte(id + "\n"), Mode: 0o644},
 	}
 }

@@ -50,9 +50,18 @@ var skeletonDirs = []skeletonDir{
 	{".hutch", 0o755, 0}, {".hutch/run", 0o755, 0},
 }
 
-// skeletonFiles are empty files: mount points and per-sandbox files.
-var skeletonFiles = []string{
-	".hutch/hutch", "etc/passwd", "etc/group", "etc/hosts", "etc/hostname",
+// skeletonFiles are the files every sandbox root has: its accounts, and
+// empty mount points and per-sandbox files (written at create).
+var skeletonFiles = map[string]string{
+	"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n" +
+		fmt.Sprintf("%s:x:%d:%d:%s:%s:/bin/bash\n", UserName, UserUID, UserGID, UserName, UserHome) +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	"etc/group": "root:x:0:\ntty:x:5:\n" +
+		fmt.Sprintf("%s:x:%d:\n", UserName, UserGID) +
+		"nogroup:x:65534:\n",
+	".hutch/hutch": "",
+	"etc/hosts":    "",
+	"etc/hostname": "",
 }
 
 // entry is one host path mirrored into the skeleton.
@@ -103,7 +112,7 @@ func hostPlan(hostRoot string) plan {
 }
 
 // skeletonVersion changes whenever the skeleton's fixed parts change.
-const skeletonVersion = "2"
+const skeletonVersion = "3"
 
 // version names the plan: equal plans make equal roots.
 func (p plan) version() string {
@@ -133,9 +142,9 @@ func (p plan) build(root string) error {
 			return err
 		}
 	}
-	for _, f := range skeletonFiles {
+	for f, content := range skeletonFiles {
 		// #nosec G306 -- files sandbox users read (passwd, hosts, …)
-		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, f), []byte(content), 0o644); err != nil {
 			return err
 		}
 	}

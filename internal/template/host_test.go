@@ -3,6 +3,7 @@ package template
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -66,8 +67,9 @@ func TestHostTemplate(t *testing.T) {
 	if target, _ := os.Readlink(filepath.Join(root, "etc/os-release")); target != "../usr/lib/os-release" {
 		t.Errorf("etc/os-release is %q, want the host's symlink", target)
 	}
-	if b, err := os.ReadFile(filepath.Join(root, "etc/passwd")); err != nil || len(b) != 0 {
-		t.Errorf("the skeleton's passwd holds %q (%v); the host's must not be copied", b, err)
+	if b, err := os.ReadFile(filepath.Join(root, "etc/passwd")); err != nil || strings.Contains(string(b), "host") ||
+		!strings.Contains(string(b), "user:x:1000:1000:user:/home/user:/bin/bash\n") {
+		t.Errorf("the skeleton's passwd holds %q (%v); want the sandbox's accounts, not the host's", b, err)
 	}
 	fi, err := os.Stat(filepath.Join(root, "home/user/workspace"))
 	if err != nil {
