@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
@@ -246,20 +248,25 @@ func (r *Runtime) state(ctx context.Context, id string) (containerState, error) 
 	return st, nil
 }
 
-// DialAgent connects to the agent's socket. The socket directory is writable
-// from inside the sandbox, so the daemon refuses anything there that is not a
-// socket (a symlink planted to another host socket, say).
+// DialAgent connects to the agent's socket. The socket's directory is
+// writable from inside the sandbox, so whatever is at the socket's name is the
+// sandbox's choice: a symlink planted there must not make the daemon connect
+// to a host socket. The name is opened without following symlinks, checked to
+// be a socket, and connected to through that very file (its /proc/self/fd
+// link), so nothing can be swapped in between the check and the connect.
 func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
 	socket := layout(r.dir(h.ID)).socket()
-	fi, err := os.Lstat(socket)
+	fd, err := unix.Open(socket, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errdefs.Unavailable("agent of sandbox %s is not listening", h.ID)
 	}
-	if fi.Mode().Type() != os.ModeSocket {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return nil, errdefs.Unavailable("agent socket of sandbox %s is not a socket", h.ID)
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 	if err != nil {
 		return nil, errdefs.Unavailable("connect to agent of sandbox %s: %v", h.ID, err)
 	}
