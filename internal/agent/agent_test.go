@@ -162,7 +162,7 @@ func (a *testAgent) tryRun(ctx context.Context, req *connect.Request[process.Sta
 	if err != nil {
 		return nil, err
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	res := &result{}
 	for stream.Receive() {
 		collect(res, stream.Msg().GetEvent())

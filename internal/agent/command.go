@@ -241,7 +241,7 @@ func endEvent(ws syscall.WaitStatus) *process.ProcessEvent_EndEvent {
 	switch {
 	case ws.Exited():
 		return &process.ProcessEvent_EndEvent{
-			ExitCode: int32(ws.ExitStatus()),
+			ExitCode: int32(ws.ExitStatus()), // #nosec G115 -- an exit status is 0..255 or -1
 			Exited:   true,
 			Status:   "exit status " + strconv.Itoa(ws.ExitStatus()),
 		}

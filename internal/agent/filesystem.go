@@ -138,6 +138,7 @@ func makeDirs(dir string, acct account) error {
 			return err
 		}
 	}
+	// #nosec G301 -- directories made for the user, with the usual mode
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {

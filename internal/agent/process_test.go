@@ -367,7 +367,7 @@ func TestConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	if !stream.Receive() || stream.Msg().GetEvent().GetStart().GetPid() != p.pid {
 		t.Fatalf("first event %v, %v", stream.Msg(), stream.Err())
 	}
@@ -496,7 +496,7 @@ func TestFloodOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	var n int
 	var end *process.ProcessEvent_EndEvent
 	var stderr string

@@ -192,6 +192,10 @@ func sendShimRequest(ctl *os.File, req shimRequest, stdio [3]*os.File) error {
 	if err != nil {
 		return err
 	}
+	if len(body) > maxShimRequest {
+		return fmt.Errorf("command too large for a shim: %d bytes", len(body))
+	}
+	// #nosec G115 -- bounded by maxShimRequest just above
 	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	msg = append(msg, body...)
 	rc, err := ctl.SyscallConn()
@@ -255,7 +259,7 @@ func readShimRequest(fd int) (req shimRequest, stdio []int, err error) {
 			if size > maxShimRequest {
 				return req, stdio, errors.New("read request: too large")
 			}
-			if uint32(len(got)-4) >= size {
+			if len(got)-4 >= int(size) {
 				if len(stdio) != 3 {
 					return req, stdio, fmt.Errorf("read request: %d fds, want 3", len(stdio))
 				}
