@@ -179,6 +179,12 @@ func Run(ctx context.Context, cfg Config) error {
 
 	pid1 := os.Getpid() == 1
 	if pid1 {
+		// Root commands in the sandbox share the agent's uid. Not dumpable,
+		// the agent's /proc entries (its fds: the log file on the host, its
+		// memory) are closed to them, as to a process without CAP_SYS_PTRACE.
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return fmt.Errorf("make the agent non-dumpable: %w", err)
+		}
 		sigs := make(chan os.Signal, 1)
 		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 		defer signal.Stop(sigs)

@@ -139,6 +139,9 @@ func TestIsolation(t *testing.T) {
 			return r.ExitCode != 0 && r.Stdout == ""
 		}},
 		{"host accounts not visible", "cat /etc/shadow", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
+		{"the agent's fds are closed to root commands", "echo flood > /proc/1/fd/2", "root", func(r *client.ExecResult) bool {
+			return r.ExitCode != 0
+		}},
 		{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
 		{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
 			return r.Stdout == "536870912\n"
