@@ -24,36 +24,35 @@ func workspacePath(p string) string {
 	return path.Join(template.Workspace, p)
 }
 
-func checkPath(p string) error {
+// target checks a path a file call names and finds the sandbox's agent; it
+// returns the path made absolute.
+func (m *Manager) target(ctx context.Context, id, p string) (*instance, string, error) {
 	if p == "" {
-		return errdefs.InvalidArgument("path is required")
+		return nil, "", errdefs.InvalidArgument("path is required")
 	}
-	return nil
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	return inst, workspacePath(p), nil
 }
 
 // ReadFile streams a file's content. The caller closes it.
 func (m *Manager) ReadFile(ctx context.Context, id, p, user string) (io.ReadCloser, error) {
-	if err := checkPath(p); err != nil {
-		return nil, err
-	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
-	return inst.agent.ReadFile(ctx, workspacePath(p), userOr(user))
+	return inst.agent.ReadFile(ctx, abs, userOr(user))
 }
 
 // WriteFile creates or replaces a file with r's content, making parent
 // directories.
 func (m *Manager) WriteFile(ctx context.Context, id, p, user string, r io.Reader) (*filesystem.EntryInfo, error) {
-	if err := checkPath(p); err != nil {
-		return nil, err
-	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
-	abs := workspacePath(p)
 	u := userOr(user)
 	if _, err := inst.agent.WriteFile(ctx, abs, u, r); err != nil {
 		return nil, err
@@ -63,14 +62,11 @@ func (m *Manager) WriteFile(ctx context.Context, id, p, user string, r io.Reader
 
 // Stat describes a path.
 func (m *Manager) Stat(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
-	if err := checkPath(p); err != nil {
-		return nil, err
-	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
-	return m.stat(ctx, inst, workspacePath(p), userOr(user))
+	return m.stat(ctx, inst, abs, userOr(user))
 }
 
 func (m *Manager) stat(ctx context.Context, inst *instance, abs, user string) (*filesystem.EntryInfo, error) {
@@ -85,14 +81,11 @@ func (m *Manager) stat(ctx context.Context, inst *instance, abs, user string) (*
 
 // Remove deletes a file, or a directory with its contents.
 func (m *Manager) Remove(ctx context.Context, id, p, user string) error {
-	if err := checkPath(p); err != nil {
-		return err
-	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return err
 	}
-	req := connect.NewRequest(&filesystem.RemoveRequest{Path: workspacePath(p)})
+	req := connect.NewRequest(&filesystem.RemoveRequest{Path: abs})
 	agentclient.WithUser(req, userOr(user))
 	_, err = inst.agent.Filesystem.Remove(ctx, req)
 	return err
@@ -100,18 +93,15 @@ func (m *Manager) Remove(ctx context.Context, id, p, user string) error {
 
 // ListDir lists a directory, depth levels deep (at least 1).
 func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([]*filesystem.EntryInfo, error) {
-	if err := checkPath(p); err != nil {
-		return nil, err
-	}
 	if depth < 1 || depth > 64 {
 		return nil, errdefs.InvalidArgument("depth must be between 1 and 64, got %d", depth)
 	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
 	// #nosec G115 -- depth is checked to be 1..64 above
-	req := connect.NewRequest(&filesystem.ListDirRequest{Path: workspacePath(p), Depth: uint32(depth)})
+	req := connect.NewRequest(&filesystem.ListDirRequest{Path: abs, Depth: uint32(depth)})
 	agentclient.WithUser(req, userOr(user))
 	res, err := inst.agent.Filesystem.ListDir(ctx, req)
 	if err != nil {
@@ -122,14 +112,11 @@ func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([
 
 // MakeDir creates a directory and its parents.
 func (m *Manager) MakeDir(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
-	if err := checkPath(p); err != nil {
-		return nil, err
-	}
-	inst, err := m.instance(ctx, id)
+	inst, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
-	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: workspacePath(p)})
+	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: abs})
 	agentclient.WithUser(req, userOr(user))
 	res, err := inst.agent.Filesystem.MakeDir(ctx, req)
 	if err != nil {
