@@ -60,10 +60,15 @@ func New(dial func(ctx context.Context) (net.Conn, error)) *Client {
 		DisableCompression:  true,
 	}
 	hc := &http.Client{Transport: tr}
-	opt := connect.WithInterceptors(errorInterceptor{})
+	opts := []connect.ClientOption{
+		connect.WithInterceptors(errorInterceptor{}),
+		// The agent is on the same host: compressing its answers only costs
+		// (setting up a gzip writer per message showed in exec profiles).
+		connect.WithAcceptCompression("gzip", nil, nil),
+	}
 	return &Client{
-		Process:    processconnect.NewProcessClient(hc, baseURL, opt),
-		Filesystem: filesystemconnect.NewFilesystemClient(hc, baseURL, opt),
+		Process:    processconnect.NewProcessClient(hc, baseURL, opts...),
+		Filesystem: filesystemconnect.NewFilesystemClient(hc, baseURL, opts...),
 		http:       hc,
 		transport:  tr,
 	}
