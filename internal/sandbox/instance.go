@@ -55,7 +55,7 @@ func (i *instance) end() {
 	i.mu.Unlock()
 }
 
-// idleSince reports whether the sandbox has been idle past its timeout.
+// idle reports whether the sandbox has been idle past its timeout.
 func (i *instance) idle(now time.Time) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
