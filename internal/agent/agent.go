@@ -47,10 +47,15 @@ const (
 	logStatus     = "status"
 )
 
-// Config configures the agent. The zero value of every field but Socket means
-// its default.
+// Config configures the agent. The zero value of every field but Listener
+// and Socket, one of which is required, means its default.
 type Config struct {
-	// Socket is the path of the unix socket to listen on. Required.
+	// Listener is the unix socket to serve on, already listening. The daemon
+	// makes it on the host and the runtime hands it to the agent as a file
+	// descriptor, so the agent needs no path to the host inside the sandbox.
+	Listener net.Listener
+	// Socket is the path of a unix socket to listen on when there is no
+	// Listener.
 	Socket string
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
@@ -145,33 +150,24 @@ func (s *server) handler() http.Handler {
 	return mux
 }
 
-// Run serves the agent on cfg.Socket until ctx is done or, when the agent is
-// PID 1, until it receives SIGTERM, SIGINT or SIGHUP. Shutting down stops
-// serving and SIGKILLs every process tree the agent started; Run then returns
-// nil.
+// Run serves the agent on cfg.Listener or cfg.Socket until ctx is done or,
+// when the agent is PID 1, until it receives SIGTERM, SIGINT or SIGHUP.
+// Shutting down stops serving and SIGKILLs every process tree the agent
+// started; Run then returns nil.
 //
 // As PID 1 the agent also reaps orphans that the kernel re-parents to it (see
 // reaper), and runs commands in its direct slot. Reaping assumes Run is the
 // only thing in the process that starts children, which holds for `hutch
 // agent`.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Socket == "" {
-		return errors.New("agent: no socket path")
+	if cfg.Socket == "" && cfg.Listener == nil {
+		return errors.New("agent: no listener and no socket path")
 	}
 	cfg = cfg.withDefaults()
 	s := newServer(cfg)
-
-	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove stale socket %s: %w", cfg.Socket, err)
-	}
-	ln, err := net.Listen("unix", cfg.Socket)
+	ln, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Socket, err)
-	}
-	// The listener removes the socket file when closed.
-	if err := os.Chmod(cfg.Socket, 0o600); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("chmod %s: %w", cfg.Socket, err)
+		return err
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -231,7 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	s.shims.prime()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	s.log.Info("agent listening", logSocket, cfg.Socket)
+	s.log.Info("agent serving", logSocket, ln.Addr().String())
 
 	var serveErr error
 	select {
@@ -243,6 +239,27 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
+}
+
+// listen returns what the agent serves on: cfg.Listener, or else a new
+// listener on cfg.Socket, which only root can connect to.
+func listen(cfg Config) (net.Listener, error) {
+	if cfg.Listener != nil {
+		return cfg.Listener, nil
+	}
+	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", cfg.Socket, err)
+	}
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Socket, err)
+	}
+	// The listener removes the socket file when closed.
+	if err := os.Chmod(cfg.Socket, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", cfg.Socket, err)
+	}
+	return ln, nil
 }
 
 // shutdown stops accepting connections, kills every process tree and waits,

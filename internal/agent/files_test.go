@@ -16,7 +16,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -214,5 +216,44 @@ func TestHealth(t *testing.T) {
 	a.client.CloseIdleConnections()
 	if err := a.client.Health(t.Context()); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("health of a stopped agent: %v", err)
+	}
+}
+
+// A listener handed to the agent (as the runtime hands it the daemon's
+// socket) is served, and a call made before the agent started is answered.
+func TestHandedListener(t *testing.T) {
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "hutch-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "agent.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := agentclient.New(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	})
+	t.Cleanup(c.CloseIdleConnections)
+	early := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		early <- c.Health(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // the call waits in the socket's queue
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Config{Listener: ln}) }()
+	if err := <-early; err != nil {
+		t.Errorf("call made before the agent started: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

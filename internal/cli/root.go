@@ -31,6 +31,9 @@ const (
 // Main runs the hutch command line with args (without the program name) and
 // returns the process's exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "agent" {
+		return agentMain(ctx, args[1:], stderr)
+	}
 	a := &app{
 		stdin:     os.Stdin,
 		stdout:    stdout,
@@ -99,7 +102,6 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newCpCmd(),
 		a.newFsCmd(),
 		newServeCmd(),
-		newAgentCmd(),
 	)
 	return root
 }

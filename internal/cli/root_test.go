@@ -97,3 +97,30 @@ func TestAge(t *testing.T) {
 		t.Errorf("age(zero) = %q", got)
 	}
 }
+
+// `hutch agent` is parsed before the command tree; its mistakes are usage
+// errors all the same.
+func TestAgentUsage(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"neither socket nor descriptor", []string{"agent"}, 2, "give either --socket PATH or --listen-fd N"},
+		{"both", []string{"agent", "--socket", "/x", "--listen-fd", "3"}, 2, "give either"},
+		{"stdio is not for listening", []string{"agent", "--listen-fd", "1"}, 2, "N ≥ 3"},
+		{"an argument", []string{"agent", "--socket", "/x", "extra"}, 2, "no arguments"},
+		{"unknown flag", []string{"agent", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"a descriptor that is not open", []string{"agent", "--listen-fd", "999"}, 1, "descriptor 999 is not a listening socket"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Main(t.Context(), tt.args, &stdout, &stderr)
+			if code != tt.wantCode || !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr.String(), tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}
