@@ -20,11 +20,9 @@ import (
 // the template its root is made from, and the files Hutch writes into the
 // sandbox's writable layer before starting it (/etc/passwd, hosts, …).
 type reference struct {
-	spec   *specs.Spec
-	dir    string // the Hutch sandbox's bundle directory
-	lower  string // overlay lowerdir: the template root
-	files  []layerFile
-	socket string // the agent's socket, relative to dir
+	spec  *specs.Spec
+	lower string // overlay lowerdir: the template root
+	files []layerFile
 }
 
 // layerFile is one file or directory of the writable layer.
@@ -42,7 +40,7 @@ func loadReference(dir string) (*reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read reference bundle: %w", err)
 	}
-	ref := &reference{spec: new(specs.Spec), dir: dir}
+	ref := &reference{spec: new(specs.Spec)}
 	if err := json.Unmarshal(b, ref.spec); err != nil {
 		return nil, fmt.Errorf("decode reference config.json: %w", err)
 	}
@@ -61,31 +59,7 @@ func loadReference(dir string) (*reference, error) {
 	if ref.files, err = readLayer(upper); err != nil {
 		return nil, fmt.Errorf("read reference writable layer: %w", err)
 	}
-	if ref.socket, err = findSocket(dir, m.point); err != nil {
-		return nil, err
-	}
 	return ref, nil
-}
-
-// findSocket finds the agent's unix socket in a bundle directory, skipping
-// the mounted root.
-func findSocket(dir, rootfs string) (string, error) {
-	var found string
-	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case path == rootfs:
-			return filepath.SkipDir
-		case e.Type()&fs.ModeSocket != 0 && found == "":
-			found, _ = filepath.Rel(dir, path)
-		}
-		return nil
-	})
-	if err == nil && found == "" {
-		err = fmt.Errorf("no agent socket in %s", dir)
-	}
-	return found, err
 }
 
 // readLayer reads the regular files and directories of a writable layer.
@@ -143,7 +117,7 @@ func (r *reference) prepare(dir, name, cgroupParent string, args []string) (*bun
 	if err := unix.Mount("overlay", b.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
 		return b, fmt.Errorf("mount overlay: %w", err)
 	}
-	spec, err := r.specFor(dir, name, cgroupParent, args)
+	spec, err := r.specFor(name, cgroupParent, args)
 	if err != nil {
 		return b, err
 	}
@@ -176,13 +150,12 @@ func writeLayer(root string, files []layerFile) error {
 	return nil
 }
 
-// specFor is the reference config with three changes: the process is args
-// instead of the agent (unless args is nil); the cgroup is the bench's own (same depth, same
-// limits), since two containers cannot share one; and bind mounts of the
-// reference sandbox's own directories (the agent socket dir) come from the
-// same place in this bundle. Mounts, namespaces, limits, capabilities,
-// seccomp, masked paths are untouched.
-func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*specs.Spec, error) {
+// specFor is the reference config with two changes: the process is args
+// instead of the agent (unless args is nil), and the cgroup is the bench's
+// own (same depth, same limits), since two containers cannot share one.
+// Mounts, namespaces, limits, capabilities, seccomp, masked paths are
+// untouched.
+func (r *reference) specFor(name, cgroupParent string, args []string) (*specs.Spec, error) {
 	b, err := json.Marshal(r.spec)
 	if err != nil {
 		return nil, err
@@ -195,17 +168,6 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 		s.Process.Args = args
 	}
 	s.Linux.CgroupsPath = "/" + cgroupParent + "/" + name
-	for i, m := range s.Mounts {
-		rel, err := filepath.Rel(r.dir, m.Source)
-		if m.Type != "bind" || err != nil || strings.HasPrefix(rel, "..") {
-			continue
-		}
-		src := filepath.Join(dir, rel)
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return nil, err
-		}
-		s.Mounts[i].Source = src
-	}
 	return s, nil
 }
 

@@ -27,9 +27,9 @@ var echoArgs = []string{"/usr/bin/echo", "hi"}
 //     the foreground, until echo's first byte arrives on the pipe. Making the
 //     overlay and writing the bundle are not timed, deleting neither.
 //   - runc run -d (agent), a diagnostic, not a peer: the same bundle with
-//     the agent as its process, detached as Hutch runs it, until the agent
-//     listens; what Hutch's create cannot avoid, beside which the daemon's
-//     own create time shows its overhead.
+//     the agent as its process, detached and handed its socket as Hutch
+//     runs it, until the agent answers; what Hutch cannot avoid, beside
+//     which Hutch's own time shows its overhead.
 //   - unshare: new pid, mount, net, ipc and uts namespaces and echo, no
 //     cgroups, no root switch: the floor of what isolation costs.
 func (b *bench) measureCreate(ctx context.Context) (section, error) {
@@ -76,8 +76,8 @@ func createSection(hutch, post, first, logged, agent, runc, unshare []time.Durat
 		rows = append(rows, durationRow("    of which the daemon's own create (its log)", logged))
 	}
 	rows = append(rows,
-		durationRow("      for comparison: runc run -d + agent listening", agent),
-		durationRow("  of which exec → first stdout", first),
+		durationRow("  of which exec → first stdout (the agent starting)", first),
+		durationRow("  for comparison: runc run -d until the agent answers", agent),
 		durationRow("runc run of the equivalent bundle, to first stdout", runc),
 		durationRow("unshare --fork --pid --mount --net --ipc --uts", unshare),
 		row{label: "ratio hutch / runc run", median: fmtRatio(r), p90: fmtRatio(ratio(p90(hutch), p90(runc))),

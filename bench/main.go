@@ -39,7 +39,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.hutch, "hutch", "bin/hutch", "the hutch binary to measure")
 	flag.IntVar(&cfg.n, "n", 50, "iterations of the latency rows")
-	flag.IntVar(&cfg.createN, "create-n", 30, "iterations of the create rows")
+	flag.IntVar(&cfg.createN, "create-n", 60, "iterations of the create rows")
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
 	flag.Parse()

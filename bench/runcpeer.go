@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +27,10 @@ func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Du
 }
 
 // runcAgentReady times `runc run --detach` of a fresh equivalent bundle
-// that keeps the agent as its process, until the agent's socket accepts a
-// connection (polled every 100 µs). This is the runtime's and the agent's
-// share of a Hutch create; the rest of it is the daemon's own work.
+// that keeps the agent as its process, handed its listening socket as Hutch
+// hands it, until the agent answers GET /health (the request waits in the
+// socket's queue until the agent serves). This is the runtime's and the
+// agent's share of a Hutch create and first command.
 func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
 	name := "a" + strconv.Itoa(seq)
 	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, nil)
@@ -41,35 +43,59 @@ func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ 
 		return 0, err
 	}
 	defer func() { _ = logf.Close() }() // runc's container has its own copy
-	socket := filepath.Join(bun.dir, ref.socket)
-	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--detach", "--bundle", bun.dir, name)
+	socket := filepath.Join(bun.dir, "agent.sock")
+	listener, err := listenUnix(socket)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = listener.Close() }() // the agent has its own copy
+	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--detach", "--preserve-fds", "1", "--bundle", bun.dir, name)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{listener}
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("runc run --detach %s: %w", name, err)
 	}
-	if err := waitDial(ctx, socket, 10*time.Second); err != nil {
+	if err := agentHealth(ctx, socket, 10*time.Second); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
 }
 
-// waitDial polls until a unix socket accepts a connection.
-func waitDial(ctx context.Context, socket string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		conn, err := net.Dial("unix", socket)
-		if err == nil {
-			return conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent did not listen on %s within %v: %w", socket, timeout, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		time.Sleep(100 * time.Microsecond)
+// listenUnix makes a listening unix socket at path and returns it as a file
+// to hand to a container.
+func listenUnix(path string) (*os.File, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
 	}
+	ln.SetUnlinkOnClose(false)
+	f, err := ln.File()
+	return f, errors.Join(err, ln.Close())
+}
+
+// agentHealth asks the agent behind socket for GET /health.
+func agentHealth(ctx context.Context, socket string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/health", nil)
+	if err != nil {
+		return err
+	}
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return fmt.Errorf("agent on %s: %w", socket, err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("agent on %s: GET /health: %s", socket, res.Status)
+	}
+	return nil
 }
 
 // runcDelete removes a container from the bench's runc root if it is still

@@ -22,8 +22,9 @@ type Backend interface {
 	// Probe reports whether the backend can run sandboxes on this host.
 	Probe(ctx context.Context) Health
 
-	// Create starts a sandbox and returns once its agent is listening. On
-	// error it leaves nothing behind.
+	// Create starts a sandbox and returns once its agent can be dialled:
+	// a call made from then on is answered as soon as the agent has started.
+	// On error it leaves nothing behind.
 	Create(ctx context.Context, spec Spec) (Handle, error)
 
 	// Recover reattaches to a sandbox created by an earlier daemon process

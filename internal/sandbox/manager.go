@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"regexp"
 	"runtime"
 	"slices"
 	"sync"
@@ -107,7 +106,17 @@ type CreateOptions struct {
 	IdleTimeout time.Duration
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvName reports whether name can be an environment variable's name:
+// a letter or _, then letters, digits and _.
+func validEnvName(name string) bool {
+	for i, c := range []byte(name) {
+		letter := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return name != ""
+}
 
 // withDefaults fills in defaults and checks every field, reporting all
 // problems at once.
@@ -141,7 +150,7 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
 	}
 	for k := range o.Env {
-		if !envName.MatchString(k) {
+		if !validEnvName(k) {
 			errs = append(errs, fmt.Errorf("env name %q is not a valid variable name", k))
 		}
 	}

@@ -47,7 +47,7 @@ var skeletonDirs = []skeletonDir{
 	{"root", 0o700, 0}, {"home", 0o755, 0}, {"mnt", 0o755, 0}, {"opt", 0o755, 0},
 	{"srv", 0o755, 0}, {"media", 0o755, 0},
 	{"home/user", 0o755, UserUID}, {"home/user/workspace", 0o755, UserUID},
-	{".hutch", 0o755, 0}, {".hutch/run", 0o755, 0},
+	{".hutch", 0o755, 0},
 }
 
 // skeletonFiles are the files every sandbox root has: its accounts, and
@@ -112,7 +112,7 @@ func hostPlan(hostRoot string) plan {
 }
 
 // skeletonVersion changes whenever the skeleton's fixed parts change.
-const skeletonVersion = "3"
+const skeletonVersion = "4"
 
 // version names the plan: equal plans make equal roots.
 func (p plan) version() string {

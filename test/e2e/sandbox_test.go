@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -142,6 +141,10 @@ func TestIsolation(t *testing.T) {
 		{"the agent's fds are closed to root commands", "echo flood > /proc/1/fd/2", "root", func(r *client.ExecResult) bool {
 			return r.ExitCode != 0
 		}},
+		{"the agent's socket is not in the sandbox", "ls -A /.hutch; find / -path /proc -prune -o -path /sys -prune -o -type s -print", "root",
+			func(r *client.ExecResult) bool { return r.Stdout == "hutch\n" }},
+		{"its own hostname, also in /etc/hosts", "hostname; grep -c \"$(hostname)\" /etc/hosts; stat -c %a:%U /etc", "",
+			func(r *client.ExecResult) bool { return r.Stdout == sb.ID+"\n1\n755:root\n" }},
 		{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
 		{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
 			return r.Stdout == "536870912\n"
@@ -314,46 +317,4 @@ func TestExecTimeoutKillsWholeTree(t *testing.T) {
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-// The agent's socket directory is writable from inside the sandbox. A
-// symlink planted at the socket's name must not make the daemon connect to a
-// socket of the host's.
-func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
-	d := startDaemon(t)
-	sb := d.create(client.CreateSandboxRequest{})
-
-	trap := filepath.Join(t.TempDir(), "trap.sock")
-	ln, err := net.Listen("unix", trap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 1)
-	go func() {
-		if conn, err := ln.Accept(); err == nil {
-			conn.Close()
-			accepted <- struct{}{}
-		}
-	}()
-
-	// Root in the sandbox swaps the agent's socket for a symlink to the trap.
-	if _, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{
-		Command: "mv /.hutch/run/agent.sock /.hutch/run/real.sock && ln -s " + trap + " /.hutch/run/agent.sock",
-		User:    "root",
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// Idle agent connections are dropped by a restart of the daemon, so the
-	// next call must dial the socket's name again.
-	d.kill()
-	d.start()
-	if _, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "true"}); err == nil {
-		t.Fatal("exec worked through a planted symlink")
-	}
-	select {
-	case <-accepted:
-		t.Fatal("the daemon connected to a host socket through a symlink planted in the sandbox")
-	case <-time.After(200 * time.Millisecond):
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -16,31 +17,32 @@ import (
 
 // sandboxLayout names the parts of a sandbox's directory.
 type sandboxLayout struct {
-	upper     string // the writable layer
-	work      string // overlayfs' scratch dir
-	rootfs    string // the merged root the container sees
-	socketDir string // bind-mounted at AgentSocketDir
+	upper  string // the writable layer
+	work   string // overlayfs' scratch dir
+	rootfs string // the merged root the container sees
+	socket string // the agent's socket, on the host only (see listenAgent)
 }
 
 func layout(dir string) sandboxLayout {
 	return sandboxLayout{
-		upper:     filepath.Join(dir, "upper"),
-		work:      filepath.Join(dir, "work"),
-		rootfs:    filepath.Join(dir, "rootfs"),
-		socketDir: filepath.Join(dir, "run"),
+		upper:  filepath.Join(dir, "upper"),
+		work:   filepath.Join(dir, "work"),
+		rootfs: filepath.Join(dir, "rootfs"),
+		socket: filepath.Join(dir, "agent.sock"),
 	}
 }
 
-func (l sandboxLayout) socket() string { return filepath.Join(l.socketDir, AgentSocketName) }
-
-// mount makes the sandbox's root: the read-only template below, the
-// sandbox's own writable layer above.
-func (l sandboxLayout) mount(lower string) error {
-	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
+// mount makes the sandbox's root: the read-only template lower below, the
+// sandbox's own writable layer above, holding files from the start.
+func (l sandboxLayout) mount(lower string, files map[string]backend.File) error {
+	for _, d := range []string{l.upper, l.work, l.rootfs} {
 		// #nosec G301 -- the sandbox root and its layers must be traversable by its users; the sandbox dir above is 0700
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := writeFiles(l.upper, lower, files); err != nil {
+		return fmt.Errorf("write the sandbox's files: %w", err)
 	}
 	if strings.ContainsAny(lower+l.upper+l.work, ",:") {
 		return fmt.Errorf("overlay paths must not contain ',' or ':'")
@@ -72,24 +74,30 @@ func (l sandboxLayout) unmount() error {
 	}
 }
 
-// writeFiles places the sandbox's own files in its root before it starts.
-// The root is still the template Hutch made, so paths are trusted.
-func writeFiles(rootfs string, files map[string]backend.File) error {
+// writeFiles places the sandbox's own files in its writable layer upper
+// before the overlay is mounted: plain files in a plain directory, cheaper
+// than writing through the overlay, which would copy each parent directory
+// up first. A parent the layer lacks is made as the template lower has it.
+// Both are directories Hutch made, so paths are trusted.
+func writeFiles(upper, lower string, files map[string]backend.File) error {
 	paths := slices.Sorted(maps.Keys(files)) // parents before children
 	for _, path := range paths {
 		f := files[path]
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return fmt.Errorf("file path %q must be absolute and clean", path)
 		}
-		host := filepath.Join(rootfs, path)
+		if err := makeParents(upper, lower, filepath.Dir(path)); err != nil {
+			return err
+		}
+		host := filepath.Join(upper, path)
+		var err error
 		if f.Dir {
-			if err := os.MkdirAll(host, os.FileMode(f.Mode)); err != nil {
-				return err
-			}
+			err = os.Mkdir(host, os.FileMode(f.Mode))
 		} else {
-			if err := os.WriteFile(host, f.Data, os.FileMode(f.Mode)); err != nil {
-				return err
-			}
+			err = os.WriteFile(host, f.Data, os.FileMode(f.Mode))
+		}
+		if err != nil && !(f.Dir && errors.Is(err, os.ErrExist)) {
+			return err
 		}
 		if err := os.Lchown(host, f.UID, f.GID); err != nil {
 			return err
@@ -99,6 +107,36 @@ func writeFiles(rootfs string, files map[string]backend.File) error {
 		}
 	}
 	return nil
+}
+
+// makeParents makes directory dir (absolute inside the sandbox) and its
+// parents in upper, each with the mode and owner of the same directory in
+// lower (root's 0755 when lower has none).
+func makeParents(upper, lower, dir string) error {
+	if dir == "/" {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(upper, dir)); err == nil {
+		return nil
+	}
+	if err := makeParents(upper, lower, filepath.Dir(dir)); err != nil {
+		return err
+	}
+	mode, uid, gid := os.FileMode(0o755), 0, 0
+	if fi, err := os.Lstat(filepath.Join(lower, dir)); err == nil && fi.IsDir() {
+		mode = fi.Mode() & (os.ModePerm | os.ModeSticky | os.ModeSetgid)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	}
+	host := filepath.Join(upper, dir)
+	if err := os.Mkdir(host, mode); err != nil {
+		return err
+	}
+	if err := os.Lchown(host, uid, gid); err != nil {
+		return err
+	}
+	return os.Chmod(host, mode) // past the umask, with the sticky bit
 }
 
 // cgroupRoot is where the host's cgroup hierarchies are mounted.

@@ -14,12 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -36,14 +33,12 @@ type Config struct {
 	// StateRoot is the runtime's --root: where it keeps container state.
 	StateRoot string
 	// SandboxDir holds one directory per sandbox: bundle, writable layer and
-	// the agent's socket directory.
+	// the agent's socket.
 	SandboxDir string
 	// AgentExe is the host path of the executable run as the sandbox's agent
 	// (the daemon's own).
 	AgentExe string
-	// AgentTimeout bounds how long Create waits for the agent to listen.
-	AgentTimeout time.Duration
-	Logger       *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Runtime is a backend.Backend driving an OCI runtime binary.
@@ -54,9 +49,6 @@ type Runtime struct {
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.
 func New(cfg Config) *Runtime {
-	if cfg.AgentTimeout == 0 {
-		cfg.AgentTimeout = 10 * time.Second
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -71,8 +63,20 @@ const containerPrefix = "hutch-"
 
 func containerID(id string) string { return containerPrefix + id }
 
-// validID keeps sandbox IDs safe as path elements and container names.
-var validID = regexp.MustCompile(`^[a-z0-9]{1,40}$`)
+// validID keeps sandbox IDs safe as path elements and container names:
+// 1 to 40 lower-case letters and digits. (Not a regexp: every process of
+// the binary, the agent in each sandbox too, would compile it at start.)
+func validID(id string) bool {
+	if id == "" || len(id) > 40 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // Probe reports whether the runtime binary is there and answers.
 func (r *Runtime) Probe(ctx context.Context) backend.Health {
@@ -120,7 +124,7 @@ func (r *Runtime) dir(id string) string { return filepath.Join(r.cfg.SandboxDir,
 // Create writes the bundle, mounts the root, starts the container and waits
 // for its agent. Any failure removes what was made.
 func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle, err error) {
-	if !validID.MatchString(s.ID) {
+	if !validID(s.ID) {
 		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
 	}
 	dir := r.dir(s.ID)
@@ -148,20 +152,22 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 
 	began := time.Now()
 	layer := layout(dir)
-	if err := layer.mount(s.RootDir); err != nil {
+	if err := layer.mount(s.RootDir, s.Files); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	mounted := time.Now()
-	if err := writeFiles(layer.rootfs, s.Files); err != nil {
-		return h, fmt.Errorf("write files of sandbox %s: %w", s.ID, err)
-	}
-	cfg, err := json.MarshalIndent(specFor(s, r.cfg.AgentExe, layer.socketDir), "", "  ")
+	cfg, err := json.Marshal(specFor(s, r.cfg.AgentExe))
 	if err != nil {
 		return h, fmt.Errorf("encode bundle config: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
 		return h, fmt.Errorf("write bundle config: %w", err)
 	}
+	listener, err := listenAgent(layer.socket)
+	if err != nil {
+		return h, err
+	}
+	defer listener.Close() // the agent has its own copy
 
 	// #nosec G304 -- a file in a sandbox directory Hutch made
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -170,44 +176,40 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	}
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
-	// the log file, so no pipe ties it to us.
-	cmd := r.command(ctx, "run", "--detach", "--bundle", dir, containerID(s.ID))
+	// the log file, so no pipe ties it to us. The listener becomes the
+	// agent's descriptor 3 (see specFor).
+	cmd := r.command(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", dir, containerID(s.ID))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{listener}
 	prepared := time.Now()
 	if err := cmd.Run(); err != nil {
 		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
-	started := time.Now()
-	if err := r.waitAgent(ctx, h, layer.socket()); err != nil {
-		return h, err
-	}
 	r.log.Debug("sandbox started", "sandbox_id", s.ID,
-		"mount", mounted.Sub(began), "bundle", prepared.Sub(mounted),
-		"runtime", started.Sub(prepared), "agent", time.Since(started))
+		"mount", mounted.Sub(began), "bundle", prepared.Sub(mounted), "runtime", time.Since(prepared))
 	return h, nil
 }
 
-// waitAgent polls until the agent accepts connections. The agent listens a
-// few milliseconds after the runtime returns; a short fixed interval keeps
-// the wait close to that (a poll is one lstat and one connect).
-func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle, socket string) error {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.AgentTimeout)
-	defer cancel()
-	tick := time.NewTicker(250 * time.Microsecond)
-	defer tick.Stop()
-	for {
-		conn, err := r.DialAgent(ctx, h)
-		if err == nil {
-			conn.Close()
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errdefs.Unavailable("agent of sandbox %s did not start listening on %s: %v%s",
-				h.ID, socket, err, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
-		case <-tick.C:
-		}
+// listenAgent makes the agent's socket at path, listening, and returns it as
+// a file to hand to the agent. This is socket activation, as systemd does
+// it: connections made before the agent has started wait in the socket's
+// queue, so Create returns as soon as the container runs and the sandbox's
+// first call overlaps the agent's start-up. Nothing inside the sandbox can
+// reach the socket's directory, which is only on the host.
+func listenAgent(path string) (*os.File, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on agent socket: %w", err)
 	}
+	ln.SetUnlinkOnClose(false) // the socket stays for the agent
+	f, err := ln.File()
+	if cerr := ln.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	return f, nil
 }
 
 // Recover checks that the sandbox's container still runs.
@@ -255,20 +257,10 @@ func (r *Runtime) state(ctx context.Context, id string) (containerState, error) 
 // be a socket, and connected to through that very file (its /proc/self/fd
 // link), so nothing can be swapped in between the check and the connect.
 func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
-	socket := layout(r.dir(h.ID)).socket()
-	fd, err := unix.Open(socket, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, errdefs.Unavailable("agent of sandbox %s is not listening", h.ID)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, errdefs.Unavailable("agent socket of sandbox %s is not a socket", h.ID)
-	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	conn, err := d.DialContext(ctx, "unix", layout(r.dir(h.ID)).socket)
 	if err != nil {
-		return nil, errdefs.Unavailable("connect to agent of sandbox %s: %v", h.ID, err)
+		return nil, errdefs.Unavailable("the agent of sandbox %s is not running", h.ID)
 	}
 	return conn, nil
 }
@@ -276,7 +268,7 @@ func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, er
 // Destroy kills the container, deletes it from the runtime, unmounts its root
 // and removes its directory. Each step tolerates what is already gone.
 func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
-	if !validID.MatchString(h.ID) {
+	if !validID(h.ID) {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
 	var errs []error
@@ -312,7 +304,7 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	add := func(id string) {
-		if validID.MatchString(id) && !seen[id] {
+		if validID(id) && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}

@@ -2,7 +2,6 @@ package oci
 
 import (
 	"math"
-	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -11,14 +10,10 @@ import (
 
 // Paths inside every sandbox.
 const (
-	// AgentDir holds the agent's executable and its socket directory.
+	// AgentDir holds the agent's executable.
 	AgentDir = "/.hutch"
 	// AgentBinary is where the daemon's own executable is bind-mounted.
 	AgentBinary = AgentDir + "/hutch"
-	// AgentSocketDir is the per-sandbox host directory the agent listens in.
-	AgentSocketDir = AgentDir + "/run"
-	// AgentSocketName is the agent socket's file name in AgentSocketDir.
-	AgentSocketName = "agent.sock"
 )
 
 // capabilities are what processes in a sandbox may hold. Processes run as
@@ -58,8 +53,9 @@ var readonlyPaths = []string{
 const cpuPeriod = 100000
 
 // specFor builds the OCI runtime config of a sandbox. agentExe is the host
-// path of the binary run as PID 1, socketDir the host directory it listens in.
-func specFor(s backend.Spec, agentExe, socketDir string) *specs.Spec {
+// path of the binary run as PID 1. The agent serves on descriptor 3, the
+// listening socket the runtime hands over (see listenAgent).
+func specFor(s backend.Spec, agentExe string) *specs.Spec {
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
@@ -74,7 +70,6 @@ func specFor(s backend.Spec, agentExe, socketDir string) *specs.Spec {
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
 		{Destination: AgentBinary, Type: "bind", Source: agentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
-		{Destination: AgentSocketDir, Type: "bind", Source: socketDir, Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	}
 	for _, b := range s.Binds {
 		opts := []string{"rbind", "nosuid", "nodev"}
@@ -108,7 +103,7 @@ func specFor(s backend.Spec, agentExe, socketDir string) *specs.Spec {
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: "rootfs"},
 		Process: &specs.Process{
-			Args: []string{AgentBinary, "agent", "--socket", filepath.Join(AgentSocketDir, AgentSocketName)},
+			Args: []string{AgentBinary, "agent", "--listen-fd", "3"},
 			Env:  env,
 			Cwd:  "/",
 			User: specs.User{UID: 0, GID: 0},
