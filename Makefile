@@ -1,16 +1,30 @@
-# Hutch. `make build` makes bin/hutch; `make test` runs every test (the
-# sandbox tests need root and runc: ./setup installs it); `make bench`
-# compares Hutch with plain runc and unshare.
+# Hutch. `make build` makes bin/hutch; `make runsc` builds gVisor's runsc
+# into bin/ beside it; `make test` runs every test (the sandbox tests need
+# root, runc and runsc: ./setup installs them); `make bench` compares Hutch
+# with plain runc and unshare.
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X github.com/hutchdev/hutch/internal/cli.Version=$(VERSION)
 BIN      := bin/hutch
 
-.PHONY: build test bench lint generate clean
+# gVisor's runsc, built from the Go module proxy at a pinned version (one
+# that is served and builds with Go 1.26). The daemon finds it beside
+# bin/hutch. The stamp file rebuilds it when the pin changes.
+RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
+RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
+
+.PHONY: build runsc test bench lint generate clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
+
+runsc: $(RUNSC_STAMP)
+
+$(RUNSC_STAMP):
+	mkdir -p bin
+	GOBIN=$(CURDIR)/bin CGO_ENABLED=0 $(GO) install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION)
+	rm -f bin/.runsc-* && touch $@
 
 # The end-to-end tests build their own binary from the same sources.
 test: build

@@ -91,7 +91,7 @@ func createSection(hutch, post, first, logged, agent, runc, unshare []time.Durat
 func (b *bench) hutchCreate(ctx context.Context) (post, first time.Duration, err error) {
 	c := b.d.client
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
 	if err != nil {
 		return 0, 0, fmt.Errorf("create sandbox: %w", err)
 	}
@@ -126,7 +126,7 @@ func (b *bench) deleteSandbox(ctx context.Context, id string) error {
 // reference creates a Hutch sandbox, copies what its bundle is made of, and
 // deletes it.
 func (b *bench) reference(ctx context.Context) (_ *reference, err error) {
-	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
 	if err != nil {
 		return nil, fmt.Errorf("create reference sandbox: %w", err)
 	}

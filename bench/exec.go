@@ -26,7 +26,7 @@ const trueBin = "/usr/bin/true"
 //   - hutch --help, a diagnostic, not a peer: the start-up of the hutch
 //     binary on the host, which the agent runs as the shim of every command.
 func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
-	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
 	if err != nil {
 		return section{}, fmt.Errorf("create sandbox: %w", err)
 	}

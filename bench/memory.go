@@ -52,7 +52,7 @@ func (b *bench) measureMemory(ctx context.Context) (_ section, err error) {
 	}()
 	for i := range b.cfg.memN {
 		b.showProgress("(c) memory: creating sandbox %d/%d", i+1, b.cfg.memN)
-		sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+		sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
 		if err != nil {
 			return section{}, fmt.Errorf("create sandbox: %w", err)
 		}

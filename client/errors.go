@@ -41,6 +41,9 @@ func IsAlreadyExists(err error) bool { return hasCode(err, CodeAlreadyExists) }
 // IsUnauthenticated reports whether err is the API's unauthenticated error.
 func IsUnauthenticated(err error) bool { return hasCode(err, CodeUnauthenticated) }
 
+// IsInvalidArgument reports whether err is the API's invalid_argument error.
+func IsInvalidArgument(err error) bool { return hasCode(err, CodeInvalidArgument) }
+
 func hasCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code

@@ -7,6 +7,10 @@ type Health struct {
 	Status   string          `json:"status"`
 	Version  string          `json:"version"`
 	Backends []BackendHealth `json:"backends"`
+	// DefaultRuntime is the backend a create that names none gets, and
+	// DefaultReason why.
+	DefaultRuntime string `json:"default_runtime"`
+	DefaultReason  string `json:"default_reason"`
 }
 
 // BackendHealth describes one sandbox backend the daemon knows.
@@ -50,7 +54,10 @@ type Sandbox struct {
 // the daemon's defaults: template "host", 1 CPU, 512 MiB, 256 pids, 300 s
 // idle timeout.
 type CreateSandboxRequest struct {
-	Template     string            `json:"template,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Runtime is "runc" or "gvisor"; empty means the daemon's default
+	// (Health.DefaultRuntime).
+	Runtime      string            `json:"runtime,omitempty"`
 	CPUs         float64           `json:"cpus,omitempty"`
 	MemoryMB     int64             `json:"memory_mb,omitempty"`
 	Pids         int64             `json:"pids,omitempty"`

@@ -37,7 +37,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.m.Create(r.Context(), sandbox.CreateOptions{
-		Template: req.Template, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids,
+		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 	})
 	if err != nil {

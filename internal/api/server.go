@@ -89,6 +89,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := client.Health{Status: "ok", Version: s.version}
+	h.DefaultRuntime, h.DefaultReason = s.m.DefaultRuntime()
 	for _, b := range s.m.Health(r.Context()) {
 		h.Backends = append(h.Backends, client.BackendHealth(b))
 	}

@@ -13,6 +13,7 @@ import (
 // createFlags are the flags that describe a new sandbox (create and run).
 type createFlags struct {
 	template    string
+	runtime     string
 	cpus        float64
 	memoryMB    int64
 	pids        int64
@@ -24,6 +25,7 @@ type createFlags struct {
 func (f *createFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.template, "template", "", "template to start from (default: the daemon's, host)")
+	fl.StringVar(&f.runtime, "runtime", "", "runc or gvisor (default: the daemon's, gvisor when it can)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPUs (default 1)")
 	fl.Int64Var(&f.memoryMB, "memory", 0, "memory limit in MiB (default 512)")
 	fl.Int64Var(&f.pids, "pids", 0, "process limit (default 256)")
@@ -35,6 +37,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxRequest, error) {
 	req := client.CreateSandboxRequest{
 		Template: f.template,
+		Runtime:  f.runtime,
 		CPUs:     f.cpus,
 		MemoryMB: f.memoryMB,
 		Pids:     f.pids,

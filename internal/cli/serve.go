@@ -32,7 +32,8 @@ func newServeCmd() *cobra.Command {
 				}
 				fields := map[string]*string{
 					"listen": &fileCfg.Listen, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
-					"runc": &fileCfg.Runc, "log-level": &fileCfg.LogLevel,
+					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
+					"log-level": &fileCfg.LogLevel,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -55,6 +56,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
 	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live")
 	f.StringVar(&cfg.Runc, "runc", cfg.Runc, "the runc binary")
+	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc binary (by name: beside hutch, then in PATH)")
+	f.StringVar(&cfg.Runtime, "runtime", cfg.Runtime, "runtime of sandboxes that name none: runc or gvisor (default: gvisor when usable)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	return cmd
 }

@@ -23,6 +23,12 @@ type Config struct {
 	RunDir string `toml:"run_dir"`
 	// Runc is the runc binary, a path or a name looked up in PATH.
 	Runc string `toml:"runc"`
+	// Runsc is gVisor's runsc binary, a path or a name looked up beside the
+	// hutch executable (where make runsc puts it), then in PATH.
+	Runsc string `toml:"runsc"`
+	// Runtime is the backend a create that names none gets: runc or gvisor.
+	// Empty means gvisor when it is usable, else runc.
+	Runtime string `toml:"runtime"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 }
@@ -35,6 +41,7 @@ func Default() Config {
 		DataDir:  "/var/lib/hutch",
 		RunDir:   "/run/hutch",
 		Runc:     "runc",
+		Runsc:    "runsc",
 		LogLevel: "info",
 	}
 }
@@ -73,6 +80,14 @@ func (c Config) Validate() error {
 	if c.Runc == "" {
 		errs = append(errs, errors.New("runc must name the runc binary"))
 	}
+	if c.Runsc == "" {
+		errs = append(errs, errors.New("runsc must name gVisor's runsc binary"))
+	}
+	switch c.Runtime {
+	case "", "runc", "gvisor":
+	default:
+		errs = append(errs, fmt.Errorf("runtime must be runc or gvisor (or empty: gvisor when usable), got %q", c.Runtime))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -87,7 +102,9 @@ func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key"
 func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
 func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
 func (c Config) socketPath() string  { return filepath.Join(c.RunDir, "hutch.sock") }
-func (c Config) runtimeRoot() string { return filepath.Join(c.RunDir, "runc") }
+func (c Config) stateRoot(runtime string) string {
+	return filepath.Join(c.RunDir, runtime)
+}
 func (c Config) ensureDirs() error {
 	for _, d := range []string{c.DataDir, c.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -19,6 +19,9 @@ func TestConfigValidate(t *testing.T) {
 		}, []string{"version must be 1", "listen", "data_dir must be an absolute path", "log_level"}},
 		{"data dir too deep for agent sockets", func(c *Config) { c.DataDir = "/" + strings.Repeat("d", 80) }, []string{"too long for unix socket paths"}},
 		{"no runc", func(c *Config) { c.Runc = "" }, []string{"runc must name"}},
+		{"no runsc", func(c *Config) { c.Runsc = "" }, []string{"runsc must name"}},
+		{"gvisor by name", func(c *Config) { c.Runtime = "gvisor" }, nil},
+		{"unknown runtime", func(c *Config) { c.Runtime = "kata" }, []string{`runtime must be runc or gvisor`, `"kata"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,5 +79,41 @@ func TestAPIKeyIsMadeOnceAndPrivate(t *testing.T) {
 	again, err := loadOrCreateKey(path)
 	if err != nil || again != key {
 		t.Fatalf("second start made another key: %q vs %q (%v)", again, key, err)
+	}
+}
+
+func TestDefaultRuntime(t *testing.T) {
+	tests := []struct {
+		configured string
+		unusable   map[string]string
+		want, why  string
+	}{
+		{"", nil, "gvisor", "usable"},
+		{"", map[string]string{"gvisor": "runsc not found"}, "runc", "gvisor is not usable: runsc not found"},
+		{"runc", nil, "runc", "set by the configuration"},
+		{"gvisor", map[string]string{"gvisor": "runsc not found"}, "gvisor", "set by the configuration"},
+	}
+	for _, tt := range tests {
+		name, why := defaultRuntime(tt.configured, tt.unusable)
+		if name != tt.want || !strings.Contains(why, tt.why) {
+			t.Errorf("defaultRuntime(%q, %v) = %q, %q; want %q and a reason with %q", tt.configured, tt.unusable, name, why, tt.want, tt.why)
+		}
+	}
+}
+
+func TestBesideExecutable(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "hutch")
+	if got := besideExecutable(exe, "runsc"); got != "runsc" {
+		t.Errorf("nothing beside: %q, want the bare name for PATH", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "runsc"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := besideExecutable(exe, "runsc"); got != filepath.Join(dir, "runsc") {
+		t.Errorf("runsc beside hutch: %q, want it", got)
+	}
+	if got := besideExecutable(exe, "/opt/runsc"); got != "/opt/runsc" {
+		t.Errorf("a path: %q, want it unchanged", got)
 	}
 }

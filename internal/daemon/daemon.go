@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -59,19 +60,43 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent: %w", err)
 	}
-	runc := oci.New(oci.Config{
-		Name:       "runc",
-		Binary:     cfg.Runc,
-		StateRoot:  cfg.runtimeRoot(),
-		SandboxDir: cfg.sandboxDir(),
-		AgentExe:   exe,
-		Logger:     log,
-	})
-	if h := runc.Probe(ctx); !h.Usable {
-		log.Warn("backend not usable: sandboxes cannot be created", "backend", h.Name, "reason", h.Reason)
+	backends := []backend.Backend{
+		oci.New(oci.Config{
+			Name:       "runc",
+			Binary:     cfg.Runc,
+			Install:    "install it: apt-get install runc",
+			StateRoot:  cfg.stateRoot("runc"),
+			SandboxDir: cfg.sandboxDir(),
+			AgentExe:   exe,
+			Logger:     log,
+		}),
+		oci.New(oci.Config{
+			Name:    "gvisor",
+			Binary:  besideExecutable(exe, cfg.Runsc),
+			Install: "build it: make runsc (./setup does)",
+			// systrap: the KVM platform needs hardware virtualisation. The
+			// agent creates its socket on the host through the gofer
+			// (host-uds=create); the network is loopback only.
+			Flags:        []string{"--platform=systrap", "--host-uds=create", "--network=none"},
+			AgentListens: true,
+			StateRoot:    cfg.stateRoot("runsc"),
+			SandboxDir:   cfg.sandboxDir(),
+			AgentExe:     exe,
+			Logger:       log,
+		}),
 	}
+	unusable := map[string]string{}
+	for _, be := range backends {
+		if h := be.Probe(ctx); !h.Usable {
+			unusable[h.Name] = h.Reason
+			log.Warn("backend not usable: no sandbox is created with it", "backend", h.Name, "reason", h.Reason)
+		}
+	}
+	def, why := defaultRuntime(cfg.Runtime, unusable)
+	log.Info("default runtime", "runtime", def, "reason", why)
 	mgr, err := sandbox.New(sandbox.Config{
-		Store: db, Backends: []backend.Backend{runc}, Templates: templates, Logger: log,
+		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
+		Templates: templates, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -164,4 +189,32 @@ func loadOrCreateKey(path string) (string, error) {
 		return "", fmt.Errorf("write API key: %w", err)
 	}
 	return key, nil
+}
+
+// defaultRuntime picks the backend creates get when they name none: the
+// configured one, else gvisor, the stronger boundary, when it is usable,
+// else runc. It says why.
+func defaultRuntime(configured string, unusable map[string]string) (name, reason string) {
+	switch {
+	case configured != "":
+		return configured, "set by the configuration"
+	case unusable["gvisor"] == "":
+		return "gvisor", "gvisor is usable, and the stronger boundary"
+	default:
+		return "runc", "gvisor is not usable: " + unusable["gvisor"]
+	}
+}
+
+// besideExecutable resolves a runtime binary given by bare name: the file of
+// that name beside the hutch executable when there is one (make runsc puts
+// runsc in bin/, beside bin/hutch), else the name, for a PATH lookup.
+func besideExecutable(exe, name string) string {
+	if strings.ContainsRune(name, '/') {
+		return name
+	}
+	beside := filepath.Join(filepath.Dir(exe), name)
+	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return beside
+	}
+	return name
 }

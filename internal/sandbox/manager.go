@@ -12,6 +12,7 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +39,17 @@ const (
 
 // Config wires a Manager.
 type Config struct {
-	Store     store.Store
-	Backends  []backend.Backend // the first is the default
+	Store store.Store
+	// Backends are the runtimes sandboxes are made with, each under its
+	// Name; a create that names none gets Default.
+	Backends []backend.Backend
+	Default  string
+	// DefaultReason says why Default is the default, for the health report.
+	DefaultReason string
+	// Unusable names the backends found unusable at start, with why: no
+	// sandbox is created with them, but theirs are still recovered and
+	// deleted.
+	Unusable  map[string]string
 	Templates *template.Store
 	Logger    *slog.Logger
 	// ReapInterval is how often idle sandboxes are looked for.
@@ -50,7 +60,9 @@ type Config struct {
 type Manager struct {
 	store     store.Store
 	backends  map[string]backend.Backend
-	def       backend.Backend
+	def       string
+	defReason string
+	unusable  map[string]string
 	templates *template.Store
 	log       *slog.Logger
 	reapEvery time.Duration
@@ -61,13 +73,12 @@ type Manager struct {
 
 // New returns a Manager. Call Recover before serving and Run for the timers.
 func New(cfg Config) (*Manager, error) {
-	if len(cfg.Backends) == 0 {
-		return nil, errors.New("no sandbox backend configured")
-	}
 	m := &Manager{
 		store:     cfg.Store,
 		backends:  map[string]backend.Backend{},
-		def:       cfg.Backends[0],
+		def:       cfg.Default,
+		defReason: cfg.DefaultReason,
+		unusable:  cfg.Unusable,
 		templates: cfg.Templates,
 		log:       cfg.Logger,
 		reapEvery: cfg.ReapInterval,
@@ -82,7 +93,29 @@ func New(cfg Config) (*Manager, error) {
 	for _, b := range cfg.Backends {
 		m.backends[b.Name()] = b
 	}
+	if _, ok := m.backends[m.def]; !ok {
+		return nil, fmt.Errorf("default runtime %q is not one of the configured backends", m.def)
+	}
 	return m, nil
+}
+
+// DefaultRuntime is the backend a create that names none gets, and why.
+func (m *Manager) DefaultRuntime() (name, reason string) { return m.def, m.defReason }
+
+// backendFor is the backend a create asks for by name ("": the default).
+func (m *Manager) backendFor(name string) (backend.Backend, error) {
+	if name == "" {
+		name = m.def
+	}
+	be, ok := m.backends[name]
+	if !ok {
+		return nil, errdefs.InvalidArgument("runtime must be one of %s, got %q",
+			strings.Join(slices.Sorted(maps.Keys(m.backends)), ", "), name)
+	}
+	if why, bad := m.unusable[name]; bad {
+		return nil, errdefs.FailedPrecondition("runtime %s is not usable on this host: %s", name, why)
+	}
+	return be, nil
 }
 
 // Health reports what every backend's Probe found.
@@ -98,6 +131,7 @@ func (m *Manager) Health(ctx context.Context) []backend.Health {
 // the defaults.
 type CreateOptions struct {
 	Template    string
+	Runtime     string
 	CPUs        float64
 	MemoryMB    int64
 	Pids        int64
@@ -171,7 +205,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
-	be := m.def
+	be, err := m.backendFor(opts.Runtime)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, Backend: be.Name(), State: store.StateCreating,

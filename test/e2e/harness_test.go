@@ -1,6 +1,6 @@
 // Package e2e builds the real hutch binary and drives it: a real daemon on a
-// temporary data dir, real runc sandboxes, the REST API through the Go SDK
-// and the CLI as a user runs it.
+// temporary data dir, real runc and gVisor sandboxes, the REST API through
+// the Go SDK and the CLI as a user runs it.
 package e2e
 
 import (
@@ -25,6 +25,10 @@ var hutchBin string
 // skipReason is why these tests cannot run here, if they cannot.
 var skipReason string
 
+// runscBin is gVisor's runsc (bin/runsc of the repository, else from PATH),
+// or "" when there is none: then gVisor tests skip.
+var runscBin string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -47,6 +51,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
+	if p, err := filepath.Abs("../../bin/runsc"); err == nil && isExecutable(p) {
+		runscBin = p
+	} else if p, err := exec.LookPath("runsc"); err == nil {
+		runscBin = p
+	}
 	hutchBin = filepath.Join(dir, "hutch")
 	build := exec.Command("go", "build", "-o", hutchBin, "../../cmd/hutch")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -55,6 +64,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// forEachRuntime runs test once per runtime, as a subtest named after it.
+// Without runsc the gvisor subtest is skipped, saying so.
+func forEachRuntime(t *testing.T, test func(t *testing.T, runtime string)) {
+	for _, rt := range []string{"runc", "gvisor"} {
+		t.Run(rt, func(t *testing.T) {
+			if rt == "gvisor" && runscBin == "" {
+				t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
+			}
+			test(t, rt)
+		})
+	}
 }
 
 // daemon is a `hutch serve` the test started.
@@ -161,7 +188,12 @@ func (d *daemon) start() {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	d.cmd = exec.Command(hutchBin, "serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir)
+	// runc is the default here; tests ask for gvisor by name.
+	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir, "--runtime", "runc"}
+	if runscBin != "" {
+		args = append(args, "--runsc", runscBin)
+	}
+	d.cmd = exec.Command(hutchBin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -240,6 +272,12 @@ func (d *daemon) assertNothingLeft() {
 	out, err := exec.Command("runc", "--root", filepath.Join(d.runDir, "runc"), "list", "--quiet").Output()
 	if err == nil && strings.TrimSpace(string(out)) != "" {
 		t.Errorf("runc containers left behind: %s", out)
+	}
+	if runscBin != "" {
+		out, err := exec.Command(runscBin, "--root", filepath.Join(d.runDir, "runsc"), "list", "--quiet").Output()
+		if err == nil && strings.TrimSpace(string(out)) != "" {
+			t.Errorf("gVisor containers left behind: %s", out)
+		}
 	}
 	for _, id := range d.sandboxIDs {
 		for _, h := range []string{"memory", "pids", "cpu", "unified"} {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,232 +18,246 @@ import (
 )
 
 func TestLifecycleAndExec(t *testing.T) {
-	d := startDaemon(t)
-	ctx := t.Context()
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		ctx := t.Context()
 
-	sb := d.create(client.CreateSandboxRequest{Metadata: map[string]string{"owner": "e2e"}, Env: map[string]string{"GREETING": "hello"}})
-	if sb.State != client.StateRunning || sb.Runtime != "runc" || sb.MemoryMB != 512 || sb.Pids != 256 || sb.CPUs != 1 {
-		t.Fatalf("new sandbox = %+v, want running on runc with default limits", sb)
-	}
-	got, err := d.client.GetSandbox(ctx, sb.ID)
-	if err != nil || got.Metadata["owner"] != "e2e" {
-		t.Fatalf("get = %+v, %v", got, err)
-	}
-	list, err := d.client.ListSandboxes(ctx)
-	if err != nil || len(list) != 1 || list[0].ID != sb.ID {
-		t.Fatalf("list = %+v, %v", list, err)
-	}
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Metadata: map[string]string{"owner": "e2e"}, Env: map[string]string{"GREETING": "hello"}})
+		if sb.State != client.StateRunning || sb.Runtime != runtime || sb.MemoryMB != 512 || sb.Pids != 256 || sb.CPUs != 1 {
+			t.Fatalf("new sandbox = %+v, want running on %s with default limits", sb, runtime)
+		}
+		got, err := d.client.GetSandbox(ctx, sb.ID)
+		if err != nil || got.Metadata["owner"] != "e2e" {
+			t.Fatalf("get = %+v, %v", got, err)
+		}
+		list, err := d.client.ListSandboxes(ctx)
+		if err != nil || len(list) != 1 || list[0].ID != sb.ID {
+			t.Fatalf("list = %+v, %v", list, err)
+		}
 
-	tests := []struct {
-		name     string
-		req      client.ExecRequest
-		wantOut  string
-		wantErr  string
-		wantCode int
-	}{
-		{"argv", client.ExecRequest{Cmd: []string{"echo", "a b"}}, "a b\n", "", 0},
-		{"shell", client.ExecRequest{Command: "echo out; echo err >&2; exit 3"}, "out\n", "err\n", 3},
-		{"sandbox env", client.ExecRequest{Command: `echo "$GREETING"`}, "hello\n", "", 0},
-		{"call env wins", client.ExecRequest{Command: `echo "$GREETING"`, Env: map[string]string{"GREETING": "hi"}}, "hi\n", "", 0},
-		{"default cwd and user", client.ExecRequest{Command: "pwd; id -un"}, "/home/user/workspace\nuser\n", "", 0},
-		{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, "/tmp\n", "", 0},
-		{"root", client.ExecRequest{Command: "id -u", User: "root"}, "0\n", "", 0},
-		{"stdin", client.ExecRequest{Command: "tr a-z A-Z", Stdin: "shout"}, "SHOUT", "", 0},
-		{"killed by signal", client.ExecRequest{Command: "kill -9 $$"}, "", "", 137},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := d.client.Exec(ctx, sb.ID, tt.req)
+		tests := []struct {
+			name     string
+			req      client.ExecRequest
+			wantOut  string
+			wantErr  string
+			wantCode int
+		}{
+			{"argv", client.ExecRequest{Cmd: []string{"echo", "a b"}}, "a b\n", "", 0},
+			{"shell", client.ExecRequest{Command: "echo out; echo err >&2; exit 3"}, "out\n", "err\n", 3},
+			{"sandbox env", client.ExecRequest{Command: `echo "$GREETING"`}, "hello\n", "", 0},
+			{"call env wins", client.ExecRequest{Command: `echo "$GREETING"`, Env: map[string]string{"GREETING": "hi"}}, "hi\n", "", 0},
+			{"default cwd and user", client.ExecRequest{Command: "pwd; id -un"}, "/home/user/workspace\nuser\n", "", 0},
+			{"cwd", client.ExecRequest{Command: "pwd", Cwd: "/tmp"}, "/tmp\n", "", 0},
+			{"root", client.ExecRequest{Command: "id -u", User: "root"}, "0\n", "", 0},
+			{"stdin", client.ExecRequest{Command: "tr a-z A-Z", Stdin: "shout"}, "SHOUT", "", 0},
+			{"killed by signal", client.ExecRequest{Command: "kill -9 $$"}, "", "", 137},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := d.client.Exec(ctx, sb.ID, tt.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Stdout != tt.wantOut || res.Stderr != tt.wantErr || res.ExitCode != tt.wantCode {
+					t.Fatalf("got (%q, %q, %d), want (%q, %q, %d)", res.Stdout, res.Stderr, res.ExitCode, tt.wantOut, tt.wantErr, tt.wantCode)
+				}
+			})
+		}
+
+		t.Run("SSE streams live", func(t *testing.T) {
+			var events []client.ExecEvent
+			var firstAt time.Time
+			start := time.Now()
+			exit, err := d.client.ExecStream(ctx, sb.ID, client.ExecRequest{Command: "echo one; sleep 1; echo two >&2; exit 4"},
+				func(ev client.ExecEvent) error {
+					if firstAt.IsZero() {
+						firstAt = time.Now()
+					}
+					events = append(events, ev)
+					return nil
+				})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Stdout != tt.wantOut || res.Stderr != tt.wantErr || res.ExitCode != tt.wantCode {
-				t.Fatalf("got (%q, %q, %d), want (%q, %q, %d)", res.Stdout, res.Stderr, res.ExitCode, tt.wantOut, tt.wantErr, tt.wantCode)
+			if exit.ExitCode != 4 {
+				t.Fatalf("exit code %d, want 4", exit.ExitCode)
+			}
+			if len(events) != 2 || events[0].Stream != "stdout" || string(events[0].Data) != "one\n" ||
+				events[1].Stream != "stderr" || string(events[1].Data) != "two\n" {
+				t.Fatalf("events = %+v", events)
+			}
+			if firstAt.Sub(start) > 800*time.Millisecond {
+				t.Fatalf("first event came after %v: output was not streamed live", firstAt.Sub(start))
 			}
 		})
-	}
 
-	t.Run("SSE streams live", func(t *testing.T) {
-		var events []client.ExecEvent
-		var firstAt time.Time
-		start := time.Now()
-		exit, err := d.client.ExecStream(ctx, sb.ID, client.ExecRequest{Command: "echo one; sleep 1; echo two >&2; exit 4"},
-			func(ev client.ExecEvent) error {
-				if firstAt.IsZero() {
-					firstAt = time.Now()
-				}
-				events = append(events, ev)
-				return nil
-			})
-		if err != nil {
+		t.Run("output cap", func(t *testing.T) {
+			res, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: "head -c 3000000 /dev/zero | tr '\\0' x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Truncated || len(res.Stdout) != 1<<20 {
+				t.Fatalf("truncated=%v len=%d, want true and 1 MiB", res.Truncated, len(res.Stdout))
+			}
+		})
+
+		if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil {
 			t.Fatal(err)
 		}
-		if exit.ExitCode != 4 {
-			t.Fatalf("exit code %d, want 4", exit.ExitCode)
+		if _, err := d.client.GetSandbox(ctx, sb.ID); !client.IsNotFound(err) {
+			t.Fatalf("get after delete: %v, want not_found", err)
 		}
-		if len(events) != 2 || events[0].Stream != "stdout" || string(events[0].Data) != "one\n" ||
-			events[1].Stream != "stderr" || string(events[1].Data) != "two\n" {
-			t.Fatalf("events = %+v", events)
-		}
-		if firstAt.Sub(start) > 800*time.Millisecond {
-			t.Fatalf("first event came after %v: output was not streamed live", firstAt.Sub(start))
-		}
+		d.assertNothingLeft()
 	})
-
-	t.Run("output cap", func(t *testing.T) {
-		res, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: "head -c 3000000 /dev/zero | tr '\\0' x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Truncated || len(res.Stdout) != 1<<20 {
-			t.Fatalf("truncated=%v len=%d, want true and 1 MiB", res.Truncated, len(res.Stdout))
-		}
-	})
-
-	if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.client.GetSandbox(ctx, sb.ID); !client.IsNotFound(err) {
-		t.Fatalf("get after delete: %v, want not_found", err)
-	}
-	d.assertNothingLeft()
 }
 
 func TestIsolation(t *testing.T) {
-	d := startDaemon(t)
-	sb := d.create(client.CreateSandboxRequest{})
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 
-	tests := []struct {
-		name    string
-		command string
-		user    string
-		check   func(res *client.ExecResult) bool
-	}{
-		{"agent is PID 1 and only sandbox processes are visible", "ps -eo pid=,comm=", "",
-			func(r *client.ExecResult) bool {
-				lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-				first := strings.Fields(lines[0])
-				// agent, its shim, sh? no: ps itself and its shim
-				return r.ExitCode == 0 && len(first) == 2 && first[0] == "1" && first[1] == "hutch" && len(lines) <= 4
+		tests := []struct {
+			name    string
+			command string
+			user    string
+			check   func(res *client.ExecResult) bool
+		}{
+			{"agent is PID 1 and only sandbox processes are visible", "ps -eo pid=,comm=", "",
+				func(r *client.ExecResult) bool {
+					lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+					first := strings.Fields(lines[0])
+					// agent, its shim, sh? no: ps itself and its shim
+					return r.ExitCode == 0 && len(first) == 2 && first[0] == "1" && first[1] == "hutch" && len(lines) <= 4
+				}},
+			{"runs as uid 1000", "id -u", "", func(r *client.ExecResult) bool { return r.Stdout == "1000\n" }},
+			{"/usr is read-only", "touch /usr/x", "root", func(r *client.ExecResult) bool {
+				return r.ExitCode != 0 && strings.Contains(r.Stderr, "Read-only")
 			}},
-		{"runs as uid 1000", "id -u", "", func(r *client.ExecResult) bool { return r.Stdout == "1000\n" }},
-		{"/usr is read-only", "touch /usr/x", "root", func(r *client.ExecResult) bool {
-			return r.ExitCode != 0 && strings.Contains(r.Stderr, "Read-only")
-		}},
-		{"mount fails as user", "mount -t tmpfs none /tmp", "", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
-		{"mount fails as root", "mount -t tmpfs none /tmp", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
-		{"only loopback", "cat /proc/net/dev | tail -n +3 | cut -d: -f1", "", func(r *client.ExecResult) bool {
-			return strings.TrimSpace(r.Stdout) == "lo"
-		}},
-		{"data dir not visible", "ls " + d.dataDir + " /var/lib/hutch", "root", func(r *client.ExecResult) bool {
-			return r.ExitCode != 0 && r.Stdout == ""
-		}},
-		{"host accounts not visible", "cat /etc/shadow", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
-		{"the agent's fds are closed to root commands", "echo flood > /proc/1/fd/2", "root", func(r *client.ExecResult) bool {
-			return r.ExitCode != 0
-		}},
-		{"the agent's socket is not in the sandbox", "ls -A /.hutch; find / -path /proc -prune -o -path /sys -prune -o -type s -print", "root",
-			func(r *client.ExecResult) bool { return r.Stdout == "hutch\n" }},
-		{"its own hostname, also in /etc/hosts", "hostname; grep -c \"$(hostname)\" /etc/hosts; stat -c %a:%U /etc", "",
-			func(r *client.ExecResult) bool { return r.Stdout == sb.ID+"\n1\n755:root\n" }},
-		{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
-		{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
-			return r.Stdout == "536870912\n"
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: tt.command, User: tt.user})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tt.check(res) {
-				t.Fatalf("%q: exit %d, stdout %q, stderr %q", tt.command, res.ExitCode, res.Stdout, res.Stderr)
-			}
-		})
-	}
+			{"mount fails as user", "mount -t tmpfs none /tmp", "", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
+			{"mount fails as root", "mount -t tmpfs none /tmp", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
+			{"only loopback", "cat /proc/net/dev | tail -n +3 | cut -d: -f1", "", func(r *client.ExecResult) bool {
+				return strings.TrimSpace(r.Stdout) == "lo"
+			}},
+			{"data dir not visible", "ls " + d.dataDir + " /var/lib/hutch", "root", func(r *client.ExecResult) bool {
+				return r.ExitCode != 0 && r.Stdout == ""
+			}},
+			{"host accounts not visible", "cat /etc/shadow", "root", func(r *client.ExecResult) bool { return r.ExitCode != 0 }},
+			{"the agent's fds are closed to root commands", "echo flood > /proc/1/fd/2", "root", func(r *client.ExecResult) bool {
+				return r.ExitCode != 0
+			}},
+			// runc hands the agent a socket that is on the host only; under
+			// gVisor the agent listens in a directory it sees (see
+			// TestPlantedSocketSymlinkIsRefused).
+			{"the only socket is the agent's own, where it must be", "ls -A /.hutch; find / -path /proc -prune -o -path /sys -prune -o -type s -print", "root",
+				func(r *client.ExecResult) bool {
+					if runtime == "gvisor" {
+						return r.Stdout == "hutch\nrun\n/.hutch/run/agent.sock\n"
+					}
+					return r.Stdout == "hutch\n"
+				}},
+			{"its own hostname, also in /etc/hosts", "hostname; grep -c \"$(hostname)\" /etc/hosts; stat -c %a:%U /etc", "",
+				func(r *client.ExecResult) bool { return r.Stdout == sb.ID+"\n1\n755:root\n" }},
+			{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
+			{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
+				return r.Stdout == "536870912\n"
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: tt.command, User: tt.user})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tt.check(res) {
+					t.Fatalf("%q: exit %d, stdout %q, stderr %q", tt.command, res.ExitCode, res.Stdout, res.Stderr)
+				}
+			})
+		}
+	})
 }
 
 func TestFiles(t *testing.T) {
-	d := startDaemon(t)
-	ctx := t.Context()
-	sb := d.create(client.CreateSandboxRequest{})
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 
-	content := make([]byte, 10<<20)
-	rand.Read(content)
-	e, err := d.client.WriteFile(ctx, sb.ID, "deep/dir/blob.bin", bytes.NewReader(content))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.Path != "/home/user/workspace/deep/dir/blob.bin" || e.Size != int64(len(content)) || e.Owner != "user" {
-		t.Fatalf("written entry = %+v", e)
-	}
-	r, err := d.client.ReadFile(ctx, sb.ID, "/home/user/workspace/deep/dir/blob.bin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := io.ReadAll(r)
-	r.Close()
-	if err != nil || !bytes.Equal(back, content) {
-		t.Fatalf("read back %d bytes (%v), want the same 10 MiB", len(back), err)
-	}
-	if res := d.exec(sb.ID, "sha256sum deep/dir/blob.bin | cut -c1-8; stat -c %U deep/dir"); !strings.HasPrefix(res.Stdout, sha256Hex(content)[:8]) ||
-		!strings.HasSuffix(res.Stdout, "user\n") {
-		t.Fatalf("inside the sandbox: %q, want hash %s and owner user", res.Stdout, sha256Hex(content)[:8])
-	}
-
-	if _, err := d.client.MakeDir(ctx, sb.ID, "made/here"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.client.MoveFile(ctx, sb.ID, "deep/dir/blob.bin", "made/here/moved.bin"); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := d.client.ListFiles(ctx, sb.ID, "made", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for _, e := range entries {
-		paths = append(paths, e.Type+":"+e.Path)
-	}
-	if strings.Join(paths, ",") != "dir:/home/user/workspace/made/here,file:/home/user/workspace/made/here/moved.bin" {
-		t.Fatalf("list = %v", paths)
-	}
-	if err := d.client.DeleteFile(ctx, sb.ID, "made"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.client.StatFile(ctx, sb.ID, "made"); !client.IsNotFound(err) {
-		t.Fatalf("stat after delete: %v, want not_found", err)
-	}
-
-	t.Run("paths stay inside the sandbox", func(t *testing.T) {
-		d.exec(sb.ID, "ln -s / rootlink; ln -s "+d.dataDir+" datalink")
-		if _, err := d.client.ReadFile(ctx, sb.ID, "datalink/api.key"); !client.IsNotFound(err) {
-			t.Fatalf("reading the host's data dir through a symlink: %v, want not_found", err)
-		}
-		if _, err := d.client.WriteFile(ctx, sb.ID, "../../../../../../tmp/escaped", strings.NewReader("x")); err != nil {
+		content := make([]byte, 10<<20)
+		rand.Read(content)
+		e, err := d.client.WriteFile(ctx, sb.ID, "deep/dir/blob.bin", bytes.NewReader(content))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := os.Stat("/tmp/escaped"); err == nil {
-			t.Fatal("a write with .. reached the host's /tmp")
+		if e.Path != "/home/user/workspace/deep/dir/blob.bin" || e.Size != int64(len(content)) || e.Owner != "user" {
+			t.Fatalf("written entry = %+v", e)
 		}
-	})
-
-	t.Run("cp both ways", func(t *testing.T) {
-		local := filepath.Join(t.TempDir(), "in.bin")
-		if err := os.WriteFile(local, content[:123457], 0o644); err != nil {
+		r, err := d.client.ReadFile(ctx, sb.ID, "/home/user/workspace/deep/dir/blob.bin")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, stderr, code := d.cli("", "cp", local, sb.ID+":/home/user/workspace/in.bin"); code != 0 {
-			t.Fatalf("cp in: %d %s", code, stderr)
+		back, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(back, content) {
+			t.Fatalf("read back %d bytes (%v), want the same 10 MiB", len(back), err)
 		}
-		out := filepath.Join(t.TempDir(), "out.bin")
-		if _, stderr, code := d.cli("", "cp", sb.ID+":in.bin", out); code != 0 {
-			t.Fatalf("cp out: %d %s", code, stderr)
+		if res := d.exec(sb.ID, "sha256sum deep/dir/blob.bin | cut -c1-8; stat -c %U deep/dir"); !strings.HasPrefix(res.Stdout, sha256Hex(content)[:8]) ||
+			!strings.HasSuffix(res.Stdout, "user\n") {
+			t.Fatalf("inside the sandbox: %q, want hash %s and owner user", res.Stdout, sha256Hex(content)[:8])
 		}
-		if b, _ := os.ReadFile(out); !bytes.Equal(b, content[:123457]) {
-			t.Fatalf("cp round trip changed the file (%d bytes back)", len(b))
+
+		if _, err := d.client.MakeDir(ctx, sb.ID, "made/here"); err != nil {
+			t.Fatal(err)
 		}
+		if _, err := d.client.MoveFile(ctx, sb.ID, "deep/dir/blob.bin", "made/here/moved.bin"); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := d.client.ListFiles(ctx, sb.ID, "made", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, e := range entries {
+			paths = append(paths, e.Type+":"+e.Path)
+		}
+		if strings.Join(paths, ",") != "dir:/home/user/workspace/made/here,file:/home/user/workspace/made/here/moved.bin" {
+			t.Fatalf("list = %v", paths)
+		}
+		if err := d.client.DeleteFile(ctx, sb.ID, "made"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.client.StatFile(ctx, sb.ID, "made"); !client.IsNotFound(err) {
+			t.Fatalf("stat after delete: %v, want not_found", err)
+		}
+
+		t.Run("paths stay inside the sandbox", func(t *testing.T) {
+			d.exec(sb.ID, "ln -s / rootlink; ln -s "+d.dataDir+" datalink")
+			if _, err := d.client.ReadFile(ctx, sb.ID, "datalink/api.key"); !client.IsNotFound(err) {
+				t.Fatalf("reading the host's data dir through a symlink: %v, want not_found", err)
+			}
+			if _, err := d.client.WriteFile(ctx, sb.ID, "../../../../../../tmp/escaped", strings.NewReader("x")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat("/tmp/escaped"); err == nil {
+				t.Fatal("a write with .. reached the host's /tmp")
+			}
+		})
+
+		t.Run("cp both ways", func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), "in.bin")
+			if err := os.WriteFile(local, content[:123457], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, stderr, code := d.cli("", "cp", local, sb.ID+":/home/user/workspace/in.bin"); code != 0 {
+				t.Fatalf("cp in: %d %s", code, stderr)
+			}
+			out := filepath.Join(t.TempDir(), "out.bin")
+			if _, stderr, code := d.cli("", "cp", sb.ID+":in.bin", out); code != 0 {
+				t.Fatalf("cp out: %d %s", code, stderr)
+			}
+			if b, _ := os.ReadFile(out); !bytes.Equal(b, content[:123457]) {
+				t.Fatalf("cp round trip changed the file (%d bytes back)", len(b))
+			}
+		})
 	})
 }
 
@@ -291,30 +306,104 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestExecTimeoutKillsWholeTree(t *testing.T) {
-	d := startDaemon(t)
-	sb := d.create(client.CreateSandboxRequest{})
-	start := time.Now()
-	res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{
-		Command:  "setsid sleep 1000 & (sleep 1001 &) ; echo started; sleep 1002",
-		TimeoutS: 1,
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		start := time.Now()
+		res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{
+			Command:  "setsid sleep 1000 & (sleep 1001 &) ; echo started; sleep 1002",
+			TimeoutS: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.TimedOut || res.KilledBy != "timeout" || res.Stdout != "started\n" {
+			t.Fatalf("result = %+v, want timed out after printing started", res)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Fatalf("timeout of 1 s took %v", took)
+		}
+		// The setsid child and the double-forked one went too.
+		left := d.exec(sb.ID, "ps -eo args= | grep '^sleep 10' || true")
+		if left.Stdout != "" {
+			t.Fatalf("processes that escaped the timeout: %q", left.Stdout)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.TimedOut || res.KilledBy != "timeout" || res.Stdout != "started\n" {
-		t.Fatalf("result = %+v, want timed out after printing started", res)
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("timeout of 1 s took %v", took)
-	}
-	// The setsid child and the double-forked one went too.
-	left := d.exec(sb.ID, "ps -eo args= | grep '^sleep 10' || true")
-	if left.Stdout != "" {
-		t.Fatalf("processes that escaped the timeout: %q", left.Stdout)
-	}
 }
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// Under gVisor the agent listens in a host directory the sandbox sees and can
+// write. A symlink planted at the socket's name must not make the daemon
+// connect to a socket of the host's.
+func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
+	if runscBin == "" {
+		t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
+	}
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor"})
+
+	trap := filepath.Join(t.TempDir(), "trap.sock")
+	ln, err := net.Listen("unix", trap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			conn.Close()
+			accepted <- struct{}{}
+		}
+	}()
+
+	// Root in the sandbox swaps the agent's socket for a symlink to the trap.
+	if _, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{
+		Command: "mv /.hutch/run/agent.sock /.hutch/run/real.sock && ln -s " + trap + " /.hutch/run/agent.sock",
+		User:    "root",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Idle agent connections are dropped by a restart of the daemon, so the
+	// next call must dial the socket's name again.
+	d.kill()
+	d.start()
+	if _, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "true"}); err == nil {
+		t.Fatal("exec worked through a planted symlink")
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the daemon connected to a host socket through a symlink planted in the sandbox")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// /v1/health names the runtimes, whether each is usable, and the default
+// with why; a create that asks for an unknown runtime is refused plainly.
+func TestHealthReportsRuntimes(t *testing.T) {
+	d := startDaemon(t)
+	h, err := d.client.Health(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.DefaultRuntime != "runc" || h.DefaultReason != "set by the configuration" {
+		t.Errorf("default = %q (%q), want runc as the harness configures", h.DefaultRuntime, h.DefaultReason)
+	}
+	usable := map[string]bool{}
+	for _, b := range h.Backends {
+		usable[b.Name] = b.Usable
+		if !b.Usable && b.Reason == "" {
+			t.Errorf("backend %s is not usable and says no reason", b.Name)
+		}
+	}
+	if !usable["runc"] || usable["gvisor"] != (runscBin != "") {
+		t.Errorf("usable = %v, want runc, and gvisor exactly when runsc is here (%q)", usable, runscBin)
+	}
+	_, err = d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Runtime: "kata"})
+	if !client.IsInvalidArgument(err) || !strings.Contains(err.Error(), "runtime must be one of gvisor, runc") {
+		t.Errorf("create with runtime kata: %v, want invalid_argument naming the runtimes", err)
+	}
 }

@@ -17,25 +17,39 @@ import (
 
 // sandboxLayout names the parts of a sandbox's directory.
 type sandboxLayout struct {
-	upper  string // the writable layer
-	work   string // overlayfs' scratch dir
-	rootfs string // the merged root the container sees
-	socket string // the agent's socket, on the host only (see listenAgent)
+	upper     string // the writable layer
+	work      string // overlayfs' scratch dir
+	rootfs    string // the merged root the container sees
+	socketDir string // bind-mounted at AgentSocketDir when the agent listens itself; else ""
+	socket    string // the agent's socket
 }
 
-func layout(dir string) sandboxLayout {
-	return sandboxLayout{
+// layout is the layout of sandbox dir. When the agent listens itself its
+// socket is in socketDir, which the sandbox sees; else the socket is on the
+// host only (see listenAgent).
+func layout(dir string, agentListens bool) sandboxLayout {
+	l := sandboxLayout{
 		upper:  filepath.Join(dir, "upper"),
 		work:   filepath.Join(dir, "work"),
 		rootfs: filepath.Join(dir, "rootfs"),
 		socket: filepath.Join(dir, "agent.sock"),
 	}
+	if agentListens {
+		l.socketDir = filepath.Join(dir, "run")
+		l.socket = filepath.Join(l.socketDir, AgentSocketName)
+	}
+	return l
 }
+
+func (r *Runtime) layout(id string) sandboxLayout { return layout(r.dir(id), r.cfg.AgentListens) }
 
 // mount makes the sandbox's root: the read-only template lower below, the
 // sandbox's own writable layer above, holding files from the start.
 func (l sandboxLayout) mount(lower string, files map[string]backend.File) error {
-	for _, d := range []string{l.upper, l.work, l.rootfs} {
+	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
+		if d == "" {
+			continue
+		}
 		// #nosec G301 -- the sandbox root and its layers must be traversable by its users; the sandbox dir above is 0700
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err

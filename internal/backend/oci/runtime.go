@@ -1,5 +1,5 @@
-// Package oci runs sandboxes with an OCI runtime binary (runc; gVisor's runsc
-// later): it writes a bundle whose root is the template with a private
+// Package oci runs sandboxes with an OCI runtime binary (runc, or gVisor's
+// runsc): it writes a bundle whose root is the template with a private
 // overlay on top, and drives the runtime's command line as containerd does.
 package oci
 
@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
@@ -26,10 +28,24 @@ var _ backend.Backend = (*Runtime)(nil)
 
 // Config configures a Runtime.
 type Config struct {
-	// Name is the backend's name ("runc").
+	// Name is the backend's name ("runc", "gvisor").
 	Name string
 	// Binary is the runtime executable, a path or a name looked up in PATH.
 	Binary string
+	// Install says how to get Binary, for the health report when it is
+	// missing ("apt-get install runc").
+	Install string
+	// Flags go before the subcommand of every invocation, after --root
+	// (runsc: --platform=systrap, --host-uds=all).
+	Flags []string
+	// AgentListens makes the agent listen on a socket of its own, in a host
+	// directory bind-mounted into the sandbox, where by default the daemon
+	// makes the socket and the runtime hands it over (see listenAgent).
+	// gVisor needs it: it cannot accept on a host socket handed in.
+	AgentListens bool
+	// AgentTimeout bounds how long Create waits for an agent that listens
+	// itself to start (10 s).
+	AgentTimeout time.Duration
 	// StateRoot is the runtime's --root: where it keeps container state.
 	StateRoot string
 	// SandboxDir holds one directory per sandbox: bundle, writable layer and
@@ -49,6 +65,9 @@ type Runtime struct {
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.
 func New(cfg Config) *Runtime {
+	if cfg.AgentTimeout == 0 {
+		cfg.AgentTimeout = 10 * time.Second
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -83,7 +102,7 @@ func (r *Runtime) Probe(ctx context.Context) backend.Health {
 	h := backend.Health{Name: r.cfg.Name}
 	path, err := exec.LookPath(r.cfg.Binary)
 	if err != nil {
-		h.Reason = fmt.Sprintf("%s not found in PATH: install it (apt-get install %s)", r.cfg.Binary, r.cfg.Name)
+		h.Reason = fmt.Sprintf("%s not found: %s", r.cfg.Binary, r.cfg.Install)
 		return h
 	}
 	h.Binary = path
@@ -151,23 +170,18 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	}()
 
 	began := time.Now()
-	layer := layout(dir)
+	layer := r.layout(s.ID)
 	if err := layer.mount(s.RootDir, s.Files); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	mounted := time.Now()
-	cfg, err := json.Marshal(specFor(s, r.cfg.AgentExe))
+	cfg, err := json.Marshal(specFor(s, r.cfg.AgentExe, r.cfg.AgentListens, layer.socketDir))
 	if err != nil {
 		return h, fmt.Errorf("encode bundle config: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
 		return h, fmt.Errorf("write bundle config: %w", err)
 	}
-	listener, err := listenAgent(layer.socket)
-	if err != nil {
-		return h, err
-	}
-	defer listener.Close() // the agent has its own copy
 
 	// #nosec G304 -- a file in a sandbox directory Hutch made
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -176,18 +190,58 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	}
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
-	// the log file, so no pipe ties it to us. The listener becomes the
-	// agent's descriptor 3 (see specFor).
-	cmd := r.command(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", dir, containerID(s.ID))
+	// the log file, so no pipe ties it to us.
+	args := []string{"run", "--detach", "--bundle", dir, containerID(s.ID)}
+	var listener *os.File
+	if !r.cfg.AgentListens {
+		if listener, err = listenAgent(layer.socket); err != nil {
+			return h, err
+		}
+		defer listener.Close() // the agent has its own copy
+		// The listener becomes the agent's descriptor 3 (see specFor).
+		args = append([]string{"run", "--preserve-fds", "1"}, args[1:]...)
+	}
+	cmd := r.command(ctx, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.ExtraFiles = []*os.File{listener}
+	if listener != nil {
+		cmd.ExtraFiles = []*os.File{listener}
+	}
 	prepared := time.Now()
 	if err := cmd.Run(); err != nil {
 		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
-	r.log.Debug("sandbox started", "sandbox_id", s.ID,
-		"mount", mounted.Sub(began), "bundle", prepared.Sub(mounted), "runtime", time.Since(prepared))
+	ran := time.Now()
+	if r.cfg.AgentListens {
+		if err := r.waitAgent(ctx, h); err != nil {
+			return h, err
+		}
+	}
+	r.log.Debug("sandbox started", "sandbox_id", s.ID, "mount", mounted.Sub(began),
+		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "agent", time.Since(ran))
 	return h, nil
+}
+
+// waitAgent polls until an agent that listens itself accepts connections.
+// It listens a few milliseconds after the runtime returns; a short fixed
+// interval keeps the wait close to that (a poll is one open and one
+// connect).
+func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.AgentTimeout)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Microsecond)
+	defer tick.Stop()
+	for {
+		conn, err := r.DialAgent(ctx, h)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.Unavailable("the agent of sandbox %s did not start listening: %v%s",
+				h.ID, err, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
+		case <-tick.C:
+		}
+	}
 }
 
 // listenAgent makes the agent's socket at path, listening, and returns it as
@@ -257,8 +311,22 @@ func (r *Runtime) state(ctx context.Context, id string) (containerState, error) 
 // be a socket, and connected to through that very file (its /proc/self/fd
 // link), so nothing can be swapped in between the check and the connect.
 func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
+	// When the agent listens itself, the socket's directory is writable from
+	// inside the sandbox: root there could put a symlink to a host socket in
+	// the socket's place. So the path is opened without following symlinks,
+	// checked to be a socket, and connected to through that very file.
+	socket := r.layout(h.ID).socket
+	fd, err := unix.Open(socket, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errdefs.Unavailable("the agent of sandbox %s is not listening", h.ID)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, errdefs.Unavailable("the agent socket of sandbox %s is not a socket", h.ID)
+	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", layout(r.dir(h.ID)).socket)
+	conn, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 	if err != nil {
 		return nil, errdefs.Unavailable("the agent of sandbox %s is not running", h.ID)
 	}
@@ -290,7 +358,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 		errs = append(errs, err)
 	}
 	dir := r.dir(h.ID)
-	if err := layout(dir).unmount(); err != nil {
+	if err := r.layout(h.ID).unmount(); err != nil {
 		errs = append(errs, err)
 	} else if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
@@ -329,8 +397,9 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 }
 
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
-	// #nosec G204 -- the runtime binary is configuration; arguments are IDs checked by validID and paths Hutch made
-	return exec.CommandContext(ctx, r.cfg.Binary, append([]string{"--root", r.cfg.StateRoot}, args...)...)
+	all := append(append([]string{"--root", r.cfg.StateRoot}, r.cfg.Flags...), args...)
+	// #nosec G204 -- the runtime binary and its flags are configuration; arguments are IDs checked by validID and paths Hutch made
+	return exec.CommandContext(ctx, r.cfg.Binary, all...)
 }
 
 // waitExited waits until process pid has exited (gone, or a zombie waiting

@@ -14,6 +14,11 @@ const (
 	AgentDir = "/.hutch"
 	// AgentBinary is where the daemon's own executable is bind-mounted.
 	AgentBinary = AgentDir + "/hutch"
+	// AgentSocketDir is where a sandbox whose agent listens itself sees the
+	// host directory the agent listens in.
+	AgentSocketDir = AgentDir + "/run"
+	// AgentSocketName is the agent socket's file name.
+	AgentSocketName = "agent.sock"
 )
 
 // capabilities are what processes in a sandbox may hold. Processes run as
@@ -54,8 +59,9 @@ const cpuPeriod = 100000
 
 // specFor builds the OCI runtime config of a sandbox. agentExe is the host
 // path of the binary run as PID 1. The agent serves on descriptor 3, the
-// listening socket the runtime hands over (see listenAgent).
-func specFor(s backend.Spec, agentExe string) *specs.Spec {
+// listening socket the runtime hands over (see listenAgent), unless it
+// listens itself (agentListens) in socketDir, bind-mounted at AgentSocketDir.
+func specFor(s backend.Spec, agentExe string, agentListens bool, socketDir string) *specs.Spec {
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
@@ -70,6 +76,12 @@ func specFor(s backend.Spec, agentExe string) *specs.Spec {
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
 		{Destination: AgentBinary, Type: "bind", Source: agentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+	}
+	agentArgs := []string{AgentBinary, "agent", "--listen-fd", "3"}
+	if agentListens {
+		mounts = append(mounts, specs.Mount{Destination: AgentSocketDir, Type: "bind", Source: socketDir,
+			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+		agentArgs = []string{AgentBinary, "agent", "--socket", AgentSocketDir + "/" + AgentSocketName}
 	}
 	for _, b := range s.Binds {
 		opts := []string{"rbind", "nosuid", "nodev"}
@@ -103,7 +115,7 @@ func specFor(s backend.Spec, agentExe string) *specs.Spec {
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: "rootfs"},
 		Process: &specs.Process{
-			Args: []string{AgentBinary, "agent", "--listen-fd", "3"},
+			Args: agentArgs,
 			Env:  env,
 			Cwd:  "/",
 			User: specs.User{UID: 0, GID: 0},
