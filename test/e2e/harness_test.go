@@ -155,6 +155,11 @@ func startDaemon(t *testing.T) *daemon {
 		logPath: filepath.Join(base, "daemon.log"),
 	}
 	t.Cleanup(func() {
+		if d.cmd != nil && d.cmd.ProcessState != nil {
+			// The test killed the daemon and ended before starting it
+			// again; its sandboxes still run and are deleted through it.
+			d.start()
+		}
 		d.stop()
 		d.assertNothingLeft()
 		if t.Failed() {
