@@ -21,6 +21,7 @@ import (
 // sandbox's writable layer before starting it (/etc/passwd, hosts, …).
 type reference struct {
 	spec  *specs.Spec
+	dir   string // the Hutch sandbox's bundle directory
 	lower string // overlay lowerdir: the template root
 	files []layerFile
 }
@@ -40,7 +41,7 @@ func loadReference(dir string) (*reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read reference bundle: %w", err)
 	}
-	ref := &reference{spec: new(specs.Spec)}
+	ref := &reference{spec: new(specs.Spec), dir: dir}
 	if err := json.Unmarshal(b, ref.spec); err != nil {
 		return nil, fmt.Errorf("decode reference config.json: %w", err)
 	}
@@ -117,7 +118,7 @@ func (r *reference) prepare(dir, name, cgroupParent string, args []string) (*bun
 	if err := unix.Mount("overlay", b.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
 		return b, fmt.Errorf("mount overlay: %w", err)
 	}
-	spec, err := r.specFor(name, cgroupParent, args)
+	spec, err := r.specFor(dir, name, cgroupParent, args)
 	if err != nil {
 		return b, err
 	}
@@ -150,12 +151,13 @@ func writeLayer(root string, files []layerFile) error {
 	return nil
 }
 
-// specFor is the reference config with two changes: the process is args
-// instead of the agent (unless args is nil), and the cgroup is the bench's
-// own (same depth, same limits), since two containers cannot share one.
-// Mounts, namespaces, limits, capabilities, seccomp, masked paths are
-// untouched.
-func (r *reference) specFor(name, cgroupParent string, args []string) (*specs.Spec, error) {
+// specFor is the reference config with three changes: the process is args
+// instead of the agent (unless args is nil); the cgroup is the bench's own
+// (same depth, same limits), since two containers cannot share one; and a
+// bind mount from the reference sandbox's own directory (gVisor's agent
+// socket dir) comes from the same place in this bundle. Namespaces, limits,
+// capabilities, seccomp, masked paths are untouched.
+func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*specs.Spec, error) {
 	b, err := json.Marshal(r.spec)
 	if err != nil {
 		return nil, err
@@ -168,6 +170,17 @@ func (r *reference) specFor(name, cgroupParent string, args []string) (*specs.Sp
 		s.Process.Args = args
 	}
 	s.Linux.CgroupsPath = "/" + cgroupParent + "/" + name
+	for i, m := range s.Mounts {
+		rel, err := filepath.Rel(r.dir, m.Source)
+		if m.Type != "bind" || err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		src := filepath.Join(dir, rel)
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return nil, err
+		}
+		s.Mounts[i].Source = src
+	}
 	return s, nil
 }
 

@@ -33,13 +33,13 @@ var echoArgs = []string{"/usr/bin/echo", "hi"}
 //   - unshare: new pid, mount, net, ipc and uts namespaces and echo, no
 //     cgroups, no root switch: the floor of what isolation costs.
 func (b *bench) measureCreate(ctx context.Context) (section, error) {
-	ref, err := b.reference(ctx)
+	ref, err := b.reference(ctx, "runc")
 	if err != nil {
 		return section{}, err
 	}
 	var post, first []time.Duration
 	hutch := &peer{name: "hutch", run: func(ctx context.Context) (time.Duration, error) {
-		p, f, err := b.hutchCreate(ctx)
+		p, f, err := b.hutchCreate(ctx, "runc")
 		post, first = append(post, p), append(first, f-p)
 		return f, err
 	}}
@@ -88,10 +88,10 @@ func createSection(hutch, post, first, logged, agent, runc, unshare []time.Durat
 
 // hutchCreate times one sandbox from the create call to the first stdout
 // event, returning when the create call answered and when output came.
-func (b *bench) hutchCreate(ctx context.Context) (post, first time.Duration, err error) {
+func (b *bench) hutchCreate(ctx context.Context, runtime string) (post, first time.Duration, err error) {
 	c := b.d.client
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
 	if err != nil {
 		return 0, 0, fmt.Errorf("create sandbox: %w", err)
 	}
@@ -123,10 +123,10 @@ func (b *bench) deleteSandbox(ctx context.Context, id string) error {
 	return nil
 }
 
-// reference creates a Hutch sandbox, copies what its bundle is made of, and
-// deletes it.
-func (b *bench) reference(ctx context.Context) (_ *reference, err error) {
-	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc"})
+// reference creates a Hutch sandbox with runtime, copies what its bundle is
+// made of, and deletes it.
+func (b *bench) reference(ctx context.Context, runtime string) (_ *reference, err error) {
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
 	if err != nil {
 		return nil, fmt.Errorf("create reference sandbox: %w", err)
 	}

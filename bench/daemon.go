@@ -30,7 +30,7 @@ type daemon struct {
 
 // startDaemon runs `hutch serve` on a free loopback port with its data and
 // run directories under base, and waits until it answers.
-func startDaemon(ctx context.Context, bin, base string) (*daemon, error) {
+func startDaemon(ctx context.Context, bin, runsc, base string) (*daemon, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -46,7 +46,11 @@ func startDaemon(ctx context.Context, bin, base string) (*daemon, error) {
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }() // the daemon has its own copy
-	d.cmd = exec.Command(bin, "serve", "--listen", addr, "--data-dir", d.dataDir, "--run-dir", d.runDir)
+	args := []string{"serve", "--listen", addr, "--data-dir", d.dataDir, "--run-dir", d.runDir}
+	if runsc != "" {
+		args = append(args, "--runsc", runsc)
+	}
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Its own process group: a ^C at the terminal reaches only the bench,
 	// which then deletes its sandboxes before it stops the daemon.
@@ -103,6 +107,9 @@ func (d *daemon) sandboxDir(id string) string { return filepath.Join(d.dataDir, 
 
 // runcRoot is the daemon's runc state root.
 func (d *daemon) runcRoot() string { return filepath.Join(d.runDir, "runc") }
+
+// runscRoot is the daemon's state root for gVisor.
+func (d *daemon) runscRoot() string { return filepath.Join(d.runDir, "runsc") }
 
 // containerName is the runc container of a sandbox.
 func containerName(id string) string { return "hutch-" + id }

@@ -33,6 +33,7 @@ type config struct {
 	createN int // iterations of create rows, which are slower
 	warmup  int // untimed iterations before each row
 	memN    int // sandboxes of the memory row
+	gvisorN int // iterations of the gVisor rows, whose deletes take seconds
 }
 
 func main() {
@@ -42,9 +43,10 @@ func main() {
 	flag.IntVar(&cfg.createN, "create-n", 60, "iterations of the create rows")
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
+	flag.IntVar(&cfg.gvisorN, "gvisor-n", 20, "iterations of the gVisor rows (0: skip them)")
 	flag.Parse()
-	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 {
-		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup at least 0")
+	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup and -gvisor-n at least 0")
 		os.Exit(2)
 	}
 
@@ -65,6 +67,7 @@ type bench struct {
 	cfg      config
 	d        *daemon
 	runc     string
+	runsc    string // gVisor's runsc beside the hutch binary, or in PATH; "" skips the gVisor rows
 	unshare  string
 	dir      string // scratch for the runc peer's bundles
 	runcRoot string // the runc peer's own state root
@@ -90,8 +93,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunc)) }()
+	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunsc)) }()
 
-	b.d, err = startDaemon(ctx, cfg.hutch, base)
+	b.d, err = startDaemon(ctx, cfg.hutch, b.runsc, base)
 	if b.d != nil {
 		defer func() { err = errors.Join(err, b.d.stop()) }()
 		defer func() { err = errors.Join(err, cleanup(ctx, b.d.deleteAll)) }()
@@ -112,7 +116,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	var sections []section
 	var err error
-	for _, measure := range []func(context.Context) (section, error){b.measureCreate, b.measureExec, b.measureMemory} {
+	measures := []func(context.Context) (section, error){b.measureCreate, b.measureExec, b.measureMemory}
+	if b.runsc != "" && b.cfg.gvisorN > 0 {
+		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec)
+	} else {
+		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
+	}
+	for _, measure := range measures {
 		var s section
 		if s, err = measure(ctx); err != nil {
 			break
@@ -142,6 +152,11 @@ func (b *bench) checkTools() error {
 	}
 	if b.runc, err = exec.LookPath("runc"); err != nil {
 		return fmt.Errorf("runc: %w (./setup --deps installs it)", err)
+	}
+	if p := filepath.Join(filepath.Dir(b.cfg.hutch), "runsc"); isExecutable(p) {
+		b.runsc = p
+	} else if p, err := exec.LookPath("runsc"); err == nil {
+		b.runsc = p
 	}
 	if b.unshare, err = exec.LookPath("unshare"); err != nil {
 		return fmt.Errorf("unshare: %w (apt-get install util-linux)", err)

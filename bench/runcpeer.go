@@ -129,7 +129,7 @@ func (b *bench) cleanupRunc(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// checkNoContainers reports containers left in either runc state root once
+// checkNoContainers reports containers left in the runc and runsc state roots once
 // the daemon has stopped: sandboxes outlive their daemon, so one that was not
 // deleted would still run.
 func (b *bench) checkNoContainers(ctx context.Context) error {
@@ -137,13 +137,29 @@ func (b *bench) checkNoContainers(ctx context.Context) error {
 	if b.d != nil {
 		roots = append(roots, b.d.runcRoot())
 	}
+	list := func(root string) *exec.Cmd { return exec.CommandContext(ctx, b.runc, "--root", root, "list", "--quiet") }
 	var errs []error
-	for _, root := range roots {
-		out, err := exec.CommandContext(ctx, b.runc, "--root", root, "list", "--quiet").Output()
+	check := func(root string) {
+		out, err := list(root).Output()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("runc --root %s list: %w", root, err))
+			errs = append(errs, fmt.Errorf("list containers in %s: %w", root, err))
 		} else if names := strings.Fields(string(out)); len(names) > 0 {
 			errs = append(errs, fmt.Errorf("containers left in %s: %v", root, names))
+		}
+	}
+	for _, root := range roots {
+		check(root)
+	}
+	if b.runsc != "" {
+		list = func(root string) *exec.Cmd { return b.runscCmd(ctx, root, "list", "--quiet") }
+		roots := []string{b.runscRoot()}
+		if b.d != nil {
+			roots = append(roots, b.d.runscRoot())
+		}
+		for _, root := range roots {
+			if _, err := os.Stat(root); err == nil {
+				check(root)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// runscFlags are the global flags Hutch gives runsc (internal/daemon), so
+// that the gVisor peer runs the same sandbox configuration.
+var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none"}
+
+// runscCmd is runsc with a state root and Hutch's flags.
+func (b *bench) runscCmd(ctx context.Context, root string, args ...string) *exec.Cmd {
+	all := append(append([]string{"--root", root}, runscFlags...), args...)
+	return exec.CommandContext(ctx, b.runsc, all...)
+}
+
+// runscRoot is the gVisor peer's own state root.
+func (b *bench) runscRoot() string { return filepath.Join(b.dir, "runsc") }
+
+// measureGvisorCreate is row (d), row (a) with gVisor: from nothing to the
+// first byte of `echo hi`.
+//
+//   - hutch: POST /v1/sandboxes with "runtime": "gvisor", then the exec as
+//     an SSE stream, until the first stdout event.
+//   - runsc run: the very bundle Hutch would run under gVisor, with echo as
+//     the process and Hutch's runsc flags, in the foreground, until echo's
+//     first byte arrives. Making the bundle is not timed, nor the deletes
+//     (gVisor takes a second or two to tear a sandbox down here).
+func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
+	ref, err := b.reference(ctx, "gvisor")
+	if err != nil {
+		return section{}, err
+	}
+	if err := os.MkdirAll(b.runscRoot(), 0o700); err != nil {
+		return section{}, err
+	}
+	var post []time.Duration
+	hutch := &peer{name: "hutch (gvisor)", run: func(ctx context.Context) (time.Duration, error) {
+		p, f, err := b.hutchCreate(ctx, "gvisor")
+		post = append(post, p)
+		return f, err
+	}}
+	seq := 0
+	runsc := &peer{name: "runsc run", run: func(ctx context.Context) (_ time.Duration, err error) {
+		seq++
+		name := "g" + strconv.Itoa(seq)
+		bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
+		defer func() { err = errors.Join(err, b.runscDelete(ctx, b.runscRoot(), name), bun.remove()) }()
+		if err != nil {
+			return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+		}
+		return firstOutput(b.runscCmd(ctx, b.runscRoot(), "run", "--bundle", bun.dir, name))
+	}}
+	if err := b.interleave(ctx, "(d) gVisor create", b.cfg.gvisorN, hutch, runsc); err != nil {
+		return section{}, err
+	}
+	post = post[b.cfg.warmup:]
+	r := ratio(median(hutch.samples), median(runsc.samples))
+	return section{title: "(d) gVisor: create → first output of `echo hi`", rows: []row{
+		durationRow("hutch: create + exec echo (SSE), to first stdout", hutch.samples),
+		durationRow("  of which POST /v1/sandboxes", post),
+		durationRow("runsc run of the equivalent bundle, to first stdout", runsc.samples),
+		{label: "ratio hutch / runsc run", median: fmtRatio(r), p90: fmtRatio(ratio(p90(hutch.samples), p90(runsc.samples))),
+			target: target(r <= 1.2, "≤ 1.2× runsc run")},
+	}}, nil
+}
+
+// measureGvisorExec is row (e), row (b) with gVisor: `true` in a running
+// gVisor sandbox, through Hutch and through `runsc exec`.
+func (b *bench) measureGvisorExec(ctx context.Context) (_ section, err error) {
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "gvisor"})
+	if err != nil {
+		return section{}, fmt.Errorf("create gVisor sandbox: %w", err)
+	}
+	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
+	hutch := &peer{name: "hutch (gvisor)", run: func(ctx context.Context) (time.Duration, error) {
+		return b.hutchExec(ctx, sb.ID)
+	}}
+	runsc := &peer{name: "runsc exec", run: func(ctx context.Context) (time.Duration, error) {
+		return timeRun(b.runscCmd(ctx, b.d.runscRoot(), "exec", containerName(sb.ID), trueBin))
+	}}
+	if err := b.interleave(ctx, "(e) gVisor exec", b.cfg.n, hutch, runsc); err != nil {
+		return section{}, err
+	}
+	h, r := median(hutch.samples), median(runsc.samples)
+	return section{title: "(e) gVisor: exec round trip of `true` in a running sandbox", rows: []row{
+		durationRow("hutch: POST /exec (JSON round trip)", hutch.samples),
+		durationRow("runsc exec into the same container", runsc.samples),
+		{label: "hutch median", median: fmtDuration(h), target: target(h <= 5*time.Millisecond, "≤ 5 ms")},
+		{label: "ratio runsc exec / hutch", median: fmtRatio(ratio(r, h)), p90: fmtRatio(ratio(p90(runsc.samples), p90(hutch.samples)))},
+	}}, nil
+}
+
+// runscDelete removes a container from a runsc state root if it is still
+// there.
+func (b *bench) runscDelete(ctx context.Context, root, name string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := b.runscCmd(ctx, root, "delete", "--force", name)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") &&
+		!strings.Contains(stderr.String(), "not found") {
+		return fmt.Errorf("runsc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// cleanupRunsc deletes whatever the gVisor peer left in its state root.
+func (b *bench) cleanupRunsc(ctx context.Context) error {
+	if b.runsc == "" {
+		return nil
+	}
+	out, _ := b.runscCmd(ctx, b.runscRoot(), "list", "--quiet").Output()
+	var errs []error
+	for _, name := range strings.Fields(string(out)) {
+		errs = append(errs, b.runscDelete(ctx, b.runscRoot(), name))
+	}
+	return errors.Join(errs...)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
