@@ -17,7 +17,7 @@ import (
 
 // runscFlags are the global flags Hutch gives runsc (internal/daemon), so
 // that the gVisor peer runs the same sandbox configuration.
-var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none"}
+var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"}
 
 // runscCmd is runsc with a state root and Hutch's flags.
 func (b *bench) runscCmd(ctx context.Context, root string, args ...string) *exec.Cmd {

@@ -76,8 +76,9 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			Install: "build it: make runsc (./setup does)",
 			// systrap: the KVM platform needs hardware virtualisation. The
 			// agent creates its socket on the host through the gofer
-			// (host-uds=create); the network is loopback only.
-			Flags:        []string{"--platform=systrap", "--host-uds=create", "--network=none"},
+			// (host-uds=create); the network is loopback only; the bundle's
+			// seccomp profile applies inside gVisor too (oci-seccomp).
+			Flags:        []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"},
 			AgentListens: true,
 			StateRoot:    cfg.stateRoot("runsc"),
 			SandboxDir:   cfg.sandboxDir(),

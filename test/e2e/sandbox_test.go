@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,14 @@ func TestIsolation(t *testing.T) {
 				}},
 			{"its own hostname, also in /etc/hosts", "hostname; grep -c \"$(hostname)\" /etc/hosts; stat -c %a:%U /etc", "",
 				func(r *client.ExecResult) bool { return r.Stdout == sb.ID+"\n1\n755:root\n" }},
+			{"no new user namespace", "unshare -U true", "", func(r *client.ExecResult) bool {
+				return r.ExitCode != 0 && strings.Contains(r.Stderr, "Operation not permitted")
+			}},
+			// bpf(2), keyctl(2) and userfaultfd(2) by number: -1 and EPERM
+			// (1) from the seccomp profile, for root too.
+			{"bpf, keyctl and userfaultfd are closed", rawSyscalls, "root", func(r *client.ExecResult) bool {
+				return r.Stdout == "-1 1\n-1 1\n-1 1\n"
+			}},
 			{"/tmp is sticky", "stat -c %a /tmp", "", func(r *client.ExecResult) bool { return r.Stdout == "1777\n" }},
 			{"memory limit in force", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes", "", func(r *client.ExecResult) bool {
 				return r.Stdout == "536870912\n"
@@ -164,6 +173,9 @@ func TestIsolation(t *testing.T) {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				if tt.command == rawSyscalls && goruntime.GOARCH != "amd64" {
+					t.Skip("the system call numbers in rawSyscalls are x86_64's")
+				}
 				res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: tt.command, User: tt.user})
 				if err != nil {
 					t.Fatal(err)
@@ -330,6 +342,15 @@ func TestExecTimeoutKillsWholeTree(t *testing.T) {
 		}
 	})
 }
+
+// rawSyscalls calls bpf, keyctl and userfaultfd (x86_64 numbers) with
+// python3 and prints each result and errno.
+const rawSyscalls = `python3 -c '
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+for nr, args in ((321, (0, 0, 0)), (250, (0, 0, 0)), (323, (0,))):
+    print(libc.syscall(nr, *args), ctypes.get_errno())
+'`
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)

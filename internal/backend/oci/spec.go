@@ -140,6 +140,10 @@ func specFor(s backend.Spec, agentExe string, agentListens bool, socketDir strin
 			Resources:     &res,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
+			// runc has the host kernel apply it; runsc, given
+			// --oci-seccomp, applies it in gVisor's own kernel, so that a
+			// sandbox behaves alike on both.
+			Seccomp: seccompProfile(),
 		},
 	}
 }
