@@ -53,3 +53,15 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 	}
 	return c.call(ctx, request{method: http.MethodDelete, path: sandboxPath(id)}, nil)
 }
+
+// Stats returns what a running sandbox uses.
+func (c *Client) Stats(ctx context.Context, id string) (*SandboxStats, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var st SandboxStats
+	if err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id) + "/stats"}, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

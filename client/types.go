@@ -157,3 +157,16 @@ type FileEntry struct {
 	ModifiedAt    time.Time `json:"modified_at"`
 	SymlinkTarget string    `json:"symlink_target,omitempty"`
 }
+
+// SandboxStats is the body of GET /v1/sandboxes/{id}/stats: what a running
+// sandbox uses, read from its cgroups and its writable layer. A limit of -1
+// means none.
+type SandboxStats struct {
+	CPUTimeMS        int64 `json:"cpu_time_ms"`
+	MemoryBytes      int64 `json:"memory_bytes"`
+	MemoryPeakBytes  int64 `json:"memory_peak_bytes"`
+	MemoryLimitBytes int64 `json:"memory_limit_bytes"`
+	Pids             int64 `json:"pids"`
+	PidsLimit        int64 `json:"pids_limit"`
+	DiskUsedBytes    int64 `json:"disk_used_bytes"`
+}

@@ -71,6 +71,18 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sandboxJSON(sb))
 }
 
+func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
+	st, err := s.m.Stats(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.SandboxStats{
+		CPUTimeMS: st.CPUTime.Milliseconds(), MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
+		MemoryLimitBytes: st.MemoryLimit, Pids: st.Pids, PidsLimit: st.PidsLimit, DiskUsedBytes: st.DiskUsedBytes,
+	})
+}
+
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	if err := s.m.Delete(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, s.log, err)

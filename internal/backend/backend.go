@@ -7,6 +7,7 @@ package backend
 import (
 	"context"
 	"net"
+	"time"
 )
 
 // Backend runs sandboxes. All methods are safe for concurrent use on different
@@ -40,9 +41,23 @@ type Backend interface {
 	// destroying a sandbox that is already (partly) gone succeeds.
 	Destroy(ctx context.Context, h Handle) error
 
+	// Stats reads what a running sandbox uses.
+	Stats(ctx context.Context, h Handle) (Stats, error)
+
 	// List returns the IDs of every sandbox this backend has on the host,
 	// including ones the caller no longer knows (to clean up after a crash).
 	List(ctx context.Context) ([]string, error)
+}
+
+// Stats is what a sandbox uses, as its cgroups and its writable layer tell.
+type Stats struct {
+	CPUTime       time.Duration // CPU time of all its processes, user and system
+	MemoryBytes   int64         // memory charged now, page cache included
+	MemoryPeak    int64         // the most ever charged
+	MemoryLimit   int64
+	Pids          int64 // tasks (processes and threads) now
+	PidsLimit     int64
+	DiskUsedBytes int64 // what its writable layer holds on disk
 }
 
 // Spec is what a sandbox is made from.

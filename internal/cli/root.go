@@ -96,6 +96,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newCreateCmd(),
 		a.newLsCmd(),
 		a.newInspectCmd(),
+		a.newStatsCmd(),
 		a.newExecCmd(),
 		a.newRunCmd(),
 		a.newRmCmd(),

@@ -17,6 +17,8 @@ type instance struct {
 	id          string
 	idleTimeout time.Duration
 	agent       *agentclient.Client
+	backend     backend.Backend
+	handle      backend.Handle
 
 	mu         sync.Mutex
 	lastActive time.Time
@@ -29,6 +31,8 @@ func (m *Manager) newInstance(rec *store.Sandbox, be backend.Backend, h backend.
 		id:          rec.ID,
 		idleTimeout: rec.IdleTimeout,
 		agent:       agentclient.New(dial),
+		backend:     be,
+		handle:      h,
 		lastActive:  time.Now(),
 	}
 }

@@ -319,6 +319,19 @@ func (m *Manager) setState(ctx context.Context, rec *store.Sandbox, state, reaso
 }
 
 // instance returns the live sandbox id, marking it active for the idle timer.
+// Stats reads what a running sandbox uses. Reading it is not activity: a
+// dashboard that polls stats does not keep a sandbox from its idle timeout.
+func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst == nil {
+		_, err := m.instance(ctx, id) // why not: unknown, or not running
+		return backend.Stats{}, err
+	}
+	return inst.backend.Stats(ctx, inst.handle)
+}
+
 func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	m.mu.Lock()
 	inst := m.live[id]

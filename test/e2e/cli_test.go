@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,9 @@ func TestCLI(t *testing.T) {
 	if out, _, code := d.cli("", "inspect", id); code != 0 || !strings.Contains(out, "256") {
 		t.Fatalf("inspect: %d %q", code, out)
 	}
+	if out, _, code := d.cli("", "stats", id); code != 0 || !strings.Contains(out, "of 256.0 MiB") {
+		t.Fatalf("stats: %d %q", code, out)
+	}
 
 	d.cli("", "fs", "mkdir", id, "notes")
 	if _, stderr, code := d.cli("written by cli\n", "cp", "-", id+":notes/a.txt"); code != 0 {
@@ -62,10 +66,21 @@ func TestCLI(t *testing.T) {
 		t.Fatal("sandbox still there after rm")
 	}
 
-	// run: create, exec, destroy in one go, with the command's exit code.
+	// run: create, exec, destroy in one go, with the command's exit code,
+	// under either runtime.
 	out, _, code = d.cli("", "run", "--", "sh", "-c", "echo ran; exit 3")
 	if code != 3 || out != "ran\n" {
 		t.Fatalf("run: %d %q", code, out)
+	}
+	if runscBin != "" {
+		// gVisor's kernel reports a release of its own, not the host's.
+		host, err := os.ReadFile("/proc/sys/kernel/osrelease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, stderr, code := d.cli("", "run", "--runtime", "gvisor", "--", "uname", "-r"); code != 0 || out == "" || out == string(host) {
+			t.Fatalf("run --runtime gvisor: %d %q %q, want a release other than the host's %q", code, out, stderr, host)
+		}
 	}
 	if out, _, _ := d.cli("", "ls", "-o", "json"); strings.Contains(out, `"id"`) {
 		t.Fatalf("run left a sandbox: %s", out)

@@ -428,3 +428,28 @@ func TestHealthReportsRuntimes(t *testing.T) {
 		t.Errorf("create with runtime kata: %v, want invalid_argument naming the runtimes", err)
 	}
 }
+
+// GET /v1/sandboxes/{id}/stats reads a sandbox's cgroups and writable layer.
+func TestStats(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, MemoryMB: 256, Pids: 200})
+		if res := d.exec(sb.ID, "head -c 3000000 /dev/urandom > blob && sync"); res.ExitCode != 0 {
+			t.Fatalf("write blob: %+v", res)
+		}
+		st, err := d.client.Stats(t.Context(), sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CPUTimeMS <= 0 || st.MemoryBytes <= 0 || st.MemoryPeakBytes < st.MemoryBytes ||
+			st.MemoryLimitBytes != 256<<20 || st.Pids < 1 || st.PidsLimit != 200 || st.DiskUsedBytes < 3000000 {
+			t.Fatalf("stats = %+v, want CPU and memory used, limits 256 MiB and 200, at least 3 MB on disk", st)
+		}
+		if err := d.client.DeleteSandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.client.Stats(t.Context(), sb.ID); !client.IsNotFound(err) {
+			t.Fatalf("stats of a deleted sandbox: %v, want not_found", err)
+		}
+	})
+}
