@@ -93,6 +93,7 @@ type ExecRequest struct {
 // Values of ExecResult.KilledBy and ExecExit.KilledBy.
 const (
 	KilledByTimeout = "timeout"
+	KilledByOOM     = "oom" // the sandbox's memory limit
 	KilledBySignal  = "signal"
 )
 
@@ -107,7 +108,7 @@ type ExecResult struct {
 	TimedOut   bool   `json:"timed_out"`
 	// Truncated is set when stdout or stderr was cut at its 1 MiB cap.
 	Truncated bool `json:"truncated"`
-	// KilledBy is "", KilledByTimeout or KilledBySignal.
+	// KilledBy is "", KilledByOOM, KilledByTimeout or KilledBySignal.
 	KilledBy string `json:"killed_by"`
 }
 
@@ -117,7 +118,7 @@ type ExecExit struct {
 	ExitCode   int   `json:"exit_code"`
 	DurationMS int64 `json:"duration_ms"`
 	TimedOut   bool  `json:"timed_out"`
-	// KilledBy is "", KilledByTimeout or KilledBySignal.
+	// KilledBy is "", KilledByOOM, KilledByTimeout or KilledBySignal.
 	KilledBy string `json:"killed_by"`
 }
 

@@ -44,6 +44,10 @@ type Backend interface {
 	// Stats reads what a running sandbox uses.
 	Stats(ctx context.Context, h Handle) (Stats, error)
 
+	// OOMKills counts the processes the kernel's OOM killer has killed in
+	// the sandbox for its memory limit since it started.
+	OOMKills(ctx context.Context, h Handle) (int64, error)
+
 	// List returns the IDs of every sandbox this backend has on the host,
 	// including ones the caller no longer knows (to clean up after a crash).
 	List(ctx context.Context) ([]string, error)

@@ -50,8 +50,8 @@ type ExecResult struct {
 	ExitCode int
 	Duration time.Duration
 	TimedOut bool
-	// KilledBy is "" when the command exited by itself, "timeout" or
-	// "signal".
+	// KilledBy is "" when the command exited by itself, "oom" (the memory
+	// limit), "timeout" or "signal".
 	KilledBy string
 }
 
@@ -163,7 +163,13 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 				return ExecResult{}, err
 			}
 		case *process.ProcessEvent_End:
-			return endResult(e.End, time.Since(began)), nil
+			res := endResult(e.End, time.Since(began))
+			// 137 either way: killed by SIGKILL, or a shell reporting that
+			// its child was (sh -c runs the command under a shell).
+			if res.ExitCode == 128+int(syscall.SIGKILL) && res.KilledBy != "timeout" && m.oomKilled(ctx, inst) {
+				res.KilledBy = "oom"
+			}
+			return res, nil
 		}
 	}
 	// The stream ended without an end event.
@@ -216,6 +222,25 @@ func endResult(e *process.ProcessEvent_EndEvent, d time.Duration) ExecResult {
 		}
 	}
 	return r
+}
+
+// oomKilled reports whether the sandbox's OOM kill count has grown since it
+// was last looked at: a command that ended with 137 (SIGKILL) meanwhile is
+// put down to the memory limit. (With commands ending at once, one may take the
+// blame for another's OOM kill; the count tells that one happened.)
+func (m *Manager) oomKilled(ctx context.Context, inst *instance) bool {
+	n, err := inst.backend.OOMKills(ctx, inst.handle)
+	if err != nil {
+		m.log.Warn("read OOM kills", attrSandbox, inst.id, "error", err)
+		return false
+	}
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if n > inst.oomKills {
+		inst.oomKills = n
+		return true
+	}
+	return false
 }
 
 // signalNumbers maps Go's names of signals ("killed", as in the agent's

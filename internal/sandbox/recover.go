@@ -66,6 +66,8 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		err := be.Recover(ctx, h)
 		if err == nil {
 			inst := m.newInstance(rec, be, h)
+			// OOM kills from before the restart are no command's.
+			inst.oomKills, _ = be.OOMKills(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
 				m.mu.Lock()
 				m.live[rec.ID] = inst

@@ -453,3 +453,21 @@ func TestStats(t *testing.T) {
 		}
 	})
 }
+
+// A command killed for the sandbox's memory limit says so, and the sandbox
+// goes on. (runc only for now: under gVisor the host's OOM killer takes the
+// whole gVisor sandbox, whose kernel does not yet stop at the limit itself.)
+func TestExecKilledByMemoryLimit(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{Runtime: "runc", MemoryMB: 64})
+	res := d.exec(sb.ID, "python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'")
+	if res.ExitCode != 137 || res.KilledBy != client.KilledByOOM {
+		t.Fatalf("memory bomb: %+v, want exit 137 killed_by oom", res)
+	}
+	if res := d.exec(sb.ID, "kill -9 $$"); res.KilledBy != client.KilledBySignal {
+		t.Fatalf("a SIGKILL after the OOM kill: %+v, want killed_by signal", res)
+	}
+	if res := d.exec(sb.ID, "echo still here"); res.Stdout != "still here\n" {
+		t.Fatalf("after the OOM kill: %+v", res)
+	}
+}

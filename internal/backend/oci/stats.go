@@ -76,6 +76,34 @@ func readCgroupV2(st *backend.Stats, dir string) error {
 	return errors.Join(err1, err2, err3, err4, err5, err6)
 }
 
+// OOMKills reads oom_kill of the sandbox's memory cgroup (memory.oom_control
+// in v1, memory.events in v2).
+func (r *Runtime) OOMKills(_ context.Context, h backend.Handle) (int64, error) {
+	if !validID(h.ID) {
+		return 0, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	rel := filepath.Join("hutch", h.ID)
+	for _, path := range []string{
+		filepath.Join(cgroupRoot, "memory", rel, "memory.oom_control"),
+		filepath.Join(cgroupRoot, rel, "memory.events"),
+	} {
+		b, err := os.ReadFile(path) // #nosec G304 -- a cgroup file of a sandbox Hutch made
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				return strconv.ParseInt(n, 10, 64)
+			}
+		}
+		return 0, fmt.Errorf("%s has no oom_kill count", path)
+	}
+	return 0, errdefs.NotFound("the memory cgroup of sandbox %s is gone", h.ID)
+}
+
 // readInt reads a cgroup file holding one number; "max" (no limit) is -1.
 func readInt(path string) (int64, error) {
 	b, err := os.ReadFile(path) // #nosec G304 -- a cgroup file of a sandbox Hutch made
