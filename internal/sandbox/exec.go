@@ -118,6 +118,9 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stream, err := inst.agent.Process.Start(sctx, start)
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return ExecResult{}, m.lostAgent(ctx, inst, err)
+	}
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -178,9 +181,9 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 		return ExecResult{}, ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		return ExecResult{}, m.lostAgent(ctx, inst, fmt.Errorf("exec in sandbox %s: %w", id, err))
 	}
-	return ExecResult{}, errdefs.Unavailable("the agent of sandbox %s ended the command's stream early", id)
+	return ExecResult{}, m.lostAgent(ctx, inst, errdefs.Unavailable("the agent of sandbox %s ended the command's stream early", id))
 }
 
 // feedStdin writes the request's stdin and closes it. It runs beside the

@@ -318,7 +318,6 @@ func (m *Manager) setState(ctx context.Context, rec *store.Sandbox, state, reaso
 	}
 }
 
-// instance returns the live sandbox id, marking it active for the idle timer.
 // Stats reads what a running sandbox uses. Reading it is not activity: a
 // dashboard that polls stats does not keep a sandbox from its idle timeout.
 func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
@@ -332,6 +331,7 @@ func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
 	return inst.backend.Stats(ctx, inst.handle)
 }
 
+// instance returns the live sandbox id, marking it active for the idle timer.
 func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	m.mu.Lock()
 	inst := m.live[id]
@@ -345,6 +345,36 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 		return nil, err
 	}
 	return nil, errdefs.FailedPrecondition("sandbox %s is %s, not running%s", id, rec.State, reasonSuffix(rec.StateReason))
+}
+
+// lostAgent is what a call whose connection to the agent broke returns.
+// The agent is the sandbox's PID 1: when a fresh connection finds it gone,
+// the sandbox has stopped (under gVisor, a memory bomb takes the whole
+// sandbox), so it is marked error and cleaned up, and the call says so.
+// When the agent answers, err stands.
+func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) error {
+	inst.agent.CloseIdleConnections()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	herr := inst.agent.Health(hctx)
+	cancel()
+	if herr == nil {
+		return err
+	}
+	const reason = "its agent stopped while a command ran (a gVisor sandbox stops so when it goes over its memory limit)"
+	m.mu.Lock()
+	delete(m.live, inst.id)
+	m.mu.Unlock()
+	inst.close()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if rec, gerr := m.store.GetSandbox(cctx, inst.id); gerr == nil {
+		m.setState(cctx, rec, store.StateError, reason)
+	}
+	if derr := inst.backend.Destroy(cctx, inst.handle); derr != nil {
+		m.log.Error("clean up stopped sandbox", attrSandbox, inst.id, "error", derr)
+	}
+	m.log.Warn("sandbox stopped", attrSandbox, inst.id, "reason", reason)
+	return errdefs.Unavailable("sandbox %s stopped: %s", inst.id, reason)
 }
 
 func reasonSuffix(reason string) string {

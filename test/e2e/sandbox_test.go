@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -469,5 +470,25 @@ func TestExecKilledByMemoryLimit(t *testing.T) {
 	}
 	if res := d.exec(sb.ID, "echo still here"); res.Stdout != "still here\n" {
 		t.Fatalf("after the OOM kill: %+v", res)
+	}
+}
+
+// Under gVisor a memory bomb takes the whole sandbox down (the host's OOM
+// killer ends gVisor's kernel). The call says so, the sandbox is marked
+// error with the reason, and deleting it leaves nothing.
+func TestGvisorMemoryBombStopsSandbox(t *testing.T) {
+	if runscBin == "" {
+		t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
+	}
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor", MemoryMB: 64})
+	_, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'"})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != client.CodeUnavailable || !strings.Contains(apiErr.Message, "stopped") {
+		t.Fatalf("memory bomb under gVisor: %v, want unavailable saying the sandbox stopped", err)
+	}
+	got, err := d.client.GetSandbox(t.Context(), sb.ID)
+	if err != nil || got.State != client.StateError || got.StateReason == "" {
+		t.Fatalf("after the memory bomb: %+v, %v; want state error with a reason", got, err)
 	}
 }
