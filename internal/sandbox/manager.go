@@ -349,8 +349,8 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 
 // lostAgent is what a call whose connection to the agent broke returns.
 // The agent is the sandbox's PID 1: when a fresh connection finds it gone,
-// the sandbox has stopped (under gVisor, a memory bomb takes the whole
-// sandbox), so it is marked error and cleaned up, and the call says so.
+// the sandbox has stopped (under gVisor, a memory or fork bomb takes the
+// whole sandbox), so it is marked error and cleaned up, and the call says so.
 // When the agent answers, err stands.
 func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) error {
 	inst.agent.CloseIdleConnections()
@@ -360,7 +360,7 @@ func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) erro
 	if herr == nil {
 		return err
 	}
-	const reason = "its agent stopped while a command ran (a gVisor sandbox stops so when it goes over its memory limit)"
+	const reason = "its agent stopped while a command ran (a gVisor sandbox stops like this when it exhausts its memory or process limit)"
 	m.mu.Lock()
 	delete(m.live, inst.id)
 	m.mu.Unlock()
