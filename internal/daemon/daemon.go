@@ -78,12 +78,13 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			// agent creates its socket on the host through the gofer
 			// (host-uds=create); the network is loopback only; the bundle's
 			// seccomp profile applies inside gVisor too (oci-seccomp).
-			Flags:        []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"},
-			AgentListens: true,
-			StateRoot:    cfg.stateRoot("runsc"),
-			SandboxDir:   cfg.sandboxDir(),
-			AgentExe:     exe,
-			Logger:       log,
+			Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"},
+			AgentListens:          true,
+			KernelCountsProcesses: true,
+			StateRoot:             cfg.stateRoot("runsc"),
+			SandboxDir:            cfg.sandboxDir(),
+			AgentExe:              exe,
+			Logger:                log,
 		}),
 	}
 	unusable := map[string]string{}

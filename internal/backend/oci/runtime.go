@@ -43,6 +43,11 @@ type Config struct {
 	// makes the socket and the runtime hands it over (see listenAgent).
 	// gVisor needs it: it cannot accept on a host socket handed in.
 	AgentListens bool
+	// KernelCountsProcesses means the runtime is a kernel of its own
+	// (gVisor) whose host tasks are not the sandbox's processes: the process
+	// limit is then RLIMIT_NPROC inside, and the cgroup's pids limit leaves
+	// room for the runtime's own threads and stubs (see specFor).
+	KernelCountsProcesses bool
 	// AgentTimeout bounds how long Create waits for an agent that listens
 	// itself to start (10 s).
 	AgentTimeout time.Duration
@@ -175,7 +180,7 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	mounted := time.Now()
-	cfg, err := json.Marshal(specFor(s, r.cfg.AgentExe, r.cfg.AgentListens, layer.socketDir))
+	cfg, err := json.Marshal(specFor(s, r.cfg, layer.socketDir))
 	if err != nil {
 		return h, fmt.Errorf("encode bundle config: %w", err)
 	}

@@ -57,11 +57,19 @@ var readonlyPaths = []string{
 // cpuPeriod is the CFS period the CPU limit is expressed in, in µs.
 const cpuPeriod = 100000
 
-// specFor builds the OCI runtime config of a sandbox. agentExe is the host
+// gvisorHostTasks is the room a gVisor sandbox's cgroup leaves above its
+// process limit for gVisor's own host tasks: an idle sandbox has ~100
+// (Sentry and gofer threads), and the systrap platform adds a stub process
+// per address space inside.
+const gvisorHostTasks = 512
+
+// specFor builds the OCI runtime config of a sandbox. c.AgentExe is the host
 // path of the binary run as PID 1. The agent serves on descriptor 3, the
 // listening socket the runtime hands over (see listenAgent), unless it
-// listens itself (agentListens) in socketDir, bind-mounted at AgentSocketDir.
-func specFor(s backend.Spec, agentExe string, agentListens bool, socketDir string) *specs.Spec {
+// listens itself (c.AgentListens) in socketDir, bind-mounted at
+// AgentSocketDir.
+func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
+	agentExe, agentListens := c.AgentExe, c.AgentListens
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
@@ -102,8 +110,17 @@ func specFor(s backend.Spec, agentExe string, agentListens bool, socketDir strin
 		period := uint64(cpuPeriod)
 		res.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
 	}
+	var rlimits []specs.POSIXRlimit
 	if s.Limits.Pids > 0 {
 		limit := s.Limits.Pids
+		if c.KernelCountsProcesses {
+			// Inside gVisor the limit is per user, on the sandbox's own
+			// processes; the host's pids limit must not starve gVisor.
+			// #nosec G115 -- limits are checked positive and small by the manager
+			n := uint64(limit)
+			rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
+			limit += gvisorHostTasks
+		}
 		res.Pids = &specs.LinuxPids{Limit: &limit}
 	}
 	// No devices but the defaults the runtime always creates
@@ -125,6 +142,7 @@ func specFor(s backend.Spec, agentExe string, agentListens bool, socketDir strin
 				Permitted: capabilities,
 			},
 			NoNewPrivileges: true,
+			Rlimits:         rlimits,
 		},
 		Mounts: mounts,
 		Linux: &specs.Linux{
