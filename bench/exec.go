@@ -36,7 +36,7 @@ func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
 		return b.hutchExec(ctx, sb.ID)
 	}}
 	runc := &peer{name: "runc exec", run: func(ctx context.Context) (time.Duration, error) {
-		return timeRun(exec.CommandContext(ctx, b.runc, "--root", b.d.runcRoot(), "exec", containerName(sb.ID), trueBin))
+		return timeRun(b.runcCmd(ctx, b.d.runcRoot(), "exec", containerName(sb.ID), trueBin))
 	}}
 	bare := &peer{name: "bare", run: func(ctx context.Context) (time.Duration, error) {
 		return timeRun(exec.CommandContext(ctx, trueBin))

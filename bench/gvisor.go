@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/client"
@@ -56,7 +54,7 @@ func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
 		seq++
 		name := "g" + strconv.Itoa(seq)
 		bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
-		defer func() { err = errors.Join(err, b.runscDelete(ctx, b.runscRoot(), name), bun.remove()) }()
+		defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
 		if err != nil {
 			return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
 		}
@@ -102,32 +100,12 @@ func (b *bench) measureGvisorExec(ctx context.Context) (_ section, err error) {
 	}}, nil
 }
 
-// runscDelete removes a container from a runsc state root if it is still
-// there.
-func (b *bench) runscDelete(ctx context.Context, root, name string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := b.runscCmd(ctx, root, "delete", "--force", name)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") &&
-		!strings.Contains(stderr.String(), "not found") {
-		return fmt.Errorf("runsc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
 // cleanupRunsc deletes whatever the gVisor peer left in its state root.
 func (b *bench) cleanupRunsc(ctx context.Context) error {
 	if b.runsc == "" {
 		return nil
 	}
-	out, _ := b.runscCmd(ctx, b.runscRoot(), "list", "--quiet").Output()
-	var errs []error
-	for _, name := range strings.Fields(string(out)) {
-		errs = append(errs, b.runscDelete(ctx, b.runscRoot(), name))
-	}
-	return errors.Join(errs...)
+	return deleteContainers(ctx, b.runscCmd, b.runscRoot())
 }
 
 func isExecutable(path string) bool {

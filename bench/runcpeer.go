@@ -23,7 +23,7 @@ func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Du
 	if err != nil {
 		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
-	return firstOutput(exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--bundle", bun.dir, name))
+	return firstOutput(b.runcCmd(ctx, b.runcRoot, "run", "--bundle", bun.dir, name))
 }
 
 // runcAgentReady times `runc run --detach` of a fresh equivalent bundle
@@ -49,7 +49,7 @@ func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ 
 		return 0, err
 	}
 	defer func() { _ = listener.Close() }() // the agent has its own copy
-	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "run", "--detach", "--preserve-fds", "1", "--bundle", bun.dir, name)
+	cmd := b.runcCmd(ctx, b.runcRoot, "run", "--detach", "--preserve-fds", "1", "--bundle", bun.dir, name)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{listener}
 	start := time.Now()
@@ -98,28 +98,55 @@ func agentHealth(ctx context.Context, socket string, timeout time.Duration) erro
 	return nil
 }
 
+// runtimeCmd makes a command of a runtime's CLI with its state root.
+type runtimeCmd func(ctx context.Context, root string, args ...string) *exec.Cmd
+
+// runcCmd is runc with a state root.
+func (b *bench) runcCmd(ctx context.Context, root string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, b.runc, append([]string{"--root", root}, args...)...)
+}
+
 // runcDelete removes a container from the bench's runc root if it is still
 // there; `runc run` in the foreground normally deletes it itself.
 func (b *bench) runcDelete(ctx context.Context, name string) error {
+	return deleteContainer(ctx, b.runcCmd, b.runcRoot, name)
+}
+
+// deleteContainer removes container name from a runtime's state root if it
+// is still there, even when ctx has ended (^C).
+func deleteContainer(ctx context.Context, cmd runtimeCmd, root, name string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "delete", "--force", name)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
-		return fmt.Errorf("runc delete %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	c := cmd(ctx, root, "delete", "--force", name)
+	c.Stderr = &stderr
+	if err := c.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") &&
+		!strings.Contains(stderr.String(), "not found") {
+		return fmt.Errorf("%s delete %s: %w: %s", filepath.Base(c.Path), name, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// containersIn lists the containers in a runtime's state root.
+func containersIn(ctx context.Context, cmd runtimeCmd, root string) ([]string, error) {
+	out, err := cmd(ctx, root, "list", "--quiet").Output()
+	return strings.Fields(string(out)), err
+}
+
+// deleteContainers removes every container in a runtime's state root.
+func deleteContainers(ctx context.Context, cmd runtimeCmd, root string) error {
+	names, _ := containersIn(ctx, cmd, root)
+	var errs []error
+	for _, name := range names {
+		errs = append(errs, deleteContainer(ctx, cmd, root, name))
+	}
+	return errors.Join(errs...)
 }
 
 // cleanupRunc removes whatever the runc peer left: containers in the bench's
 // state root, mounts under its directory, its cgroups.
 func (b *bench) cleanupRunc(ctx context.Context) error {
-	var errs []error
-	out, _ := exec.CommandContext(ctx, b.runc, "--root", b.runcRoot, "list", "--quiet").Output()
-	for _, name := range strings.Fields(string(out)) {
-		errs = append(errs, b.runcDelete(ctx, name))
-	}
+	errs := []error{deleteContainers(ctx, b.runcCmd, b.runcRoot)}
 	points, err := mountsUnder(b.dir)
 	errs = append(errs, err)
 	for _, p := range points {
@@ -129,36 +156,31 @@ func (b *bench) cleanupRunc(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// checkNoContainers reports containers left in the runc and runsc state roots once
-// the daemon has stopped: sandboxes outlive their daemon, so one that was not
-// deleted would still run.
+// checkNoContainers reports containers left in the runc and runsc state
+// roots once the daemon has stopped: sandboxes outlive their daemon, so one
+// that was not deleted would still run.
 func (b *bench) checkNoContainers(ctx context.Context) error {
-	roots := []string{b.runcRoot}
-	if b.d != nil {
-		roots = append(roots, b.d.runcRoot())
-	}
-	list := func(root string) *exec.Cmd { return exec.CommandContext(ctx, b.runc, "--root", root, "list", "--quiet") }
 	var errs []error
-	check := func(root string) {
-		out, err := list(root).Output()
+	check := func(cmd runtimeCmd, root string) {
+		names, err := containersIn(ctx, cmd, root)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list containers in %s: %w", root, err))
-		} else if names := strings.Fields(string(out)); len(names) > 0 {
+		} else if len(names) > 0 {
 			errs = append(errs, fmt.Errorf("containers left in %s: %v", root, names))
 		}
 	}
-	for _, root := range roots {
-		check(root)
+	check(b.runcCmd, b.runcRoot)
+	if b.d != nil {
+		check(b.runcCmd, b.d.runcRoot())
 	}
 	if b.runsc != "" {
-		list = func(root string) *exec.Cmd { return b.runscCmd(ctx, root, "list", "--quiet") }
 		roots := []string{b.runscRoot()}
 		if b.d != nil {
 			roots = append(roots, b.d.runscRoot())
 		}
 		for _, root := range roots {
 			if _, err := os.Stat(root); err == nil {
-				check(root)
+				check(b.runscCmd, root)
 			}
 		}
 	}

@@ -71,13 +71,21 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
+// requireGvisor skips a test when runsc is not here.
+func requireGvisor(t *testing.T) {
+	t.Helper()
+	if runscBin == "" {
+		t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
+	}
+}
+
 // forEachRuntime runs test once per runtime, as a subtest named after it.
 // Without runsc the gvisor subtest is skipped, saying so.
 func forEachRuntime(t *testing.T, test func(t *testing.T, runtime string)) {
 	for _, rt := range []string{"runc", "gvisor"} {
 		t.Run(rt, func(t *testing.T) {
-			if rt == "gvisor" && runscBin == "" {
-				t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
+			if rt == "gvisor" {
+				requireGvisor(t)
 			}
 			test(t, rt)
 		})

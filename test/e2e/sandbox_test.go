@@ -362,9 +362,7 @@ func sha256Hex(b []byte) string {
 // write. A symlink planted at the socket's name must not make the daemon
 // connect to a socket of the host's.
 func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
-	if runscBin == "" {
-		t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
-	}
+	requireGvisor(t)
 	d := startDaemon(t)
 	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor"})
 
@@ -483,9 +481,7 @@ func TestExecKilledByMemoryLimit(t *testing.T) {
 // killer ends gVisor's kernel). The call says so, the sandbox is marked
 // error with the reason, and deleting it leaves nothing.
 func TestGvisorMemoryBombStopsSandbox(t *testing.T) {
-	if runscBin == "" {
-		t.Skip("gVisor tests need runsc: make runsc (./setup --deps builds it)")
-	}
+	requireGvisor(t)
 	d := startDaemon(t)
 	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor", MemoryMB: 64})
 	_, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "python3 -c 'x = []\nwhile True: x.append(bytearray(1 << 20))'"})

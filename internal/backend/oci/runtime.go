@@ -196,7 +196,7 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
 	// the log file, so no pipe ties it to us.
-	args := []string{"run", "--detach", "--bundle", dir, containerID(s.ID)}
+	flags := []string{"run", "--detach", "--bundle", dir}
 	var listener *os.File
 	if !r.cfg.AgentListens {
 		if listener, err = listenAgent(layer.socket); err != nil {
@@ -204,9 +204,9 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		}
 		defer listener.Close() // the agent has its own copy
 		// The listener becomes the agent's descriptor 3 (see specFor).
-		args = append([]string{"run", "--preserve-fds", "1"}, args[1:]...)
+		flags = append(flags, "--preserve-fds", "1")
 	}
-	cmd := r.command(ctx, args...)
+	cmd := r.command(ctx, append(flags, containerID(s.ID))...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if listener != nil {
 		cmd.ExtraFiles = []*os.File{listener}

@@ -69,7 +69,6 @@ const gvisorHostTasks = 512
 // listens itself (c.AgentListens) in socketDir, bind-mounted at
 // AgentSocketDir.
 func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
-	agentExe, agentListens := c.AgentExe, c.AgentListens
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
@@ -83,10 +82,10 @@ func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-		{Destination: AgentBinary, Type: "bind", Source: agentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		{Destination: AgentBinary, Type: "bind", Source: c.AgentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	}
 	agentArgs := []string{AgentBinary, "agent", "--listen-fd", "3"}
-	if agentListens {
+	if c.AgentListens {
 		mounts = append(mounts, specs.Mount{Destination: AgentSocketDir, Type: "bind", Source: socketDir,
 			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 		agentArgs = []string{AgentBinary, "agent", "--socket", AgentSocketDir + "/" + AgentSocketName}

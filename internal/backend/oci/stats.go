@@ -43,37 +43,42 @@ func (r *Runtime) Stats(ctx context.Context, h backend.Handle) (backend.Stats, e
 }
 
 func readCgroupV1(st *backend.Stats, rel string) error {
-	v1 := func(controller, file string) (int64, error) {
-		return readInt(filepath.Join(cgroupRoot, controller, rel, file))
-	}
-	cpu, err1 := v1("cpuacct", "cpuacct.usage") // ns
-	st.CPUTime = time.Duration(cpu)
-	var err2, err3, err4, err5, err6 error
-	st.MemoryBytes, err2 = v1("memory", "memory.usage_in_bytes")
-	st.MemoryPeak, err3 = v1("memory", "memory.max_usage_in_bytes")
-	st.MemoryLimit, err4 = v1("memory", "memory.limit_in_bytes")
-	st.Pids, err5 = v1("pids", "pids.current")
-	st.PidsLimit, err6 = v1("pids", "pids.max")
-	return errors.Join(err1, err2, err3, err4, err5, err6)
+	var r numbers
+	v1 := func(controller, file string) int64 { return r.read(filepath.Join(cgroupRoot, controller, rel, file)) }
+	st.CPUTime = time.Duration(v1("cpuacct", "cpuacct.usage")) // ns
+	st.MemoryBytes = v1("memory", "memory.usage_in_bytes")
+	st.MemoryPeak = v1("memory", "memory.max_usage_in_bytes")
+	st.MemoryLimit = v1("memory", "memory.limit_in_bytes")
+	st.Pids = v1("pids", "pids.current")
+	st.PidsLimit = v1("pids", "pids.max")
+	return r.err
 }
 
 func readCgroupV2(st *backend.Stats, dir string) error {
-	v2 := func(file string) (int64, error) { return readInt(filepath.Join(dir, file)) }
-	var err1, err2, err3, err4, err5 error
-	st.MemoryBytes, err1 = v2("memory.current")
-	st.MemoryPeak, err2 = v2("memory.peak")
-	st.MemoryLimit, err3 = v2("memory.max")
-	st.Pids, err4 = v2("pids.current")
-	st.PidsLimit, err5 = v2("pids.max")
-	b, err6 := os.ReadFile(filepath.Join(dir, "cpu.stat")) // #nosec G304 -- a cgroup file of a sandbox Hutch made
-	for _, line := range strings.Split(string(b), "\n") {
-		if us, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			n, err := strconv.ParseInt(us, 10, 64)
-			err6 = errors.Join(err6, err)
-			st.CPUTime = time.Duration(n) * time.Microsecond
-		}
-	}
-	return errors.Join(err1, err2, err3, err4, err5, err6)
+	var r numbers
+	v2 := func(file string) int64 { return r.read(filepath.Join(dir, file)) }
+	st.CPUTime = time.Duration(r.field(filepath.Join(dir, "cpu.stat"), "usage_usec")) * time.Microsecond
+	st.MemoryBytes = v2("memory.current")
+	st.MemoryPeak = v2("memory.peak")
+	st.MemoryLimit = v2("memory.max")
+	st.Pids = v2("pids.current")
+	st.PidsLimit = v2("pids.max")
+	return r.err
+}
+
+// numbers reads numbers from cgroup files, gathering the errors.
+type numbers struct{ err error }
+
+func (n *numbers) read(path string) int64 {
+	v, err := readInt(path)
+	n.err = errors.Join(n.err, err)
+	return v
+}
+
+func (n *numbers) field(path, key string) int64 {
+	v, err := readField(path, key)
+	n.err = errors.Join(n.err, err)
+	return v
 }
 
 // OOMKills reads oom_kill of the sandbox's memory cgroup (memory.oom_control
@@ -87,21 +92,27 @@ func (r *Runtime) OOMKills(_ context.Context, h backend.Handle) (int64, error) {
 		filepath.Join(cgroupRoot, "memory", rel, "memory.oom_control"),
 		filepath.Join(cgroupRoot, rel, "memory.events"),
 	} {
-		b, err := os.ReadFile(path) // #nosec G304 -- a cgroup file of a sandbox Hutch made
-		if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if err != nil {
-			return 0, err
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if n, ok := strings.CutPrefix(line, "oom_kill "); ok {
-				return strconv.ParseInt(n, 10, 64)
-			}
-		}
-		return 0, fmt.Errorf("%s has no oom_kill count", path)
+		return readField(path, "oom_kill")
 	}
 	return 0, errdefs.NotFound("the memory cgroup of sandbox %s is gone", h.ID)
+}
+
+// readField reads the number after key in a cgroup file of "key number"
+// lines (memory.oom_control, memory.events, cpu.stat).
+func readField(path, key string) (int64, error) {
+	b, err := os.ReadFile(path) // #nosec G304 -- a cgroup file of a sandbox Hutch made
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if n, ok := strings.CutPrefix(line, key+" "); ok {
+			return strconv.ParseInt(n, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s has no %s", path, key)
 }
 
 // readInt reads a cgroup file holding one number; "max" (no limit) is -1.
