@@ -15,7 +15,7 @@ import (
 
 // runscFlags are the global flags Hutch gives runsc (internal/daemon), so
 // that the gVisor peer runs the same sandbox configuration.
-var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"}
+var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"}
 
 // runscCmd is runsc with a state root and Hutch's flags.
 func (b *bench) runscCmd(ctx context.Context, root string, args ...string) *exec.Cmd {

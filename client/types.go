@@ -44,6 +44,7 @@ type Sandbox struct {
 	CPUs         float64           `json:"cpus"`
 	MemoryMB     int64             `json:"memory_mb"`
 	Pids         int64             `json:"pids"`
+	DiskMB       int64             `json:"disk_mb"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
@@ -51,16 +52,18 @@ type Sandbox struct {
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take
-// the daemon's defaults: template "host", 1 CPU, 512 MiB, 256 pids, 300 s
-// idle timeout.
+// the daemon's defaults: template "host", 1 CPU, 512 MiB, 256 pids, a
+// 2048 MiB disk, 300 s idle timeout.
 type CreateSandboxRequest struct {
 	Template string `json:"template,omitempty"`
 	// Runtime is "runc" or "gvisor"; empty means the daemon's default
 	// (Health.DefaultRuntime).
-	Runtime      string            `json:"runtime,omitempty"`
-	CPUs         float64           `json:"cpus,omitempty"`
-	MemoryMB     int64             `json:"memory_mb,omitempty"`
-	Pids         int64             `json:"pids,omitempty"`
+	Runtime  string  `json:"runtime,omitempty"`
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
+	// DiskMB bounds the sandbox's writable layer, /tmp included.
+	DiskMB       int64             `json:"disk_mb,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	IdleTimeoutS int64             `json:"idle_timeout_s,omitempty"`

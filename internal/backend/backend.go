@@ -61,7 +61,7 @@ type Stats struct {
 	MemoryLimit   int64
 	Pids          int64 // tasks (processes and threads) now
 	PidsLimit     int64
-	DiskUsedBytes int64 // what its writable layer holds on disk
+	DiskUsedBytes int64 // what its writable layer holds
 }
 
 // Spec is what a sandbox is made from.
@@ -106,6 +106,9 @@ type Limits struct {
 	CPUs        float64
 	MemoryBytes int64
 	Pids        int64
+	// DiskBytes bounds what the sandbox's writable layer holds, /tmp
+	// included: past it, writes fail with ENOSPC inside.
+	DiskBytes int64
 }
 
 // Handle identifies a created sandbox. State is opaque to everyone but the

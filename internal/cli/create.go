@@ -17,6 +17,7 @@ type createFlags struct {
 	cpus        float64
 	memoryMB    int64
 	pids        int64
+	diskMB      int64
 	env         []string
 	meta        []string
 	idleTimeout time.Duration
@@ -29,6 +30,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPUs (default 1)")
 	fl.Int64Var(&f.memoryMB, "memory", 0, "memory limit in MiB (default 512)")
 	fl.Int64Var(&f.pids, "pids", 0, "process limit (default 256)")
+	fl.Int64Var(&f.diskMB, "disk", 0, "size limit of the sandbox's files in MiB, /tmp included (default 2048)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable `K=V` (or K, taken from here); repeatable")
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "stop the sandbox after this long without activity (default 5m)")
@@ -41,6 +43,7 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		CPUs:     f.cpus,
 		MemoryMB: f.memoryMB,
 		Pids:     f.pids,
+		DiskMB:   f.diskMB,
 	}
 	if f.idleTimeout < 0 {
 		return req, usageErrorf(cmd, "--idle-timeout must not be negative")

@@ -37,6 +37,7 @@ func (a *app) newInspectCmd() *cobra.Command {
 			t.row("CPUs:", strconv.FormatFloat(sb.CPUs, 'f', -1, 64))
 			t.row("Memory:", fmt.Sprintf("%d MiB", sb.MemoryMB))
 			t.row("Pids:", strconv.FormatInt(sb.Pids, 10))
+			t.row("Disk:", fmt.Sprintf("%d MiB", sb.DiskMB))
 			t.row("Idle timeout:", (time.Duration(sb.IdleTimeoutS) * time.Second).String())
 			t.row("Created:", sb.CreatedAt.Local().Format(time.RFC3339))
 			t.row("Updated:", sb.UpdatedAt.Local().Format(time.RFC3339))

@@ -101,6 +101,7 @@ func (c Config) dbPath() string      { return filepath.Join(c.DataDir, "hutch.db
 func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key") }
 func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
 func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
+func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }
 func (c Config) socketPath() string  { return filepath.Join(c.RunDir, "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
 	return filepath.Join(c.RunDir, runtime)

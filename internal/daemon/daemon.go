@@ -23,10 +23,16 @@ import (
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
 )
+
+// readyDisks is how many disks of the default size are kept made ahead: a
+// create takes one, and one more covers the next create while the first is
+// remade (~25 ms).
+const readyDisks = 2
 
 // shutdownTimeout bounds how long in-flight requests may take to finish.
 const shutdownTimeout = 10 * time.Second
@@ -60,6 +66,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent: %w", err)
 	}
+	disks, err := disk.NewPool(cfg.diskDir(), sandbox.DefaultDiskMB, readyDisks, log)
+	if err != nil {
+		return err
+	}
 	backends := []backend.Backend{
 		oci.New(oci.Config{
 			Name:       "runc",
@@ -67,6 +77,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			Install:    "install it: apt-get install runc",
 			StateRoot:  cfg.stateRoot("runc"),
 			SandboxDir: cfg.sandboxDir(),
+			Disks:      disks,
 			AgentExe:   exe,
 			Logger:     log,
 		}),
@@ -78,11 +89,16 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			// agent creates its socket on the host through the gofer
 			// (host-uds=create); the network is loopback only; the bundle's
 			// seccomp profile applies inside gVisor too (oci-seccomp).
-			Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp"},
+			// overlay2=none: the root's writes go to the sandbox's disk
+			// like runc's, within its limit, not to gVisor's own overlay
+			// in a file that gVisor does not survive filling the disk.
+			Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"},
 			AgentListens:          true,
+			MountsTmpfsAtTmp:      true,
 			KernelCountsProcesses: true,
 			StateRoot:             cfg.stateRoot("runsc"),
 			SandboxDir:            cfg.sandboxDir(),
+			Disks:                 disks,
 			AgentExe:              exe,
 			Logger:                log,
 		}),
@@ -135,6 +151,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		})
 	}
 	g.Go(func() error { return mgr.Run(gctx) })
+	g.Go(func() error { return disks.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")

@@ -28,12 +28,15 @@ const (
 	DefaultCPUs        = 1.0
 	DefaultMemoryMB    = 512
 	DefaultPids        = 256
+	DefaultDiskMB      = 2048
 	DefaultIdleTimeout = 300 * time.Second
 
 	minMemoryMB    = 32
 	maxMemoryMB    = 1 << 20
 	minPids        = 16
 	maxPids        = 1 << 16
+	minDiskMB      = 64      // ext4's own structures need a few MiB
+	maxDiskMB      = 1 << 20 // 1 TiB
 	maxIdleTimeout = 30 * 24 * time.Hour
 )
 
@@ -135,6 +138,7 @@ type CreateOptions struct {
 	CPUs        float64
 	MemoryMB    int64
 	Pids        int64
+	DiskMB      int64
 	Env         map[string]string
 	Metadata    map[string]string
 	IdleTimeout time.Duration
@@ -167,6 +171,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if o.Pids == 0 {
 		o.Pids = DefaultPids
 	}
+	if o.DiskMB == 0 {
+		o.DiskMB = DefaultDiskMB
+	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
@@ -179,6 +186,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	}
 	if o.Pids < minPids || o.Pids > maxPids {
 		errs = append(errs, fmt.Errorf("pids must be between %d and %d, got %d", minPids, maxPids, o.Pids))
+	}
+	if o.DiskMB < minDiskMB || o.DiskMB > maxDiskMB {
+		errs = append(errs, fmt.Errorf("disk_mb must be between %d and %d, got %d", minDiskMB, maxDiskMB, o.DiskMB))
 	}
 	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
@@ -212,7 +222,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, Backend: be.Name(), State: store.StateCreating,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, IdleTimeout: opts.IdleTimeout,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
@@ -242,6 +252,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 			CPUs:        opts.CPUs,
 			MemoryBytes: opts.MemoryMB << 20,
 			Pids:        opts.Pids,
+			DiskBytes:   opts.DiskMB << 20,
 		},
 	})
 	if err != nil {

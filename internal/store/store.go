@@ -44,6 +44,7 @@ type Sandbox struct {
 	CPUs        float64
 	MemoryMB    int64
 	Pids        int64
+	DiskMB      int64
 	IdleTimeout time.Duration
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string

@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/disk"
 )
 
 // hutchBin is the binary under test, built once by TestMain.
@@ -272,12 +274,33 @@ func (d *daemon) stop() {
 }
 
 // assertNothingLeft checks that no sandbox of this daemon left a mount, a
-// container, a cgroup, a process or a directory.
+// loop device, a container, a cgroup, a process or a directory. While the
+// daemon runs, the disks its pool keeps ready (those no sandbox owns) are
+// its own, not left behind.
 func (d *daemon) assertNothingLeft() {
 	t := d.t
 	t.Helper()
-	if mounts := linesContaining(t, "/proc/self/mountinfo", d.dataDir); len(mounts) > 0 {
+	running := d.cmd != nil && d.cmd.ProcessState == nil
+	// pooled says whether path, a disk's mount point or image, is of a
+	// disk in the pool (see disk.Pool for the layout).
+	pooled := func(path string) bool {
+		name := strings.TrimSuffix(path, ".img")
+		_, err := os.Lstat(name + ".owner")
+		return running && filepath.Dir(name) == filepath.Join(d.dataDir, "disks") && errors.Is(err, os.ErrNotExist)
+	}
+	var mounts []string
+	for _, m := range linesContaining(t, "/proc/self/mountinfo", d.dataDir) {
+		if fields := strings.Fields(m); len(fields) < 5 || !pooled(fields[4]) {
+			mounts = append(mounts, m)
+		}
+	}
+	if len(mounts) > 0 {
 		t.Errorf("mounts left behind:\n%s", strings.Join(mounts, "\n"))
+	}
+	for _, image := range disk.Backing() {
+		if strings.HasPrefix(image, d.dataDir) && !pooled(image) {
+			t.Errorf("loop device left attached to %s", image)
+		}
 	}
 	if entries, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes")); len(entries) > 0 {
 		t.Errorf("%d sandbox directories left behind", len(entries))

@@ -17,6 +17,7 @@ import (
 
 // sandboxLayout names the parts of a sandbox's directory.
 type sandboxLayout struct {
+	disk      string // link to the disk the writable layer is on (see disk.Pool)
 	upper     string // the writable layer
 	work      string // overlayfs' scratch dir
 	rootfs    string // the merged root the container sees
@@ -29,8 +30,9 @@ type sandboxLayout struct {
 // host only (see listenAgent).
 func layout(dir string, agentListens bool) sandboxLayout {
 	l := sandboxLayout{
-		upper:  filepath.Join(dir, "upper"),
-		work:   filepath.Join(dir, "work"),
+		disk:   filepath.Join(dir, "disk"),
+		upper:  filepath.Join(dir, "disk", "upper"),
+		work:   filepath.Join(dir, "disk", "work"),
 		rootfs: filepath.Join(dir, "rootfs"),
 		socket: filepath.Join(dir, "agent.sock"),
 	}
@@ -44,7 +46,8 @@ func layout(dir string, agentListens bool) sandboxLayout {
 func (r *Runtime) layout(id string) sandboxLayout { return layout(r.dir(id), r.cfg.AgentListens) }
 
 // mount makes the sandbox's root: the read-only template lower below, the
-// sandbox's own writable layer above, holding files from the start.
+// sandbox's own writable layer above, on its disk, holding files from the
+// start.
 func (l sandboxLayout) mount(lower string, files map[string]backend.File) error {
 	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
 		if d == "" {
@@ -66,6 +69,26 @@ func (l sandboxLayout) mount(lower string, files map[string]backend.File) error 
 		return fmt.Errorf("mount overlay: %w", err)
 	}
 	return nil
+}
+
+// tmp returns the host path of the root's /tmp, made (sticky, writable by
+// all) if the template has none.
+func (l sandboxLayout) tmp() (string, error) {
+	tmp := filepath.Join(l.rootfs, "tmp")
+	fi, err := os.Lstat(tmp)
+	switch {
+	case err == nil && fi.IsDir():
+		return tmp, nil
+	case err == nil:
+		return "", fmt.Errorf("/tmp in the template is not a directory")
+	case !errors.Is(err, os.ErrNotExist):
+		return "", err
+	}
+	// #nosec G301 -- /tmp is everyone's, sticky
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		return "", err
+	}
+	return tmp, os.Chmod(tmp, os.ModeSticky|0o777) // past the umask
 }
 
 // unmount undoes mount; an unmounted or missing root is fine.

@@ -18,9 +18,11 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -48,14 +50,22 @@ type Config struct {
 	// limit is then RLIMIT_NPROC inside, and the cgroup's pids limit leaves
 	// room for the runtime's own threads and stubs (see specFor).
 	KernelCountsProcesses bool
+	// MountsTmpfsAtTmp means the runtime puts a tmpfs of its own at /tmp
+	// unless the bundle mounts something there (gVisor does): the bundle
+	// then binds the root's own /tmp there, so that /tmp stays on the
+	// sandbox's disk and within its limit.
+	MountsTmpfsAtTmp bool
 	// AgentTimeout bounds how long Create waits for an agent that listens
 	// itself to start (10 s).
 	AgentTimeout time.Duration
 	// StateRoot is the runtime's --root: where it keeps container state.
 	StateRoot string
-	// SandboxDir holds one directory per sandbox: bundle, writable layer and
-	// the agent's socket.
+	// SandboxDir holds one directory per sandbox: bundle, the link to its
+	// disk and the agent's socket.
 	SandboxDir string
+	// Disks gives each sandbox the disk its writable layer is on, of the
+	// size of its disk limit. Required.
+	Disks *disk.Pool
 	// AgentExe is the host path of the executable run as the sandbox's agent
 	// (the daemon's own).
 	AgentExe string
@@ -122,6 +132,10 @@ func (r *Runtime) Probe(ctx context.Context) backend.Health {
 		h.Reason = "the daemon must run as root to create sandboxes"
 		return h
 	}
+	if err := r.cfg.Disks.Probe(); err != nil {
+		h.Reason = err.Error()
+		return h
+	}
 	h.Usable = true
 	return h
 }
@@ -176,11 +190,23 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 
 	began := time.Now()
 	layer := r.layout(s.ID)
+	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
+		return h, fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
+	}
 	if err := layer.mount(s.RootDir, s.Files); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	mounted := time.Now()
-	cfg, err := json.Marshal(specFor(s, r.cfg, layer.socketDir))
+	spec := specFor(s, r.cfg, layer.socketDir)
+	if r.cfg.MountsTmpfsAtTmp {
+		tmp, err := layer.tmp()
+		if err != nil {
+			return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "bind", Source: tmp,
+			Options: []string{"bind", "rw", "nosuid", "nodev"}})
+	}
+	cfg, err := json.Marshal(spec)
 	if err != nil {
 		return h, fmt.Errorf("encode bundle config: %w", err)
 	}
@@ -363,8 +389,11 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 		errs = append(errs, err)
 	}
 	dir := r.dir(h.ID)
-	if err := r.layout(h.ID).unmount(); err != nil {
+	layer := r.layout(h.ID)
+	if err := layer.unmount(); err != nil {
 		errs = append(errs, err)
+	} else if err := r.cfg.Disks.Release(layer.disk); err != nil {
+		errs = append(errs, fmt.Errorf("release disk of sandbox %s: %w", h.ID, err))
 	} else if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	}

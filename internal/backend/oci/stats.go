@@ -4,20 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
 // Stats reads the sandbox's cgroups (cgroup v1 hierarchies, else the
-// unified v2 tree) and sizes its writable layer. Under gVisor the cgroups
+// unified v2 tree) and its disk. Under gVisor the cgroups
 // hold gVisor's own processes, which run the sandbox's.
 func (r *Runtime) Stats(ctx context.Context, h backend.Handle) (backend.Stats, error) {
 	if !validID(h.ID) {
@@ -36,7 +35,7 @@ func (r *Runtime) Stats(ctx context.Context, h backend.Handle) (backend.Stats, e
 	if err != nil {
 		return st, fmt.Errorf("read cgroups of sandbox %s: %w", h.ID, err)
 	}
-	if st.DiskUsedBytes, err = diskUsed(ctx, r.layout(h.ID).upper); err != nil {
+	if st.DiskUsedBytes, err = disk.Used(r.layout(h.ID).disk); err != nil {
 		return st, fmt.Errorf("size the writable layer of sandbox %s: %w", h.ID, err)
 	}
 	return st, nil
@@ -126,35 +125,4 @@ func readInt(path string) (int64, error) {
 		return -1, nil
 	}
 	return strconv.ParseInt(s, 10, 64)
-}
-
-// diskUsed is what the files under dir take on disk (allocated blocks, so
-// sparse files count for what they hold). Hard links count once.
-func diskUsed(ctx context.Context, dir string) (int64, error) {
-	var total int64
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // removed by the sandbox meanwhile
-		}
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && !seen[st.Ino] {
-			seen[st.Ino] = true
-			total += st.Blocks * 512
-		}
-		return nil
-	})
-	return total, err
 }

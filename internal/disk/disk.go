@@ -1,0 +1,207 @@
+// Package disk gives each sandbox a writable layer of limited size: a
+// filesystem of its own, an ext4 image on a loop device.
+//
+// Why an image: the limit must hold for everything a sandbox writes (/tmp
+// included, which is part of its root), fail with ENOSPC inside it, and leave
+// the host's disk and other sandboxes alone. A filesystem of its own gives
+// that exactly, with no requirement on the host's filesystem (XFS project
+// quotas need XFS with prjquota; overlayfs has no size option), and the same
+// for runc and gVisor: gVisor keeps a sandbox's root writes in a file in the
+// root's host directory, which is then on the image too.
+//
+// Images are sparse: a 2 GiB disk costs what its sandbox wrote, and space
+// freed inside is given back (mounted with discard, the loop device punches
+// holes). The host's disk is therefore overcommitted: the sizes are limits,
+// not reservations.
+//
+// Making a disk (mkfs, loop, mount) takes 20–30 ms, too slow for create's
+// path, so a Pool keeps disks of the default size made ahead.
+package disk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A Disk is a mounted filesystem of a fixed size.
+type Disk struct {
+	Mount string // where it is mounted
+	Image string // its image file
+}
+
+// Used reports how many bytes the filesystem mounted at mount holds.
+func Used(mount string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(mount, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", mount, err)
+	}
+	// #nosec G115 -- block counts and sizes of a filesystem Hutch made are far below 2^63
+	return int64(st.Blocks-st.Bfree) * int64(st.Bsize), nil
+}
+
+// create makes a disk of sizeMB: image file, ext4, loop device, mount. On
+// error it leaves nothing behind.
+func create(ctx context.Context, image, mount string, sizeMB int64) (err error) {
+	// #nosec G304 -- a path in the pool's own directory
+	f, err := os.OpenFile(image, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("create disk image: %w", err)
+	}
+	defer f.Close() // the loop device holds its own reference
+	defer func() {
+		if err != nil {
+			_ = os.Remove(image)
+		}
+	}()
+	if err := f.Truncate(sizeMB << 20); err != nil {
+		return fmt.Errorf("size disk image: %w", err)
+	}
+	if err := mkfs(ctx, image); err != nil {
+		return err
+	}
+	loop, err := attach(f)
+	if err != nil {
+		return err
+	}
+	// Autoclear detaches the device at its last close: that must come
+	// after the mount, which holds it from then on.
+	defer loop.Close()
+	// #nosec G301 -- root of the writable layer; the overlay's upper dir inside decides what the sandbox sees
+	if err := os.Mkdir(mount, 0o755); err != nil {
+		return fmt.Errorf("create disk mount point: %w", err)
+	}
+	// noinit_itable: the image is sparse, so its inode tables already read
+	// as zeros; the kernel need not zero them in the background.
+	if err := unix.Mount(loop.Name(), mount, "ext4", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, "noinit_itable,discard"); err != nil {
+		_ = os.Remove(mount)
+		return fmt.Errorf("mount disk: %w", err)
+	}
+	return nil
+}
+
+// mkfs makes an empty ext4 filesystem in image. No space is reserved for
+// root (-m 0): a sandbox gets the size it asked for. Inode tables and the
+// journal are left for the kernel to initialise lazily, so that mkfs writes
+// a few hundred KiB, not tens of MiB. One inode per 8 KiB: package trees
+// are many small files.
+func mkfs(ctx context.Context, image string) error {
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-T", "default", "-m", "0", "-i", "8192",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", image)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// attach binds image file f to a free loop device and returns the device,
+// open. The device detaches itself at its last close (autoclear): once its
+// filesystem is mounted, when that is unmounted, so an unmount is all
+// releasing needs, even a lazy one.
+func attach(f *os.File) (*os.File, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open loop control: %w", err)
+	}
+	defer ctl.Close()
+	// Another process may take the free device between asking and
+	// configuring it: ask again.
+	for range 10 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return nil, fmt.Errorf("find a free loop device: %w", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		loop, err := openLoop(dev)
+		if err != nil {
+			return nil, err
+		}
+		// Direct I/O: the sandbox's filesystem caches its pages already;
+		// without it they would be cached twice, once more for the image.
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())} // #nosec G115 -- a file descriptor
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if errors.Is(err, unix.EINVAL) {
+			cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO // the host filesystem cannot
+			err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		}
+		if err == nil {
+			return loop, nil
+		}
+		loop.Close()
+		if !errors.Is(err, unix.EBUSY) {
+			return nil, fmt.Errorf("configure %s: %w", dev, err)
+		}
+	}
+	return nil, fmt.Errorf("no free loop device after 10 tries")
+}
+
+// openLoop opens a loop device that LOOP_CTL_GET_FREE just made, waiting
+// briefly for its device node to appear.
+func openLoop(dev string) (*os.File, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		// #nosec G304 -- a loop device path built from a number
+		f, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("open %s: %w", dev, err)
+			}
+			return f, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// releaseDisk unmounts the disk and removes its mount point and image. What is
+// already gone is fine. A filesystem still in use (a process somewhere holds
+// it) is detached lazily: its loop device goes when the last user does.
+func releaseDisk(d Disk) error {
+	if err := unmount(d.Mount); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range []string{d.Mount, d.Image} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func unmount(path string) error {
+	err := unix.Unmount(path, 0)
+	switch {
+	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+		return nil // unmounted, or not a mount point (any more)
+	case errors.Is(err, unix.EBUSY):
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+}
+
+// Backing lists the image files of every attached loop device, for tests
+// and checks that nothing leaked.
+func Backing() []string {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var out []string
+	for _, f := range files {
+		// #nosec G304 -- a sysfs path from a glob of fixed shape
+		if b, err := os.ReadFile(f); err == nil {
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,163 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: loop devices and mounts")
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("needs mkfs.ext4 (apt-get install e2fsprogs)")
+	}
+}
+
+// nothingLeft checks that no mount or loop device of dir is left.
+func nothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), dir) {
+		t.Errorf("mounts under %s left behind", dir)
+	}
+	for _, f := range Backing() {
+		if strings.HasPrefix(f, dir) {
+			t.Errorf("loop device left attached to %s", f)
+		}
+	}
+}
+
+func TestDiskIsLimitedAndReleased(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	pool, err := NewPool(filepath.Join(dir, "disks"), 64, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- pool.Run(ctx) }()
+	t.Cleanup(func() { nothingLeft(t, dir) })
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("pool run: %v", err)
+		}
+	}()
+
+	link := filepath.Join(dir, "disk")
+	d, err := pool.Take(ctx, 64, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(Backing(), d.Image) {
+		t.Errorf("no loop device backed by %s", d.Image)
+	}
+	before, err := Used(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill it: the write past 64 MiB fails with ENOSPC.
+	f, err := os.Create(filepath.Join(link, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	var written int64
+	for {
+		n, err := f.Write(buf)
+		written += int64(n)
+		if err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("write: %v, want ENOSPC", err)
+			}
+			break
+		}
+		if written > 128<<20 {
+			t.Fatal("wrote 128 MiB to a 64 MiB disk")
+		}
+	}
+	f.Close()
+	if written < 48<<20 {
+		t.Errorf("only %d MiB fit on a 64 MiB disk", written>>20)
+	}
+	after, err := Used(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 48<<20 {
+		t.Errorf("used went from %d to %d bytes after writing %d", before, after, written)
+	}
+
+	// Another size is made on the spot, and is its own filesystem.
+	other := filepath.Join(dir, "other")
+	if _, err := pool.Take(ctx, 128, other); err != nil {
+		t.Fatal(err)
+	}
+	if used, err := Used(other); err != nil || used > 8<<20 {
+		t.Errorf("a new disk uses %d bytes (%v)", used, err)
+	}
+	for _, l := range []string{link, other} {
+		if err := pool.Release(l); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(l); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("link %s still there", l)
+		}
+		if err := pool.Release(l); err != nil {
+			t.Errorf("second release: %v", err)
+		}
+	}
+}
+
+// A disk taken but whose link was never made (the daemon stopped in
+// between) is released by the next pool; one with its link is kept.
+func TestNewPoolReleasesUnownedDisks(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { nothingLeft(t, dir) })
+	disks := filepath.Join(dir, "disks")
+	first, err := NewPool(disks, 64, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kept := filepath.Join(dir, "kept")
+	if _, err := first.Take(ctx, 64, kept); err != nil {
+		t.Fatal(err)
+	}
+	lost := filepath.Join(dir, "lost")
+	d, err := first.Take(ctx, 64, lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(lost); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := NewPool(disks, 64, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.Image); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unowned disk's image still there: %v", err)
+	}
+	if _, err := Used(kept); err != nil {
+		t.Errorf("owned disk gone: %v", err)
+	}
+	if err := second.Release(kept); err != nil {
+		t.Fatal(err)
+	}
+}

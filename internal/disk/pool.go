@@ -1,0 +1,201 @@
+package disk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Pool makes disks in a directory of its own and keeps a few of the default
+// size ready, so that taking one costs a symlink.
+//
+// Layout: disk NAME is image NAME.img mounted at NAME/. A disk given to a
+// sandbox has an owner link, NAME.owner, pointing at the sandbox's link to
+// the disk, which points back at NAME/. A disk whose owner link is missing
+// or not pointed back at was never handed out, or its sandbox never got it
+// (the daemon stopped in between): NewPool releases those.
+type Pool struct {
+	dir       string
+	defaultMB int64
+	ready     int
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	free []Disk // of defaultMB, mounted, owned by no one
+	wake chan struct{}
+}
+
+// NewPool returns a pool making disks in dir, keeping ready disks of
+// defaultMB made ahead once Run runs. It releases what an earlier pool in
+// dir left unowned.
+func NewPool(dir string, defaultMB int64, ready int, log *slog.Logger) (*Pool, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create disk dir: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{dir: dir, defaultMB: defaultMB, ready: ready, log: log, wake: make(chan struct{}, 1)}
+	images, err := filepath.Glob(filepath.Join(dir, "*.img"))
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range images {
+		d := p.disk(strings.TrimSuffix(filepath.Base(img), ".img"))
+		if p.owned(d) {
+			continue
+		}
+		if err := p.release(d); err != nil {
+			return nil, fmt.Errorf("release unowned disk: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Probe reports why disks cannot be made on this host, or nil.
+func (p *Pool) Probe() error {
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		return errors.New("mkfs.ext4 not found, needed for sandboxes' disks: apt-get install e2fsprogs")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return fmt.Errorf("no loop devices, needed for sandboxes' disks: %w", err)
+	}
+	return nil
+}
+
+func (p *Pool) disk(name string) Disk {
+	base := filepath.Join(p.dir, name)
+	return Disk{Mount: base, Image: base + ".img"}
+}
+
+func ownerLink(d Disk) string { return d.Mount + ".owner" }
+
+// owned reports whether d's owner link points at a link back to d.
+func (p *Pool) owned(d Disk) bool {
+	link, err := os.Readlink(ownerLink(d))
+	if err != nil {
+		return false
+	}
+	back, err := os.Readlink(link)
+	return err == nil && back == d.Mount
+}
+
+// Run keeps the pool filled until ctx ends, then releases the disks no one
+// took.
+func (p *Pool) Run(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		short := len(p.free) < p.ready
+		p.mu.Unlock()
+		if short {
+			d, err := p.create(ctx, p.defaultMB)
+			if err != nil {
+				if ctx.Err() == nil {
+					p.log.Error("make a disk for the pool", "error", err)
+				}
+			} else {
+				p.mu.Lock()
+				p.free = append(p.free, d)
+				p.mu.Unlock()
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			free := p.free
+			p.free = nil
+			p.mu.Unlock()
+			var errs []error
+			for _, d := range free {
+				errs = append(errs, p.release(d))
+			}
+			return errors.Join(errs...)
+		case <-p.wake:
+		}
+	}
+}
+
+// Take gives a disk of sizeMB to whoever makes link, a symlink to the disk's
+// mount point that Take creates. The filesystem is empty but for ext4's
+// lost+found.
+func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error) {
+	var d Disk
+	if sizeMB == p.defaultMB {
+		p.mu.Lock()
+		if n := len(p.free); n > 0 {
+			d, p.free = p.free[n-1], p.free[:n-1]
+		}
+		p.mu.Unlock()
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if d.Mount == "" {
+		var err error
+		if d, err = p.create(ctx, sizeMB); err != nil {
+			return Disk{}, err
+		}
+	}
+	// The owner link first: if the daemon stops before the second, the
+	// next pool finds no link back and releases the disk.
+	if err := os.Symlink(link, ownerLink(d)); err != nil {
+		return Disk{}, errors.Join(fmt.Errorf("claim disk: %w", err), p.release(d))
+	}
+	if err := os.Symlink(d.Mount, link); err != nil {
+		return Disk{}, errors.Join(fmt.Errorf("link disk: %w", err), p.release(d))
+	}
+	return d, nil
+}
+
+// Release releases the disk that link, made by Take, points at, and removes
+// link. A missing link is fine: there is nothing to release.
+func (p *Pool) Release(link string) error {
+	mount, err := os.Readlink(link)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read disk link: %w", err)
+	}
+	if filepath.Dir(mount) != p.dir {
+		return fmt.Errorf("disk link %s points outside the disk dir: %s", link, mount)
+	}
+	if err := p.release(p.disk(filepath.Base(mount))); err != nil {
+		return err
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (p *Pool) create(ctx context.Context, sizeMB int64) (Disk, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	d := p.disk(hex.EncodeToString(b[:]))
+	if err := create(ctx, d.Image, d.Mount, sizeMB); err != nil {
+		return Disk{}, err
+	}
+	return d, nil
+}
+
+// release releases d and its owner link.
+func (p *Pool) release(d Disk) error {
+	if err := releaseDisk(d); err != nil {
+		return err
+	}
+	if err := os.Remove(ownerLink(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// Writing past a sandbox's disk limit fails inside it with ENOSPC, /tmp
+// included, and nothing else notices: its neighbour writes, the daemon
+// answers. Deleting the file gives the space back.
+func TestDiskFillStopsAtTheLimit(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		full := d.create(client.CreateSandboxRequest{Runtime: runtime, DiskMB: 128})
+		neighbour := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		if neighbour.DiskMB != 2048 || full.DiskMB != 128 {
+			t.Fatalf("disk_mb = %d and %d, want the default 2048 and 128", neighbour.DiskMB, full.DiskMB)
+		}
+
+		res := d.exec(full.ID, "dd if=/dev/zero of=/tmp/fill bs=1M count=1024")
+		if res.ExitCode == 0 || !strings.Contains(res.Stderr, "No space left on device") {
+			t.Fatalf("filling /tmp past 128 MiB: %+v, want ENOSPC", res)
+		}
+		st, err := d.client.Stats(t.Context(), full.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.DiskUsedBytes < 100<<20 || st.DiskUsedBytes > 128<<20 {
+			t.Errorf("disk used when full: %d bytes, want 100–128 MiB", st.DiskUsedBytes)
+		}
+		// A full disk is the sandbox's problem only.
+		if _, err := d.client.Health(t.Context()); err != nil {
+			t.Fatalf("the daemon: %v", err)
+		}
+		if got := d.exec(neighbour.ID, "head -c 200000000 /dev/zero > big && stat -c %s big"); got.Stdout != "200000000\n" {
+			t.Fatalf("the neighbour writing 200 MB: %+v", got)
+		}
+		if got := d.exec(full.ID, "head -c 4000000 /dev/zero > /home/user/more"); got.ExitCode == 0 {
+			t.Errorf("a full sandbox could still write a file: %+v", got)
+		}
+
+		if got := d.exec(full.ID, "rm /tmp/fill && echo again > /home/user/again && cat /home/user/again"); got.Stdout != "again\n" {
+			t.Fatalf("writing after freeing space: %+v", got)
+		}
+		if st, err := d.client.Stats(t.Context(), full.ID); err != nil || st.DiskUsedBytes > 16<<20 {
+			t.Errorf("disk used after rm: %+v (%v), want the space back", st, err)
+		}
+	})
+}
