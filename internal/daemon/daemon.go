@@ -70,38 +70,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	backends := []backend.Backend{
-		oci.New(oci.Config{
-			Name:       "runc",
-			Binary:     cfg.Runc,
-			Install:    "install it: apt-get install runc",
-			StateRoot:  cfg.stateRoot("runc"),
-			SandboxDir: cfg.sandboxDir(),
-			Disks:      disks,
-			AgentExe:   exe,
-			Logger:     log,
-		}),
-		oci.New(oci.Config{
-			Name:    "gvisor",
-			Binary:  besideExecutable(exe, cfg.Runsc),
-			Install: "build it: make runsc (./setup does)",
-			// systrap: the KVM platform needs hardware virtualisation. The
-			// agent creates its socket on the host through the gofer
-			// (host-uds=create); the network is loopback only; the bundle's
-			// seccomp profile applies inside gVisor too (oci-seccomp).
-			// overlay2=none: the root's writes go to the sandbox's disk
-			// like runc's, within its limit, not to gVisor's own overlay
-			// in a file that gVisor does not survive filling the disk.
-			Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"},
-			AgentListens:          true,
-			MountsTmpfsAtTmp:      true,
-			KernelCountsProcesses: true,
-			StateRoot:             cfg.stateRoot("runsc"),
-			SandboxDir:            cfg.sandboxDir(),
-			Disks:                 disks,
-			AgentExe:              exe,
-			Logger:                log,
-		}),
+	runc := oci.RuncConfig(cfg.Runc)
+	runc.StateRoot = cfg.stateRoot("runc")
+	gvisor := oci.GvisorConfig(besideExecutable(exe, cfg.Runsc))
+	gvisor.StateRoot = cfg.stateRoot("runsc")
+	var backends []backend.Backend
+	for _, c := range []oci.Config{runc, gvisor} {
+		c.SandboxDir, c.Disks, c.AgentExe, c.Logger = cfg.sandboxDir(), disks, exe, log
+		backends = append(backends, oci.New(c))
 	}
 	unusable := map[string]string{}
 	for _, be := range backends {

@@ -1,0 +1,106 @@
+package backendtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+)
+
+// stats reads the sandbox's use, failing the test if that fails.
+func (s *suite) stats(t *testing.T, sb *sandbox) backend.Stats {
+	t.Helper()
+	st, err := s.backend.Stats(t.Context(), sb.handle)
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	return st
+}
+
+// testStats checks that Stats reports the spec's limits and follows what the
+// sandbox does: CPU time for a busy loop, disk for a file written.
+func (s *suite) testStats(t *testing.T) {
+	if !s.h.Limits {
+		t.Skip("the backend enforces no limits and reports no use")
+	}
+	sb := s.create(t)
+	before := s.stats(t, sb)
+	lim := sb.spec.Limits
+	if before.MemoryLimit != lim.MemoryBytes {
+		t.Errorf("MemoryLimit = %d, want the spec's %d", before.MemoryLimit, lim.MemoryBytes)
+	}
+	if want := lim.Pids + s.h.ExtraPids; before.PidsLimit != want {
+		t.Errorf("PidsLimit = %d, want %d (the spec's %d + %d for the runtime)", before.PidsLimit, want, lim.Pids, s.h.ExtraPids)
+	}
+	if before.MemoryBytes <= 0 || before.MemoryPeak < before.MemoryBytes {
+		t.Errorf("memory now %d, peak %d: want a positive use, and a peak at least as high", before.MemoryBytes, before.MemoryPeak)
+	}
+	if before.Pids < 1 || before.Pids > before.PidsLimit {
+		t.Errorf("Pids = %d, want at least the agent and at most the limit %d", before.Pids, before.PidsLimit)
+	}
+
+	// A second of busy loop; timeout(1) exits 124 when it ends it. The CPU
+	// limit (one CPU or more) lets it have most of that second; a busy host
+	// may take some.
+	if r := sb.sh(t, `timeout 1 sh -c 'while :; do :; done'`); r.exitCode != 124 {
+		t.Fatalf("busy loop exited %d, want 124 from timeout; stderr: %s", r.exitCode, r.stderr)
+	}
+	// 8 MiB that do not compress or stay sparse, in the writable layer.
+	sb.mustSh(t, "head -c 8388608 /dev/urandom > ballast && sync")
+	after := s.stats(t, sb)
+	if grew := after.CPUTime - before.CPUTime; grew < 250*time.Millisecond {
+		t.Errorf("CPUTime grew by %v over a second of busy loop, want 250ms or more", grew)
+	}
+	if grew := after.DiskUsedBytes - before.DiskUsedBytes; grew < 7<<20 {
+		t.Errorf("DiskUsedBytes grew by %d after writing 8 MiB, want 7 MiB or more", grew)
+	}
+}
+
+// testOOMKills checks that a command past the memory limit is killed and
+// counted, and that the sandbox lives on.
+func (s *suite) testOOMKills(t *testing.T) {
+	switch {
+	case !s.h.Limits:
+		t.Skip("the backend enforces no memory limit")
+	case !s.h.CountsOOMKills:
+		t.Skip("the backend's memory limit stops the whole sandbox, not a command")
+	}
+	sb := s.create(t, func(spec *backend.Spec) { spec.Limits.MemoryBytes = 64 << 20 })
+	before, err := s.backend.OOMKills(t.Context(), sb.handle)
+	if err != nil {
+		t.Fatalf("OOMKills: %v", err)
+	}
+	// tail keeps the last line, and /dev/zero has no line ends: it grows
+	// to 1 GiB unless killed.
+	if r := sb.sh(t, "head -c 1G /dev/zero | tail"); r.exitCode == 0 {
+		t.Fatal("a 1 GiB memory bomb under a 64 MiB limit exited 0")
+	}
+	after, err := s.backend.OOMKills(t.Context(), sb.handle)
+	if err != nil {
+		t.Fatalf("OOMKills: %v", err)
+	}
+	if after <= before {
+		t.Errorf("OOMKills went from %d to %d over a memory bomb, want it to grow", before, after)
+	}
+	if got := sb.mustSh(t, "echo alive"); got != "alive\n" {
+		t.Errorf("after the OOM kill the sandbox answers %q", got)
+	}
+}
+
+// testDiskLimit checks that writing past Spec.Limits.DiskBytes fails inside
+// with ENOSPC, /tmp included, and that freeing space gives it back.
+func (s *suite) testDiskLimit(t *testing.T) {
+	if !s.h.Limits {
+		t.Skip("the backend enforces no disk limit")
+	}
+	sb := s.create(t, func(spec *backend.Spec) { spec.Limits.DiskBytes = 64 << 20 })
+	r := sb.sh(t, "dd if=/dev/zero of=/tmp/fill bs=1M count=128")
+	if r.exitCode == 0 || !strings.Contains(r.stderr, "No space left on device") {
+		t.Fatalf("writing 128 MiB to /tmp under a 64 MiB disk limit: exit %d, stderr %q; want ENOSPC", r.exitCode, r.stderr)
+	}
+	if used := s.stats(t, sb).DiskUsedBytes; used < 48<<20 || used > 64<<20 {
+		t.Errorf("DiskUsedBytes = %d on a full 64 MiB disk, want 48–64 MiB", used)
+	}
+	sb.mustSh(t, "rm /tmp/fill && head -c 1048576 /dev/zero > after")
+}

@@ -1,0 +1,366 @@
+// Package fake is a backend.Backend for tests: each sandbox is the real agent
+// (internal/agent) running as a plain child process of the test, with no
+// isolation and no limits. Exec and files therefore behave as in a real
+// sandbox, a sandbox starts in milliseconds, and no runtime is needed. It
+// passes the conformance suite (internal/backend/backendtest) but for the
+// isolation and limit tests, like Nomad's mock driver.
+//
+// The test binary is the agent: Create runs it again, and so does the agent
+// to start its shims. The binary's TestMain must call Main first.
+//
+// Sandbox id has the directory Dir/id: its agent's socket, log and pid file,
+// and root/, which stands for the sandbox's root filesystem. Spec.Files are
+// written in root/, which also has /etc/passwd and /etc/group of its own
+// giving the sandbox user (uid 1000) the home root/home/user, as the host
+// template does at /home/user. There is no chroot: the agent and its
+// commands see the host's filesystem, where the sandbox's path p is at
+// Root(id)+p. Paths relative to the user's home mean the same in both.
+//
+// Spec.RootDir, Binds, Hostname and Limits are ignored. Stats and OOMKills
+// report zeros. The fake needs root, as the agent does: it starts commands
+// as uid 1000 and hands them their files.
+package fake
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Name is the fake's backend name.
+const Name = "fake"
+
+// Timeouts for an agent to start listening and to stop.
+const (
+	startTimeout = 10 * time.Second
+	stopTimeout  = 5 * time.Second
+)
+
+// Backend runs fake sandboxes in a directory. Values over the same
+// directory see the same sandboxes, as a restarted daemon's backend would.
+type Backend struct {
+	dir string
+}
+
+// New returns a Backend keeping its sandboxes in dir (see TempDir).
+func New(dir string) *Backend { return &Backend{dir: dir} }
+
+func (b *Backend) Name() string { return Name }
+
+// Root is where the host has the root filesystem of sandbox id.
+func (b *Backend) Root(id string) string { return filepath.Join(b.sandboxDir(id), "root") }
+
+func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, id) }
+func (b *Backend) socket(id string) string     { return filepath.Join(b.sandboxDir(id), "agent.sock") }
+func (b *Backend) pidFile(id string) string    { return filepath.Join(b.sandboxDir(id), "pid") }
+
+// validID keeps an ID safe as a path element.
+func validID(id string) bool {
+	return id != "" && id == filepath.Base(id) && !strings.HasPrefix(id, ".")
+}
+
+func (b *Backend) Probe(context.Context) backend.Health {
+	h := backend.Health{Name: Name, Usable: true}
+	switch {
+	case !mainCalled.Load():
+		h.Usable, h.Reason = false, "the test binary's TestMain does not call fake.Main"
+	case os.Geteuid() != 0:
+		h.Usable, h.Reason = false, "the agent needs root to start commands as the sandbox user"
+	}
+	return h
+}
+
+// Create writes the sandbox's root, starts its agent and waits until the
+// agent listens. On error it leaves nothing behind.
+func (b *Backend) Create(ctx context.Context, s backend.Spec) (h backend.Handle, err error) {
+	if !mainCalled.Load() {
+		return backend.Handle{}, errdefs.FailedPrecondition("fake: the test binary's TestMain must call fake.Main: Create runs the binary as the agent")
+	}
+	if !validID(s.ID) {
+		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
+	}
+	// #nosec G301 -- the sandbox user must reach its home below
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return backend.Handle{}, fmt.Errorf("create fake dir: %w", err)
+	}
+	// #nosec G301 -- likewise
+	if err := os.Mkdir(b.sandboxDir(s.ID), 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return backend.Handle{}, errdefs.AlreadyExists("sandbox %s already exists", s.ID)
+		}
+		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	h = backend.Handle{ID: s.ID, Backend: Name}
+	defer func() {
+		if err != nil {
+			_ = b.Destroy(context.WithoutCancel(ctx), h) // the create error is what matters
+		}
+	}()
+	root := b.Root(s.ID)
+	if err := writeRoot(root); err != nil {
+		return h, fmt.Errorf("write root of sandbox %s: %w", s.ID, err)
+	}
+	if err := writeFiles(root, s.Files); err != nil {
+		return h, fmt.Errorf("write files of sandbox %s: %w", s.ID, err)
+	}
+	if err := b.startAgent(s); err != nil {
+		return h, err
+	}
+	return h, b.waitAgent(ctx, h)
+}
+
+// startAgent starts the test binary as the sandbox's agent, with the spec's
+// environment, and records its pid.
+func (b *Backend) startAgent(s backend.Spec) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the test binary: %w", err)
+	}
+	log, err := os.Create(filepath.Join(b.sandboxDir(s.ID), "agent.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close() // the agent has its own copy
+	// #nosec G204 -- the test binary, run as the agent
+	cmd := exec.Command(exe, agentArg, b.sandboxDir(s.ID))
+	cmd.Env = append([]string{"PATH=" + defaultPath, "HOME=" + filepath.Join(b.Root(s.ID), "root")}, s.Env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// An agent must not outlive a test binary that dies before its
+	// cleanups run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start agent of sandbox %s: %w", s.ID, err)
+	}
+	go func() { _ = cmd.Wait() }() // reaps it whenever it ends; Destroy waits by its pid
+	if err := os.WriteFile(b.pidFile(s.ID), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+		_ = cmd.Process.Kill() // without its pid file, Destroy could not find it
+		return fmt.Errorf("record agent pid: %w", err)
+	}
+	return nil
+}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// waitAgent polls until the agent accepts connections, or has died.
+func (b *Backend) waitAgent(ctx context.Context, h backend.Handle) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		conn, err := b.DialAgent(ctx, h)
+		if err == nil {
+			return conn.Close()
+		}
+		if _, alive := b.agentPid(h.ID); !alive {
+			return errdefs.Unavailable("the agent of sandbox %s exited: %s", h.ID, b.logTail(h.ID))
+		}
+		select {
+		case <-ctx.Done():
+			return errdefs.Unavailable("the agent of sandbox %s did not start listening: %s", h.ID, b.logTail(h.ID))
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Recover checks that the sandbox's agent still runs.
+func (b *Backend) Recover(_ context.Context, h backend.Handle) error {
+	if _, alive := b.agentPid(h.ID); !alive {
+		return errdefs.NotFound("the agent of sandbox %s is not running", h.ID)
+	}
+	return nil
+}
+
+func (b *Backend) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
+	if !validID(h.ID) {
+		return nil, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", b.socket(h.ID))
+	if err != nil {
+		return nil, errdefs.Unavailable("the agent of sandbox %s is not running", h.ID)
+	}
+	return conn, nil
+}
+
+// Destroy stops the agent (SIGTERM: it kills its commands; SIGKILL if it
+// lingers) and removes the sandbox's directory.
+func (b *Backend) Destroy(_ context.Context, h backend.Handle) error {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	if err := b.stop(h.ID, syscall.SIGTERM); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(b.sandboxDir(h.ID)); err != nil {
+		return fmt.Errorf("remove sandbox dir: %w", err)
+	}
+	return nil
+}
+
+// Kill kills the sandbox's agent with SIGKILL, as a crash would, and returns
+// once it is gone. Its directory stays: the sandbox is stopped, not
+// destroyed. For tests of what follows a crash.
+func (b *Backend) Kill(id string) error { return b.stop(id, syscall.SIGKILL) }
+
+// stop sends sig to the sandbox's agent, if it runs, and waits for it to be
+// gone, killing it if it lingers.
+func (b *Backend) stop(id string, sig syscall.Signal) error {
+	pid, alive := b.agentPid(id)
+	if !alive {
+		return nil
+	}
+	for _, s := range []syscall.Signal{sig, syscall.SIGKILL} {
+		_ = syscall.Kill(pid, s) // it may have just exited
+		for deadline := time.Now().Add(stopTimeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if _, alive := b.agentPid(id); !alive {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the agent of sandbox %s (pid %d) survived SIGKILL", id, pid)
+}
+
+// agentPid returns the pid of the sandbox's agent while it runs. The pid
+// file alone could name a pid since reused: the process must also have the
+// command line of this sandbox's agent. An agent that has exited (a zombie
+// until reaped) has none.
+func (b *Backend) agentPid(id string) (int, bool) {
+	if !validID(id) {
+		return 0, false
+	}
+	data, err := os.ReadFile(b.pidFile(id))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(string(data))
+	if err != nil {
+		return 0, false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	want := "\x00" + agentArg + "\x00" + b.sandboxDir(id) + "\x00"
+	return pid, err == nil && bytes.HasSuffix(cmdline, []byte(want))
+}
+
+// Stats reports zeros for a running sandbox: the fake measures nothing.
+func (b *Backend) Stats(ctx context.Context, h backend.Handle) (backend.Stats, error) {
+	return backend.Stats{}, b.Recover(ctx, h)
+}
+
+// OOMKills reports zero for a running sandbox: the fake has no memory limit.
+func (b *Backend) OOMKills(ctx context.Context, h backend.Handle) (int64, error) {
+	return 0, b.Recover(ctx, h)
+}
+
+// List returns the sandboxes with a directory, running or not.
+func (b *Backend) List(context.Context) ([]string, error) {
+	entries, err := os.ReadDir(b.dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read fake dir: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && validID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// logTail is the end of the agent's log, for errors.
+func (b *Backend) logTail(id string) string {
+	data, _ := os.ReadFile(filepath.Join(b.sandboxDir(id), "agent.log"))
+	const max = 1 << 10
+	if len(data) > max {
+		data = data[len(data)-max:]
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// rootDirs are the directories every fake root has, as the host template's
+// root has them.
+var rootDirs = []struct {
+	path string
+	mode os.FileMode
+	uid  int
+}{
+	{"etc", 0o755, 0}, {"root", 0o700, 0}, {"tmp", os.ModeSticky | 0o777, 0}, {"home", 0o755, 0},
+	{template.UserHome, 0o755, template.UserUID}, {template.Workspace, 0o755, template.UserUID},
+}
+
+// writeRoot makes a sandbox's root: its directories, and accounts whose
+// homes are in it.
+func writeRoot(root string) error {
+	// #nosec G301 -- the sandbox user must reach its home below
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return err
+	}
+	for _, d := range rootDirs {
+		path := filepath.Join(root, d.path)
+		if err := os.Mkdir(path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, d.mode); err != nil { // past the umask
+			return err
+		}
+		if err := os.Lchown(path, d.uid, d.uid); err != nil {
+			return err
+		}
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:%s:/bin/sh\n%s:x:%d:%d::%s:/bin/sh\n",
+		filepath.Join(root, "root"), template.UserName, template.UserUID, template.UserGID, filepath.Join(root, template.UserHome))
+	group := fmt.Sprintf("root:x:0:\n%s:x:%d:\n", template.UserName, template.UserGID)
+	// #nosec G306 -- account files every sandbox process reads
+	return errors.Join(
+		os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644),
+		os.WriteFile(filepath.Join(root, "etc", "group"), []byte(group), 0o644))
+}
+
+// writeFiles writes the spec's files into root. Nothing else has written
+// there yet, so no symlink can lead the writes out of it.
+func writeFiles(root string, files map[string]backend.File) error {
+	for _, p := range slices.Sorted(maps.Keys(files)) { // parents first
+		f := files[p]
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return errdefs.InvalidArgument("file path %q must be absolute and clean", p)
+		}
+		path := filepath.Join(root, p)
+		// #nosec G301 -- like the directories of a template
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		var err error
+		if f.Dir {
+			if err = os.Mkdir(path, os.FileMode(f.Mode)); errors.Is(err, os.ErrExist) {
+				err = nil
+			}
+		} else {
+			err = os.WriteFile(path, f.Data, os.FileMode(f.Mode))
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(path, f.UID, f.GID); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, os.FileMode(f.Mode)); err != nil { // past the umask
+			return err
+		}
+	}
+	return nil
+}

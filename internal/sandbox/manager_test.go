@@ -1,0 +1,282 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/backend/fake"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlite"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// The Manager over a real SQLite store and the fake backend, whose
+// sandboxes are real agents without isolation.
+
+func TestMain(m *testing.M) {
+	if code, ran := fake.Main(); ran {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// daemonState is what outlives a daemon process: its database, templates
+// and sandboxes.
+type daemonState struct {
+	dbPath    string
+	templates *template.Store
+	sandboxes string // the fake backend's directory
+}
+
+func newDaemonState(t *testing.T) *daemonState {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the host template's home belongs to uid 1000, and the agent starts commands as that user")
+	}
+	templates, err := template.Open(filepath.Join(t.TempDir(), "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &daemonState{dbPath: filepath.Join(t.TempDir(), "hutch.db"), templates: templates, sandboxes: fake.TempDir(t)}
+}
+
+// testDaemon is one daemon process's Manager.
+type testDaemon struct {
+	m       *Manager
+	db      *sqlite.DB
+	backend *fake.Backend
+	stopped bool
+}
+
+// start makes a Manager over the state and recovers it, as `hutch serve`
+// does; it is stopped when the test ends.
+func (s *daemonState) start(t *testing.T, configure ...func(*Config)) *testDaemon {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), s.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{db: db, backend: fake.New(s.sandboxes)}
+	cfg := Config{Store: db, Backends: []backend.Backend{d.backend}, Default: fake.Name, Templates: s.templates}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	if d.m, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	if err := d.m.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// stop ends the daemon; its sandboxes run on.
+func (d *testDaemon) stop(t *testing.T) {
+	if d.stopped {
+		return
+	}
+	d.stopped = true
+	d.m.Close()
+	if err := d.db.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// exec runs a shell command in the sandbox's workspace and returns its
+// stdout. The fake's agent sees the workspace in the sandbox's root on the
+// host.
+func (d *testDaemon) exec(t *testing.T, id string, req ExecRequest) (string, ExecResult, error) {
+	t.Helper()
+	req.Cwd = d.backend.Root(id) + template.Workspace
+	var stdout strings.Builder
+	res, err := d.m.Exec(t.Context(), id, req, func(s Stream, data []byte) error {
+		if s == Stdout {
+			stdout.Write(data)
+		}
+		return nil
+	})
+	return stdout.String(), res, err
+}
+
+// listed reports whether the backend still has sandbox id.
+func (d *testDaemon) listed(t *testing.T, id string) bool {
+	t.Helper()
+	ids, err := d.backend.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(ids, id)
+}
+
+func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
+	t.Helper()
+	sb, err := d.m.Create(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return sb
+}
+
+func TestCreateExecDelete(t *testing.T) {
+	d := newDaemonState(t).start(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
+	if sb.State != store.StateRunning || sb.Backend != fake.Name {
+		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Backend)
+	}
+	// The sandbox's own files reached the backend.
+	if b, err := os.ReadFile(d.backend.Root(sb.ID) + "/etc/hostname"); err != nil || string(b) != sb.ID+"\n" {
+		t.Errorf("/etc/hostname of the sandbox: %q, %v", b, err)
+	}
+
+	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: `echo "$GREETING from $(id -u)"; exit 3`})
+	if err != nil || out != "hello from 1000\n" || res.ExitCode != 3 {
+		t.Errorf("exec: %q, %+v, %v; want the create's env, the sandbox user and exit 3", out, res, err)
+	}
+	stdin := "piped in"
+	if out, _, err := d.exec(t, sb.ID, ExecRequest{Cmd: []string{"cat"}, Stdin: &stdin}); err != nil || out != stdin {
+		t.Errorf("cat of stdin: %q, %v", out, err)
+	}
+
+	path := d.backend.Root(sb.ID) + template.Workspace + "/note.txt"
+	if _, err := d.m.WriteFile(ctx, sb.ID, path, "", strings.NewReader("a note")); err != nil {
+		t.Fatalf("WriteFile: %v", err)
+	}
+	rc, err := d.m.ReadFile(ctx, sb.ID, path, "")
+	if err != nil {
+		t.Fatalf("ReadFile: %v", err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(got) != "a note" {
+		t.Errorf("ReadFile: %q, %v", got, err)
+	}
+
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := d.m.Get(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get after Delete: %v, want not found", err)
+	}
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "true"}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Exec after Delete: %v, want not found", err)
+	}
+	if d.listed(t, sb.ID) {
+		t.Error("the backend still has the sandbox after Delete")
+	}
+}
+
+// A sandbox whose agent dies (under gVisor, a memory or fork bomb does it)
+// is found out by the next call, marked error and cleaned up.
+func TestSandboxWithDeadAgentIsMarkedError(t *testing.T) {
+	d := newDaemonState(t).start(t)
+	sb := d.create(t, CreateOptions{})
+	if err := d.backend.Kill(sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo hi"})
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("exec with the agent dead: %v, want unavailable, saying the sandbox stopped", err)
+	}
+	rec, err := d.m.Get(t.Context(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != store.StateError || !strings.Contains(rec.StateReason, "agent stopped") {
+		t.Errorf("sandbox is %s (%s), want error saying its agent stopped", rec.State, rec.StateReason)
+	}
+	if d.listed(t, sb.ID) {
+		t.Error("the backend still has the stopped sandbox")
+	}
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo hi"}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("exec in the stopped sandbox: %v, want failed precondition", err)
+	}
+	if err := d.m.Delete(t.Context(), sb.ID); err != nil {
+		t.Errorf("Delete of the stopped sandbox: %v", err)
+	}
+}
+
+// A restarted daemon reconnects to sandboxes that ran on, marks the ones
+// that stopped meanwhile, and removes what a crash left half-made or
+// unrecorded.
+func TestRecoverAfterRestart(t *testing.T) {
+	state := newDaemonState(t)
+	d := state.start(t)
+	ctx := t.Context()
+	live := d.create(t, CreateOptions{})
+	if _, _, err := d.exec(t, live.ID, ExecRequest{Command: "echo kept > kept.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	crashed := d.create(t, CreateOptions{})
+	// A create the daemon was in the middle of: recorded, made, not yet
+	// marked running.
+	now := time.Now().UTC()
+	halfMade := &store.Sandbox{ID: "halfmade", Template: DefaultTemplate, Backend: fake.Name, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}
+	if err := d.db.CreateSandbox(ctx, halfMade); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{halfMade.ID, "unrecorded"} {
+		if _, err := d.backend.Create(ctx, backend.Spec{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.stop(t)
+	if err := d.backend.Kill(crashed.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	d = state.start(t)
+	if out, _, err := d.exec(t, live.ID, ExecRequest{Command: "cat kept.txt"}); err != nil || out != "kept\n" {
+		t.Errorf("exec in the recovered sandbox: %q, %v", out, err)
+	}
+	rec, err := d.m.Get(ctx, crashed.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != store.StateError || !strings.Contains(rec.StateReason, "stopped while the daemon was down") {
+		t.Errorf("crashed sandbox is %s (%s), want error saying it stopped while the daemon was down", rec.State, rec.StateReason)
+	}
+	if _, err := d.m.Get(ctx, halfMade.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get of the half-made sandbox: %v, want not found", err)
+	}
+	for _, id := range []string{crashed.ID, halfMade.ID, "unrecorded"} {
+		if d.listed(t, id) {
+			t.Errorf("the backend still has sandbox %s after recovery", id)
+		}
+	}
+	for _, id := range []string{live.ID, crashed.ID} {
+		if err := d.m.Delete(ctx, id); err != nil {
+			t.Errorf("Delete %s: %v", id, err)
+		}
+	}
+}
+
+func TestIdleSandboxIsDeleted(t *testing.T) {
+	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := d.m.Get(t.Context(), sb.ID); errors.Is(err, errdefs.ErrNotFound) {
+			if d.listed(t, sb.ID) {
+				t.Error("the backend still has the idle sandbox after its record went")
+			}
+			return
+		}
+	}
+	t.Fatal("a sandbox idle for 1 s was not deleted within 5 s")
+}
