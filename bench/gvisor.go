@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/backend/oci"
 )
 
-// runscFlags are the global flags Hutch gives runsc (internal/daemon), so
-// that the gVisor peer runs the same sandbox configuration.
-var runscFlags = []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"}
+// runscFlags are the global flags Hutch gives runsc, so that the gVisor
+// peer runs the same sandbox configuration.
+var runscFlags = oci.GvisorConfig("runsc").Flags
 
 // runscCmd is runsc with a state root and Hutch's flags.
 func (b *bench) runscCmd(ctx context.Context, root string, args ...string) *exec.Cmd {
