@@ -14,8 +14,12 @@
 // holes). The host's disk is therefore overcommitted: the sizes are limits,
 // not reservations.
 //
-// Making a disk (mkfs, loop, mount) takes 20–30 ms, too slow for create's
-// path, so a Pool keeps disks of the default size made ahead.
+// Making a disk takes a few milliseconds of work: the pool formats an
+// empty image of the default size once and copies its few allocated blocks
+// for each new disk, which is 2–3 times cheaper than running mkfs.ext4 each
+// time; attaching and mounting it is the rest. That work still does not
+// belong on create's path, so a Pool keeps disks of the default size made
+// ahead.
 package disk
 
 import (
@@ -48,9 +52,9 @@ func Used(mount string) (int64, error) {
 	return int64(st.Blocks-st.Bfree) * int64(st.Bsize), nil
 }
 
-// create makes a disk of sizeMB: image file, ext4, loop device, mount. On
-// error it leaves nothing behind.
-func create(ctx context.Context, image, mount string, sizeMB int64) (err error) {
+// create makes a disk of sizeMB: image file, ext4 written into it by
+// format, loop device, mount. On error it leaves nothing behind.
+func create(image, mount string, sizeMB int64, format func(*os.File) error) (err error) {
 	// #nosec G304 -- a path in the pool's own directory
 	f, err := os.OpenFile(image, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -65,7 +69,7 @@ func create(ctx context.Context, image, mount string, sizeMB int64) (err error) 
 	if err := f.Truncate(sizeMB << 20); err != nil {
 		return fmt.Errorf("size disk image: %w", err)
 	}
-	if err := mkfs(ctx, image); err != nil {
+	if err := format(f); err != nil {
 		return err
 	}
 	loop, err := attach(f)
@@ -100,6 +104,37 @@ func mkfs(ctx context.Context, image string) error {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// copySparse copies the allocated parts of src into dst, which is already
+// as large as src and all hole: for an empty filesystem about 1 MiB of a
+// 2 GiB image. Holes stay holes.
+func copySparse(dst, src *os.File) error {
+	in, out := int(src.Fd()), int(dst.Fd())
+	var off int64
+	for {
+		start, err := unix.Seek(in, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // no data after off
+		}
+		if err != nil {
+			return fmt.Errorf("find data in %s: %w", src.Name(), err)
+		}
+		end, err := unix.Seek(in, start, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("find hole in %s: %w", src.Name(), err)
+		}
+		for rd, wr := start, start; rd < end; {
+			n, err := unix.CopyFileRange(in, &rd, out, &wr, int(end-rd), 0)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", src.Name(), err)
+			}
+			if n == 0 {
+				return fmt.Errorf("copy %s: it shrank", src.Name())
+			}
+		}
+		off = end
+	}
 }
 
 // attach binds image file f to a free loop device and returns the device,

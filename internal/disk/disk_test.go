@@ -65,6 +65,14 @@ func TestDiskIsLimitedAndReleased(t *testing.T) {
 	if !slices.Contains(Backing(), d.Image) {
 		t.Errorf("no loop device backed by %s", d.Image)
 	}
+	// Copied from the empty image, holes and all.
+	var st syscall.Stat_t
+	if err := syscall.Stat(d.Image, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 64<<20 || st.Blocks*512 > 8<<20 {
+		t.Errorf("image is %d bytes, %d allocated: want 64 MiB, sparse", st.Size, st.Blocks*512)
+	}
 	before, err := Used(link)
 	if err != nil {
 		t.Fatal(err)
@@ -101,15 +109,24 @@ func TestDiskIsLimitedAndReleased(t *testing.T) {
 		t.Errorf("used went from %d to %d bytes after writing %d", before, after, written)
 	}
 
-	// Another size is made on the spot, and is its own filesystem.
-	other := filepath.Join(dir, "other")
+	// The next disk of the default size is empty; another size is made on
+	// the spot. Each is its own filesystem.
+	same, other := filepath.Join(dir, "same"), filepath.Join(dir, "other")
+	if _, err := pool.Take(ctx, 64, same); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := pool.Take(ctx, 128, other); err != nil {
 		t.Fatal(err)
 	}
-	if used, err := Used(other); err != nil || used > 8<<20 {
-		t.Errorf("a new disk uses %d bytes (%v)", used, err)
+	for _, l := range []string{same, other} {
+		if used, err := Used(l); err != nil || used > 8<<20 {
+			t.Errorf("a new disk uses %d bytes (%v)", used, err)
+		}
+		if entries, err := os.ReadDir(l); err != nil || len(entries) != 1 || entries[0].Name() != "lost+found" {
+			t.Errorf("a new disk holds %v (%v), want lost+found only", entries, err)
+		}
 	}
-	for _, l := range []string{link, other} {
+	for _, l := range []string{link, same, other} {
 		if err := pool.Release(l); err != nil {
 			t.Fatal(err)
 		}

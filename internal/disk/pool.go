@@ -17,7 +17,9 @@ import (
 // Pool makes disks in a directory of its own and keeps a few of the default
 // size ready, so that taking one costs a symlink.
 //
-// Layout: disk NAME is image NAME.img mounted at NAME/. A disk given to a
+// Layout: disk NAME is image NAME.img mounted at NAME/. empty.ext4 is an
+// empty filesystem of the default size, made by the first disk of that size
+// and copied for the others. A disk given to a
 // sandbox has an owner link, NAME.owner, pointing at the sandbox's link to
 // the disk, which points back at NAME/. A disk whose owner link is missing
 // or not pointed back at was never handed out, or its sandbox never got it
@@ -31,6 +33,9 @@ type Pool struct {
 	mu   sync.Mutex
 	free []Disk // of defaultMB, mounted, owned by no one
 	wake chan struct{}
+
+	emptyMu sync.Mutex
+	empty   string // the empty image of defaultMB once made
 }
 
 // NewPool returns a pool making disks in dir, keeping ready disks of
@@ -44,6 +49,10 @@ func NewPool(dir string, defaultMB int64, ready int, log *slog.Logger) (*Pool, e
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{dir: dir, defaultMB: defaultMB, ready: ready, log: log, wake: make(chan struct{}, 1)}
+	// Made again by this pool: mkfs.ext4 or the default size may differ.
+	if err := os.Remove(filepath.Join(dir, emptyName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove old empty image: %w", err)
+	}
 	images, err := filepath.Glob(filepath.Join(dir, "*.img"))
 	if err != nil {
 		return nil, err
@@ -180,13 +189,60 @@ func (p *Pool) Release(link string) error {
 }
 
 func (p *Pool) create(ctx context.Context, sizeMB int64) (Disk, error) {
+	format := func(f *os.File) error { return mkfs(ctx, f.Name()) }
+	if sizeMB == p.defaultMB {
+		empty, err := p.emptyImage(ctx)
+		if err != nil {
+			return Disk{}, err
+		}
+		defer empty.Close()
+		format = func(f *os.File) error { return copySparse(f, empty) }
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	d := p.disk(hex.EncodeToString(b[:]))
-	if err := create(ctx, d.Image, d.Mount, sizeMB); err != nil {
+	if err := create(d.Image, d.Mount, sizeMB, format); err != nil {
 		return Disk{}, err
 	}
 	return d, nil
+}
+
+const emptyName = "empty.ext4"
+
+// emptyImage opens the empty filesystem of the default size, making it
+// first if need be. It is written under a temporary name and renamed, so
+// that what has the name is whole.
+func (p *Pool) emptyImage(ctx context.Context) (*os.File, error) {
+	p.emptyMu.Lock()
+	defer p.emptyMu.Unlock()
+	if p.empty == "" {
+		path := filepath.Join(p.dir, emptyName)
+		tmp := path + ".tmp"
+		// #nosec G304 -- a path in the pool's own directory
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("create empty disk image: %w", err)
+		}
+		err = f.Truncate(p.defaultMB << 20)
+		f.Close()
+		if err == nil {
+			err = mkfs(ctx, tmp)
+		}
+		if err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			_ = os.Remove(tmp)
+			return nil, fmt.Errorf("make empty disk image: %w", err)
+		}
+		p.empty = path
+	}
+	// #nosec G304 -- the pool's own image
+	f, err := os.Open(p.empty)
+	if err != nil {
+		return nil, fmt.Errorf("open empty disk image: %w", err)
+	}
+	return f, nil
 }
 
 // release releases d and its owner link.
