@@ -7,12 +7,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // reference is what the runc peer copies from a real Hutch sandbox, so that
@@ -24,6 +29,12 @@ type reference struct {
 	dir   string // the Hutch sandbox's bundle directory
 	lower string // overlay lowerdir: the template root
 	files []layerFile
+
+	// With a user namespace (runc): Hutch's lowerdir and bind sources were
+	// idmapped clones of the template's root and binds, made again for
+	// each bundle through userns, a namespace with the same mapping.
+	userns *os.File
+	binds  []backend.Bind
 }
 
 // layerFile is one file or directory of the writable layer.
@@ -35,8 +46,9 @@ type layerFile struct {
 	uid, gid int
 }
 
-// loadReference reads the bundle of the live sandbox whose directory is dir.
-func loadReference(dir string) (*reference, error) {
+// loadReference reads the bundle of the live sandbox whose directory is dir,
+// made from template tmpl.
+func loadReference(dir string, tmpl template.Template) (*reference, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("read reference bundle: %w", err)
@@ -60,7 +72,19 @@ func loadReference(dir string) (*reference, error) {
 	if ref.files, err = readLayer(upper); err != nil {
 		return nil, fmt.Errorf("read reference writable layer: %w", err)
 	}
+	if ids := ref.spec.Linux.UIDMappings; len(ids) > 0 {
+		ref.lower, ref.binds = tmpl.RootDir, tmpl.Binds
+		if ref.userns, err = oci.NewUserns(ids[0].HostID); err != nil {
+			return nil, err
+		}
+	}
 	return ref, nil
+}
+
+func (r *reference) close() {
+	if r.userns != nil {
+		_ = r.userns.Close()
+	}
 }
 
 // readLayer reads the regular files and directories of a writable layer.
@@ -114,7 +138,16 @@ func (r *reference) prepare(dir, name, cgroupParent string, args []string) (*bun
 	if err := writeLayer(upper, r.files); err != nil {
 		return b, err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", r.lower, upper, work)
+	lower := r.lower
+	if r.userns != nil {
+		// As Hutch does: the same path in the bundle, so that specFor
+		// finds the binds' sources below it.
+		lower = filepath.Join(dir, "idmapped")
+		if err := oci.IDMapTree(r.lower, r.binds, lower, r.userns); err != nil {
+			return b, err
+		}
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
 	if err := unix.Mount("overlay", b.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
 		return b, fmt.Errorf("mount overlay: %w", err)
 	}
@@ -155,8 +188,9 @@ func writeLayer(root string, files []layerFile) error {
 // instead of the agent (unless args is nil); the cgroup is the bench's own
 // (same depth, same limits), since two containers cannot share one; and a
 // bind mount from the reference sandbox's own directory (gVisor's agent
-// socket dir) comes from the same place in this bundle. Namespaces, limits,
-// capabilities, seccomp, masked paths are untouched.
+// socket dir, runc's idmapped clones) comes from the same place in this
+// bundle. Namespaces, user ids, limits, capabilities, seccomp, masked paths
+// are untouched.
 func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*specs.Spec, error) {
 	b, err := json.Marshal(r.spec)
 	if err != nil {
@@ -176,30 +210,28 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 			continue
 		}
 		src := filepath.Join(dir, rel)
-		if err := os.MkdirAll(src, 0o755); err != nil {
-			return nil, err
+		if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				return nil, err
+			}
 		}
 		s.Mounts[i].Source = src
 	}
 	return s, nil
 }
 
-// unmount undoes prepare's mount; a root that is not mounted is fine.
-func (b *bundle) unmount() error {
-	err := unix.Unmount(b.rootfs, 0)
-	switch {
-	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
-		return nil
-	case errors.Is(err, unix.EBUSY):
-		return unix.Unmount(b.rootfs, unix.MNT_DETACH)
-	}
-	return fmt.Errorf("unmount %s: %w", b.rootfs, err)
-}
-
-// remove unmounts the bundle's root and deletes its directory.
+// remove unmounts the bundle's root and idmapped clones and deletes its
+// directory.
 func (b *bundle) remove() error {
-	if err := b.unmount(); err != nil {
-		return err // never RemoveAll through a mounted root
+	points, err := mountsUnder(b.dir)
+	if err != nil {
+		return err
+	}
+	slices.Reverse(points) // the later mounted first
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", p, err) // never RemoveAll through a mount
+		}
 	}
 	return os.RemoveAll(b.dir)
 }

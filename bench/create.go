@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // echoArgs is the first command of a fresh sandbox in row (a), the same
@@ -37,6 +39,7 @@ func (b *bench) measureCreate(ctx context.Context) (section, error) {
 	if err != nil {
 		return section{}, err
 	}
+	defer ref.close()
 	var post, first []time.Duration
 	hutch := &peer{name: "hutch", run: func(ctx context.Context) (time.Duration, error) {
 		p, f, err := b.hutchCreate(ctx, "runc")
@@ -131,7 +134,15 @@ func (b *bench) reference(ctx context.Context, runtime string) (_ *reference, er
 		return nil, fmt.Errorf("create reference sandbox: %w", err)
 	}
 	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
-	return loadReference(b.d.sandboxDir(sb.ID))
+	templates, err := template.Open(filepath.Join(b.d.dataDir, "templates"))
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := templates.Get(sb.Template)
+	if err != nil {
+		return nil, err
+	}
+	return loadReference(b.d.sandboxDir(sb.ID), tmpl)
 }
 
 // firstOutput starts cmd and returns the time from just before the start to

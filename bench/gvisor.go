@@ -41,6 +41,7 @@ func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
 	if err != nil {
 		return section{}, err
 	}
+	defer ref.close()
 	if err := os.MkdirAll(b.runscRoot(), 0o700); err != nil {
 		return section{}, err
 	}

@@ -89,7 +89,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer func() { err = errors.Join(err, removeBase(base)) }()
 	defer func() { err = errors.Join(err, cleanup(ctx, b.checkNoContainers)) }()
 	b.dir, b.runcRoot = filepath.Join(base, "b"), filepath.Join(base, "b", "runc")
-	if err := os.MkdirAll(b.runcRoot, 0o700); err != nil {
+	// runc reaches a runc sandbox's root from inside its user namespace,
+	// as a stranger: the way to the daemon's and the peers' must be open.
+	if err := errors.Join(os.Chmod(base, 0o711), os.Mkdir(b.dir, 0o711), os.Mkdir(b.runcRoot, 0o700)); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunc)) }()

@@ -102,13 +102,27 @@ func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key"
 func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
 func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
 func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }
+func (c Config) agentDir() string    { return filepath.Join(c.DataDir, "agent") }
 func (c Config) socketPath() string  { return filepath.Join(c.RunDir, "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
 	return filepath.Join(c.RunDir, runtime)
 }
+
+// ensureDirs makes the data and run directories. The data dir and its
+// sandboxes dir are open to be searched (not listed) by others: runc reaches
+// each sandbox's root from inside the sandbox's user namespace, as a
+// stranger, and binds the agent (copied into the agent dir, 0755) likewise.
+// The database and the API key are 0600, the disks dir 0700.
 func (c Config) ensureDirs() error {
-	for _, d := range []string{c.DataDir, c.RunDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	dirs := []struct {
+		path string
+		mode os.FileMode
+	}{{c.DataDir, 0o711}, {c.sandboxDir(), 0o711}, {c.agentDir(), 0o755}, {c.RunDir, 0o700}}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil { // made by an older version, or past the umask
 			return err
 		}
 	}

@@ -117,3 +117,51 @@ func TestBesideExecutable(t *testing.T) {
 		t.Errorf("a path: %q, want it unchanged", got)
 	}
 }
+
+// The data dir may be searched, not listed, by others (runc reaches the
+// sandboxes' roots from inside their user namespaces); an older 0700 one is
+// opened up, the run dir stays closed.
+func TestDirModes(t *testing.T) {
+	base := t.TempDir()
+	c := Default()
+	c.DataDir, c.RunDir = filepath.Join(base, "data"), filepath.Join(base, "run")
+	if err := os.Mkdir(c.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ensureDirs(); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{
+		c.DataDir: 0o711, c.sandboxDir(): 0o711, c.agentDir(): 0o755, c.RunDir: 0o700,
+	} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode().Perm(), err, want)
+		}
+	}
+}
+
+// The agent is a copy anyone may run, replaced whole at each start.
+func TestCopyAgent(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "exe")
+	if err := os.WriteFile(exe, []byte("first"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range []string{"first", "second"} {
+		if err := os.WriteFile(exe, []byte(content), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path, err := copyAgent(exe, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		fi, _ := os.Stat(path)
+		if err != nil || string(b) != content || fi.Mode().Perm() != 0o755 {
+			t.Errorf("copy holds %q (%v), mode %v; want %q, 0755", b, err, fi.Mode().Perm(), content)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("dir holds %d entries, want the executable and its copy", len(entries))
+	}
+}

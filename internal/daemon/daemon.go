@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,6 +67,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent: %w", err)
 	}
+	agent, err := copyAgent(exe, cfg.agentDir())
+	if err != nil {
+		return err
+	}
 	disks, err := disk.NewPool(cfg.diskDir(), sandbox.DefaultDiskMB, readyDisks, log)
 	if err != nil {
 		return err
@@ -76,7 +81,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	gvisor.StateRoot = cfg.stateRoot("runsc")
 	var backends []backend.Backend
 	for _, c := range []oci.Config{runc, gvisor} {
-		c.SandboxDir, c.Disks, c.AgentExe, c.Logger = cfg.sandboxDir(), disks, exe, log
+		c.SandboxDir, c.Disks, c.AgentExe, c.Logger = cfg.sandboxDir(), disks, agent, log
 		backends = append(backends, oci.New(c))
 	}
 	unusable := map[string]string{}
@@ -198,6 +203,45 @@ func defaultRuntime(configured string, unusable map[string]string) (name, reason
 	default:
 		return "runc", "gvisor is not usable: " + unusable["gvisor"]
 	}
+}
+
+// copyAgent copies the daemon's executable, which every sandbox runs as
+// its agent, into dir and returns the copy's path. runc binds it from
+// inside a sandbox's user namespace, as a stranger, so it must be where
+// anyone may search, which the executable's own place (a checkout under
+// /root, say) need not be. A fresh copy at each start, renamed into place:
+// sandboxes already running keep the one they have.
+func copyAgent(exe, dir string) (path string, err error) {
+	// #nosec G304 -- the daemon's own executable
+	src, err := os.Open(exe)
+	if err != nil {
+		return "", fmt.Errorf("open own executable for the agent: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".hutch-")
+	if err != nil {
+		return "", fmt.Errorf("copy the agent: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	_, err = io.Copy(tmp, src)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o755) // #nosec G302 -- an executable, run in every sandbox
+	}
+	path = filepath.Join(dir, "hutch")
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("copy the agent: %w", err)
+	}
+	return path, nil
 }
 
 // besideExecutable resolves a runtime binary given by bare name: the file of

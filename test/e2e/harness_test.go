@@ -157,6 +157,11 @@ func startDaemon(t *testing.T) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The way to the data dir must be open for runc in sandboxes' user
+	// namespaces, as a default data dir's (/var/lib) is.
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	d := &daemon{
 		t:       t,
 		dataDir: filepath.Join(base, "data"),

@@ -66,6 +66,11 @@ type Harness struct {
 	// cgroup leaves for the runtime's own tasks (gVisor's).
 	ExtraPids int64
 
+	// UserNamespace says a sandbox's root is not the host's: its ids are a
+	// range of host ids of its own, not shared with other sandboxes, and
+	// the files of its root still belong to their owners inside.
+	UserNamespace bool
+
 	// CountsOOMKills says a command the memory limit kills is counted by
 	// OOMKills, the sandbox living on. (Under gVisor the sandbox as a whole
 	// is what the host's OOM killer hits.)

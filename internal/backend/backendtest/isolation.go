@@ -58,6 +58,33 @@ func (s *suite) testIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("UserNamespace", func(t *testing.T) {
+		if !s.h.UserNamespace {
+			t.Skip("the backend runs sandboxes without a user namespace")
+		}
+		// /proc/self/uid_map: "inside outside count".
+		mapOf := func(sb *sandbox) []string {
+			r := sb.shAsRoot(t, "cat /proc/self/uid_map /proc/self/gid_map")
+			return strings.Fields(r.stdout)
+		}
+		ma, mb := mapOf(a), mapOf(b)
+		if len(ma) != 6 || ma[0] != "0" || ma[1] == "0" || ma[2] != "65536" || ma[4] != ma[1] {
+			t.Errorf("uid and gid maps %q: want 0 mapped to a host id other than root, 65536 ids", ma)
+		}
+		if len(mb) != 6 || mb[1] == ma[1] {
+			t.Errorf("two sandboxes map root to host ids %q and %q: want ranges of their own", ma, mb)
+		}
+		// Seen through the namespace, files keep their owners, and root
+		// writes its own layer.
+		want := "root root\nroot root\nuser user\n"
+		if got := a.shAsRoot(t, "stat -c '%U %G' / /usr/bin/env /home/user").stdout; got != want {
+			t.Errorf("owners of /, /usr/bin/env and /home/user: %q, want %q", got, want)
+		}
+		if r := a.shAsRoot(t, "echo x >> /etc/passwd && mkdir /root/dir && chown user /root/dir && stat -c %U /root/dir"); r.stdout != "user\n" {
+			t.Errorf("root writing its root: exit %d, %q %q", r.exitCode, r.stdout, r.stderr)
+		}
+	})
+
 	t.Run("Network", func(t *testing.T) {
 		// /proc/net/dev: two header lines, then "name: counters" a line.
 		var names []string

@@ -34,7 +34,7 @@ func TestConformanceRunc(t *testing.T) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed: apt-get install runc (./setup does)")
 	}
-	runConformance(t, RuncConfig("runc"), backendtest.Harness{CountsOOMKills: true})
+	runConformance(t, RuncConfig("runc"), backendtest.Harness{CountsOOMKills: true, UserNamespace: true})
 }
 
 func TestConformanceGvisor(t *testing.T) {
@@ -71,6 +71,11 @@ func findRunsc() string {
 func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 	base, err := os.MkdirTemp("", "hutch-oci-")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// runc reaches the sandboxes' roots from inside their user namespaces,
+	// as a stranger: the way there must be open (as the daemon's is).
+	if err := os.Chmod(base, 0o711); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -130,6 +135,9 @@ func buildAgent(t *testing.T) string {
 		if agentBuild.dir, agentBuild.err = os.MkdirTemp("", "hutch-oci-agent-"); agentBuild.err != nil {
 			return
 		}
+		if agentBuild.err = os.Chmod(agentBuild.dir, 0o755); agentBuild.err != nil {
+			return // the sandboxes' agent: bind-mounted from inside their user namespaces
+		}
 		agentBuild.path = filepath.Join(agentBuild.dir, "hutch")
 		cmd := exec.Command("go", "build", "-o", agentBuild.path, "github.com/hutchdev/hutch/cmd/hutch")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static: it runs inside sandboxes
@@ -171,7 +179,7 @@ func assertGone(t *testing.T, cfg Config, base string, ids []string) {
 	if entries, _ := os.ReadDir(cfg.SandboxDir); len(entries) > 0 {
 		t.Errorf("%d sandbox directories left behind", len(entries))
 	}
-	if images, _ := filepath.Glob(filepath.Join(base, "disks", "*")); len(images) > 0 {
+	if images, _ := filepath.Glob(filepath.Join(base, "disks", "*.img")); len(images) > 0 {
 		t.Errorf("disks left behind: %v", images)
 	}
 	for _, f := range disk.Backing() {

@@ -17,9 +17,11 @@ import (
 
 // sandboxLayout names the parts of a sandbox's directory.
 type sandboxLayout struct {
+	dir       string // the sandbox's directory, holding the rest
 	disk      string // link to the disk the writable layer is on (see disk.Pool)
 	upper     string // the writable layer
 	work      string // overlayfs' scratch dir
+	idmapped  string // in a user namespace, the template and binds idmapped, while the runtime starts
 	rootfs    string // the merged root the container sees
 	socketDir string // bind-mounted at AgentSocketDir when the agent listens itself; else ""
 	socket    string // the agent's socket
@@ -30,11 +32,13 @@ type sandboxLayout struct {
 // host only (see listenAgent).
 func layout(dir string, agentListens bool) sandboxLayout {
 	l := sandboxLayout{
-		disk:   filepath.Join(dir, "disk"),
-		upper:  filepath.Join(dir, "disk", "upper"),
-		work:   filepath.Join(dir, "disk", "work"),
-		rootfs: filepath.Join(dir, "rootfs"),
-		socket: filepath.Join(dir, "agent.sock"),
+		dir:      dir,
+		disk:     filepath.Join(dir, "disk"),
+		upper:    filepath.Join(dir, "disk", "upper"),
+		work:     filepath.Join(dir, "disk", "work"),
+		idmapped: filepath.Join(dir, "idmapped"),
+		rootfs:   filepath.Join(dir, "rootfs"),
+		socket:   filepath.Join(dir, "agent.sock"),
 	}
 	if agentListens {
 		l.socketDir = filepath.Join(dir, "run")
@@ -45,28 +49,73 @@ func layout(dir string, agentListens bool) sandboxLayout {
 
 func (r *Runtime) layout(id string) sandboxLayout { return layout(r.dir(id), r.cfg.AgentListens) }
 
+// userNS is the user namespace a sandbox runs in: its mapping, and a
+// namespace with that mapping for idmapped mounts (see userns.go).
+type userNS struct {
+	ids  idMapping
+	file *os.File
+}
+
 // mount makes the sandbox's root: the read-only template lower below, the
 // sandbox's own writable layer above, on its disk, holding files from the
-// start.
-func (l sandboxLayout) mount(lower string, files map[string]backend.File) error {
+// start. It returns the binds as the runtime is to make them.
+//
+// In a user namespace (ns not nil) the layer is written with the
+// namespace's ids, and the template and the binds' sources are seen through
+// idmapped clones, at l.idmapped (see userns.go), until unmountIDMapped.
+func (l sandboxLayout) mount(lower string, binds []backend.Bind, files map[string]backend.File, ns *userNS) ([]backend.Bind, error) {
 	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
 		if d == "" {
 			continue
 		}
 		// #nosec G301 -- the sandbox root and its layers must be traversable by its users; the sandbox dir above is 0700
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := writeFiles(l.upper, lower, files); err != nil {
-		return fmt.Errorf("write the sandbox's files: %w", err)
+	var ids idMapping // no user namespace: ids as they are
+	if ns != nil {
+		ids = ns.ids
+		// The root directory of the overlay is upper's: root's.
+		if err := os.Lchown(l.upper, ids.host(0), ids.host(0)); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFiles(l.upper, lower, files, ids); err != nil {
+		return nil, fmt.Errorf("write the sandbox's files: %w", err)
+	}
+	if ns != nil {
+		if err := IDMapTree(lower, binds, l.idmapped, ns.file); err != nil {
+			return nil, err
+		}
+		// The overlay takes the tree's top only; the runtime binds the
+		// clones below it.
+		lower = l.idmapped
+		binds = slices.Clone(binds)
+		for i, b := range binds {
+			binds[i].Source = filepath.Join(l.idmapped, b.Destination)
+		}
 	}
 	if strings.ContainsAny(lower+l.upper+l.work, ",:") {
-		return fmt.Errorf("overlay paths must not contain ',' or ':'")
+		return nil, fmt.Errorf("overlay paths must not contain ',' or ':'")
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, l.upper, l.work)
 	if err := unix.Mount("overlay", l.rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount overlay: %w", err)
+		return nil, fmt.Errorf("mount overlay: %w", err)
+	}
+	return binds, nil
+}
+
+// unmountIDMapped removes the idmapped clones once the runtime has made its
+// own mounts of them: the overlay and the sandbox's binds keep what they
+// use, and the host need not carry each sandbox's clones. What is already
+// gone is fine.
+func (l sandboxLayout) unmountIDMapped() error {
+	if err := unmount(l.idmapped); err != nil {
+		return err
+	}
+	if err := os.Remove(l.idmapped); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -92,38 +141,61 @@ func (l sandboxLayout) tmp() (string, error) {
 }
 
 // unmount undoes mount; an unmounted or missing root is fine.
-func (l sandboxLayout) unmount() error {
+func (l sandboxLayout) unmount() error { return unmount(l.rootfs) }
+
+// unmount unmounts whatever is mounted at path, stacked mounts too,
+// detaching lazily what is busy. A path that is no mount point, or missing,
+// is fine.
+func unmount(path string) error {
 	for {
-		err := unix.Unmount(l.rootfs, 0)
+		err := unix.Unmount(path, 0)
 		switch {
 		case err == nil:
 			continue // stacked mounts: unmount until none is left
 		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 			return nil // not a mount point (any more)
 		case errors.Is(err, unix.EBUSY):
-			if derr := unix.Unmount(l.rootfs, unix.MNT_DETACH); derr != nil {
-				return fmt.Errorf("unmount %s: %w", l.rootfs, derr)
+			if derr := unix.Unmount(path, unix.MNT_DETACH); derr != nil {
+				return fmt.Errorf("unmount %s: %w", path, derr)
 			}
 			return nil
 		default:
-			return fmt.Errorf("unmount %s: %w", l.rootfs, err)
+			return fmt.Errorf("unmount %s: %w", path, err)
 		}
 	}
+}
+
+// noMountsUnder fails if anything is mounted at dir or below it.
+func noMountsUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(string(b)) {
+		// The fifth field is the mount point, with spaces and the like
+		// octal-escaped; Hutch's paths have none.
+		fields := strings.Fields(line)
+		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			return fmt.Errorf("%s is still mounted", fields[4])
+		}
+	}
+	return nil
 }
 
 // writeFiles places the sandbox's own files in its writable layer upper
 // before the overlay is mounted: plain files in a plain directory, cheaper
 // than writing through the overlay, which would copy each parent directory
 // up first. A parent the layer lacks is made as the template lower has it.
-// Both are directories Hutch made, so paths are trusted.
-func writeFiles(upper, lower string, files map[string]backend.File) error {
+// Both are directories Hutch made, so paths are trusted. Owners are the
+// sandbox's ids, made host ids by ids.
+func writeFiles(upper, lower string, files map[string]backend.File, ids idMapping) error {
 	paths := slices.Sorted(maps.Keys(files)) // parents before children
 	for _, path := range paths {
 		f := files[path]
 		if !filepath.IsAbs(path) || filepath.Clean(path) != path {
 			return fmt.Errorf("file path %q must be absolute and clean", path)
 		}
-		if err := makeParents(upper, lower, filepath.Dir(path)); err != nil {
+		if err := makeParents(upper, lower, filepath.Dir(path), ids); err != nil {
 			return err
 		}
 		host := filepath.Join(upper, path)
@@ -136,7 +208,7 @@ func writeFiles(upper, lower string, files map[string]backend.File) error {
 		if err != nil && !(f.Dir && errors.Is(err, os.ErrExist)) {
 			return err
 		}
-		if err := os.Lchown(host, f.UID, f.GID); err != nil {
+		if err := os.Lchown(host, ids.host(f.UID), ids.host(f.GID)); err != nil {
 			return err
 		}
 		if err := os.Chmod(host, os.FileMode(f.Mode)); err != nil {
@@ -148,15 +220,15 @@ func writeFiles(upper, lower string, files map[string]backend.File) error {
 
 // makeParents makes directory dir (absolute inside the sandbox) and its
 // parents in upper, each with the mode and owner of the same directory in
-// lower (root's 0755 when lower has none).
-func makeParents(upper, lower, dir string) error {
+// lower (root's 0755 when lower has none), shifted by ids.
+func makeParents(upper, lower, dir string, ids idMapping) error {
 	if dir == "/" {
 		return nil
 	}
 	if _, err := os.Lstat(filepath.Join(upper, dir)); err == nil {
 		return nil
 	}
-	if err := makeParents(upper, lower, filepath.Dir(dir)); err != nil {
+	if err := makeParents(upper, lower, filepath.Dir(dir), ids); err != nil {
 		return err
 	}
 	mode, uid, gid := os.FileMode(0o755), 0, 0
@@ -170,7 +242,7 @@ func makeParents(upper, lower, dir string) error {
 	if err := os.Mkdir(host, mode); err != nil {
 		return err
 	}
-	if err := os.Lchown(host, uid, gid); err != nil {
+	if err := os.Lchown(host, ids.host(uid), ids.host(gid)); err != nil {
 		return err
 	}
 	return os.Chmod(host, mode) // past the umask, with the sticky bit

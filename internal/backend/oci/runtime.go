@@ -55,6 +55,11 @@ type Config struct {
 	// then binds the root's own /tmp there, so that /tmp stays on the
 	// sandbox's disk and within its limit.
 	MountsTmpfsAtTmp bool
+	// UserNamespace runs each sandbox in a user namespace of its own, its
+	// ids 0–65535 a range of host ids no one else has (see userns.go).
+	// gVisor does not need one: its kernel is the sandbox's, in user
+	// space, itself confined on the host.
+	UserNamespace bool
 	// AgentTimeout bounds how long Create waits for an agent that listens
 	// itself to start (10 s).
 	AgentTimeout time.Duration
@@ -76,6 +81,7 @@ type Config struct {
 type Runtime struct {
 	cfg Config
 	log *slog.Logger
+	ids *idAllocator // with UserNamespace
 }
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.
@@ -87,7 +93,7 @@ func New(cfg Config) *Runtime {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{cfg: cfg, log: log}
+	return &Runtime{cfg: cfg, log: log, ids: &idAllocator{dir: cfg.SandboxDir}}
 }
 
 func (r *Runtime) Name() string { return r.cfg.Name }
@@ -136,6 +142,12 @@ func (r *Runtime) Probe(ctx context.Context) backend.Health {
 		h.Reason = err.Error()
 		return h
 	}
+	if r.cfg.UserNamespace {
+		if err := r.probeUserNS(); err != nil {
+			h.Reason = err.Error()
+			return h
+		}
+	}
 	h.Usable = true
 	return h
 }
@@ -166,7 +178,8 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
 	}
 	dir := r.dir(s.ID)
-	if err := os.MkdirAll(r.cfg.SandboxDir, 0o700); err != nil {
+	// #nosec G301 -- searched by sandboxes' roots in their user namespaces (see userns.go); each sandbox's own is 0700
+	if err := os.MkdirAll(r.cfg.SandboxDir, 0o711); err != nil {
 		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -189,15 +202,21 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	}()
 
 	began := time.Now()
+	var ns *userNS
+	if r.cfg.UserNamespace {
+		if ns, err = r.newUserNS(dir); err != nil {
+			return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		}
+	}
 	layer := r.layout(s.ID)
 	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
 		return h, fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
 	}
-	if err := layer.mount(s.RootDir, s.Files); err != nil {
+	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	mounted := time.Now()
-	spec := specFor(s, r.cfg, layer.socketDir)
+	spec := specFor(s, r.cfg, layer.socketDir, ns)
 	if r.cfg.MountsTmpfsAtTmp {
 		tmp, err := layer.tmp()
 		if err != nil {
@@ -242,6 +261,9 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
 	ran := time.Now()
+	if err := layer.unmountIDMapped(); err != nil {
+		return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
+	}
 	if r.cfg.AgentListens {
 		if err := r.waitAgent(ctx, h); err != nil {
 			return h, err
@@ -390,12 +412,20 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	}
 	dir := r.dir(h.ID)
 	layer := r.layout(h.ID)
-	if err := layer.unmount(); err != nil {
+	ids, hasIDs := mappingOf(dir)
+	// Clones left by a create that stopped half-way, then the root.
+	err := errors.Join(layer.unmountIDMapped(), layer.unmount())
+	if err == nil {
+		err = noMountsUnder(dir) // what RemoveAll must not walk into
+	}
+	if err != nil {
 		errs = append(errs, err)
 	} else if err := r.cfg.Disks.Release(layer.disk); err != nil {
 		errs = append(errs, fmt.Errorf("release disk of sandbox %s: %w", h.ID, err))
 	} else if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
+	} else if hasIDs {
+		r.ids.release(ids)
 	}
 	return errors.Join(errs...)
 }

@@ -67,8 +67,9 @@ const gvisorHostTasks = 512
 // path of the binary run as PID 1. The agent serves on descriptor 3, the
 // listening socket the runtime hands over (see listenAgent), unless it
 // listens itself (c.AgentListens) in socketDir, bind-mounted at
-// AgentSocketDir.
-func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
+// AgentSocketDir. With ns the sandbox runs in a user namespace of that
+// mapping.
+func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec {
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
@@ -126,7 +127,7 @@ func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
 	// (null, zero, full, random, urandom, tty, ptmx).
 	res.Devices = []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}}
 
-	return &specs.Spec{
+	spec := &specs.Spec{
 		Version:  specs.Version,
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: "rootfs"},
@@ -163,4 +164,9 @@ func specFor(s backend.Spec, c Config, socketDir string) *specs.Spec {
 			Seccomp: seccompProfile(),
 		},
 	}
+	if ns != nil {
+		spec.Linux.Namespaces = append(spec.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		spec.Linux.UIDMappings, spec.Linux.GIDMappings = ns.ids.spec(), ns.ids.spec()
+	}
+	return spec
 }

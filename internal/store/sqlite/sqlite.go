@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +34,9 @@ type DB struct {
 
 // Open opens (creating if needed) the database at path and migrates it.
 func Open(ctx context.Context, path string) (*DB, error) {
+	if err := ownerOnly(path); err != nil {
+		return nil, err
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)&_pragma=synchronous(NORMAL)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -219,4 +223,22 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	sb.CreatedAt = time.Unix(0, created).UTC()
 	sb.UpdatedAt = time.Unix(0, updated).UTC()
 	return &sb, nil
+}
+
+// ownerOnly makes the database file, if it is not there, and its journal
+// files readable by their owner alone. SQLite gives the journal files it
+// makes the database file's permissions.
+func ownerOnly(path string) error {
+	// #nosec G304 -- the daemon's own database path
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("database %s: %w", path, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -117,5 +118,38 @@ func TestListAndReopen(t *testing.T) {
 	}
 	if len(list) != 2 || list[0].ID != "b" || list[1].ID != "c" {
 		t.Fatalf("list = %v, want b, c in creation order", list)
+	}
+}
+
+// The database and its journal files are its owner's alone, also when an
+// older version made them readable by all.
+func TestDatabaseIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hutch.db")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := db.CreateSandbox(t.Context(), sample("abc")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(p), fi.Mode().Perm())
+		}
 	}
 }
