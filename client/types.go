@@ -98,6 +98,7 @@ const (
 	KilledByTimeout = "timeout"
 	KilledByOOM     = "oom" // the sandbox's memory limit
 	KilledBySignal  = "signal"
+	KilledByPids    = "pids" // a fork refused at the sandbox's process limit
 )
 
 // ExecResult is the answer of a non-streamed exec. A command that exits
@@ -111,7 +112,8 @@ type ExecResult struct {
 	TimedOut   bool   `json:"timed_out"`
 	// Truncated is set when stdout or stderr was cut at its 1 MiB cap.
 	Truncated bool `json:"truncated"`
-	// KilledBy is "", KilledByOOM, KilledByTimeout or KilledBySignal.
+	// KilledBy is "", KilledByOOM, KilledByTimeout, KilledBySignal or
+	// KilledByPids.
 	KilledBy string `json:"killed_by"`
 }
 
@@ -121,7 +123,8 @@ type ExecExit struct {
 	ExitCode   int   `json:"exit_code"`
 	DurationMS int64 `json:"duration_ms"`
 	TimedOut   bool  `json:"timed_out"`
-	// KilledBy is "", KilledByOOM, KilledByTimeout or KilledBySignal.
+	// KilledBy is "", KilledByOOM, KilledByTimeout, KilledBySignal or
+	// KilledByPids.
 	KilledBy string `json:"killed_by"`
 }
 

@@ -44,9 +44,9 @@ type Backend interface {
 	// Stats reads what a running sandbox uses.
 	Stats(ctx context.Context, h Handle) (Stats, error)
 
-	// OOMKills counts the processes the kernel's OOM killer has killed in
-	// the sandbox for its memory limit since it started.
-	OOMKills(ctx context.Context, h Handle) (int64, error)
+	// LimitHits counts the times the sandbox hit its limits since it
+	// started.
+	LimitHits(ctx context.Context, h Handle) (LimitHits, error)
 
 	// List returns the IDs of every sandbox this backend has on the host,
 	// including ones the caller no longer knows (to clean up after a crash).
@@ -118,6 +118,17 @@ type Handle struct {
 	ID      string
 	Backend string
 	State   []byte
+}
+
+// LimitHits counts what a sandbox's limits stopped.
+type LimitHits struct {
+	// OOMKills counts the processes the kernel's OOM killer killed for the
+	// memory limit.
+	OOMKills int64
+	// PidsMax counts forks refused (EAGAIN) at the process limit. It stays
+	// 0 where the backend cannot tell (gVisor, whose limit is inside its
+	// own kernel).
+	PidsMax int64
 }
 
 // Health is what Probe found.

@@ -51,7 +51,8 @@ type ExecResult struct {
 	Duration time.Duration
 	TimedOut bool
 	// KilledBy is "" when the command exited by itself, "oom" (the memory
-	// limit), "timeout" or "signal".
+	// limit), "timeout", "signal", or "pids": it failed while forks were
+	// refused at the process limit (runc only; see blameLimits).
 	KilledBy string
 }
 
@@ -167,10 +168,8 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 			}
 		case *process.ProcessEvent_End:
 			res := endResult(e.End, time.Since(began))
-			// 137 either way: killed by SIGKILL, or a shell reporting that
-			// its child was (sh -c runs the command under a shell).
-			if res.ExitCode == 128+int(syscall.SIGKILL) && res.KilledBy != "timeout" && m.oomKilled(ctx, inst) {
-				res.KilledBy = "oom"
+			if res.ExitCode != 0 && res.KilledBy != "timeout" {
+				m.blameLimits(ctx, inst, &res)
 			}
 			return res, nil
 		}
@@ -227,23 +226,28 @@ func endResult(e *process.ProcessEvent_EndEvent, d time.Duration) ExecResult {
 	return r
 }
 
-// oomKilled reports whether the sandbox's OOM kill count has grown since it
-// was last looked at: a command that ended with 137 (SIGKILL) meanwhile is
-// put down to the memory limit. (With commands ending at once, one may take the
-// blame for another's OOM kill; the count tells that one happened.)
-func (m *Manager) oomKilled(ctx context.Context, inst *instance) bool {
-	n, err := inst.backend.OOMKills(ctx, inst.handle)
+// blameLimits puts a failed command down to a limit the sandbox hit since
+// the last look: "oom" when it ended with 137 (killed by SIGKILL, or a shell
+// reporting that its child was) and the OOM killer killed; else "pids" when
+// a fork was refused at the process limit, which kills nothing but makes
+// commands fail. (With commands ending at once, one may take the blame for
+// another's hit; the counts tell that one happened.)
+func (m *Manager) blameLimits(ctx context.Context, inst *instance, res *ExecResult) {
+	hits, err := inst.backend.LimitHits(ctx, inst.handle)
 	if err != nil {
-		m.log.Warn("read OOM kills", attrSandbox, inst.id, "error", err)
-		return false
+		m.log.Warn("read limit hits", attrSandbox, inst.id, "error", err)
+		return
 	}
 	inst.mu.Lock()
-	defer inst.mu.Unlock()
-	if n > inst.oomKills {
-		inst.oomKills = n
-		return true
+	prev := inst.limitHits
+	inst.limitHits = hits
+	inst.mu.Unlock()
+	switch {
+	case res.ExitCode == 128+int(syscall.SIGKILL) && hits.OOMKills > prev.OOMKills:
+		res.KilledBy = "oom"
+	case res.KilledBy == "" && hits.PidsMax > prev.PidsMax:
+		res.KilledBy = "pids"
 	}
-	return false
 }
 
 // signalNumbers maps Go's names of signals ("killed", as in the agent's

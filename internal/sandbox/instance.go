@@ -22,8 +22,8 @@ type instance struct {
 
 	mu         sync.Mutex
 	lastActive time.Time
-	running    int   // execs in flight
-	oomKills   int64 // OOM kills already put down to a command
+	running    int               // execs in flight
+	limitHits  backend.LimitHits // limit hits already put down to a command
 }
 
 func (m *Manager) newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *instance {

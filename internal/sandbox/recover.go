@@ -67,7 +67,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		if err == nil {
 			inst := m.newInstance(rec, be, h)
 			// OOM kills from before the restart are no command's.
-			inst.oomKills, _ = be.OOMKills(ctx, h)
+			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
 				m.mu.Lock()
 				m.live[rec.ID] = inst

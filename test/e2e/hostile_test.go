@@ -47,6 +47,27 @@ func TestForkBombIsContained(t *testing.T) {
 	})
 }
 
+// A command that fails because the process limit refused its forks says
+// so: killed_by "pids". Under gVisor the limit is inside gVisor's kernel,
+// where the host cannot count the refusals.
+func TestProcessLimitIsReported(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{Runtime: "runc", Pids: 16})
+	res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{
+		Command: `perl -e 'for (1..32) { my $p = fork; die "fork failed: $!\n" unless defined $p; if (!$p) { close STDOUT; close STDERR; sleep 1; exit } }'`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || res.KilledBy != client.KilledByPids || !strings.Contains(res.Stderr, "fork failed") {
+		t.Errorf("32 children under a limit of 16: exit %d, killed_by %q, stderr %q; want killed_by pids", res.ExitCode, res.KilledBy, res.Stderr)
+	}
+	time.Sleep(2 * time.Second) // the children hold the limit for a second
+	if got := d.exec(sb.ID, "echo alive"); got.Stdout != "alive\n" || got.KilledBy != "" {
+		t.Errorf("after the process limit: %+v", got)
+	}
+}
+
 // Four processes spinning in a sandbox of 1 CPU get 1 CPU of the host's,
 // as the host counts it: by the sandbox's cgroup (the stats API), and, to
 // check that count, by the CPU time of the host processes in the cgroup

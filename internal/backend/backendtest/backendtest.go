@@ -75,6 +75,11 @@ type Harness struct {
 	// OOMKills, the sandbox living on. (Under gVisor the sandbox as a whole
 	// is what the host's OOM killer hits.)
 	CountsOOMKills bool
+
+	// CountsPidsMax says forks refused at the process limit are counted
+	// by LimitHits. (Under gVisor the limit is inside its kernel, which
+	// the host cannot read.)
+	CountsPidsMax bool
 }
 
 // Timeouts of one backend call and of one command.
@@ -103,6 +108,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("RecoverCrashed", s.testRecoverCrashed)
 	t.Run("Stats", s.testStats)
 	t.Run("OOMKills", s.testOOMKills)
+	t.Run("PidsMax", s.testPidsMax)
 	t.Run("DiskLimit", s.testDiskLimit)
 	t.Run("Isolation", s.testIsolation)
 

@@ -133,8 +133,8 @@ func (s *suite) testDestroy(t *testing.T) {
 	wantKind(t, "Recover after Destroy", s.backend.Recover(t.Context(), sb.handle), errdefs.ErrNotFound)
 	_, err := s.backend.Stats(t.Context(), sb.handle)
 	wantKind(t, "Stats after Destroy", err, errdefs.ErrNotFound)
-	_, err = s.backend.OOMKills(t.Context(), sb.handle)
-	wantKind(t, "OOMKills after Destroy", err, errdefs.ErrNotFound)
+	_, err = s.backend.LimitHits(t.Context(), sb.handle)
+	wantKind(t, "LimitHits after Destroy", err, errdefs.ErrNotFound)
 
 	// A sandbox the backend never made (the Manager destroys what a crash
 	// left half-made) is gone already.

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,16 @@ func (s *suite) testStats(t *testing.T) {
 	}
 }
 
+// limitHits reads the sandbox's limit hits, failing the test if that fails.
+func (s *suite) limitHits(t *testing.T, sb *sandbox) backend.LimitHits {
+	t.Helper()
+	hits, err := s.backend.LimitHits(t.Context(), sb.handle)
+	if err != nil {
+		t.Fatalf("LimitHits: %v", err)
+	}
+	return hits
+}
+
 // testOOMKills checks that a command past the memory limit is killed and
 // counted, and that the sandbox lives on.
 func (s *suite) testOOMKills(t *testing.T) {
@@ -67,25 +78,51 @@ func (s *suite) testOOMKills(t *testing.T) {
 		t.Skip("the backend's memory limit stops the whole sandbox, not a command")
 	}
 	sb := s.create(t, func(spec *backend.Spec) { spec.Limits.MemoryBytes = 64 << 20 })
-	before, err := s.backend.OOMKills(t.Context(), sb.handle)
-	if err != nil {
-		t.Fatalf("OOMKills: %v", err)
-	}
+	before := s.limitHits(t, sb)
 	// tail keeps the last line, and /dev/zero has no line ends: it grows
 	// to 1 GiB unless killed.
 	if r := sb.sh(t, "head -c 1G /dev/zero | tail"); r.exitCode == 0 {
 		t.Fatal("a 1 GiB memory bomb under a 64 MiB limit exited 0")
 	}
-	after, err := s.backend.OOMKills(t.Context(), sb.handle)
-	if err != nil {
-		t.Fatalf("OOMKills: %v", err)
-	}
-	if after <= before {
-		t.Errorf("OOMKills went from %d to %d over a memory bomb, want it to grow", before, after)
+	after := s.limitHits(t, sb)
+	if after.OOMKills <= before.OOMKills {
+		t.Errorf("OOM kills went from %d to %d over a memory bomb, want them to grow", before.OOMKills, after.OOMKills)
 	}
 	if got := sb.mustSh(t, "echo alive"); got != "alive\n" {
 		t.Errorf("after the OOM kill the sandbox answers %q", got)
 	}
+}
+
+// testPidsMax checks that forks past the process limit fail, are counted,
+// and that the sandbox lives on.
+func (s *suite) testPidsMax(t *testing.T) {
+	switch {
+	case !s.h.Limits:
+		t.Skip("the backend enforces no process limit")
+	case !s.h.CountsPidsMax:
+		t.Skip("the backend cannot count forks refused at its process limit")
+	}
+	sb := s.create(t, func(spec *backend.Spec) { spec.Limits.Pids = 16 })
+	before := s.limitHits(t, sb)
+	if r := sb.sh(t, forkPast(32)); r.exitCode == 0 || !strings.Contains(r.stderr, "fork failed") {
+		t.Fatalf("32 children under a limit of 16: exit %d, %q", r.exitCode, r.stderr)
+	}
+	after := s.limitHits(t, sb)
+	if after.PidsMax <= before.PidsMax {
+		t.Errorf("refused forks went from %d to %d, want them to grow", before.PidsMax, after.PidsMax)
+	}
+	// The children hold the limit for a second, during which a new command
+	// may not start (its shim cannot make threads); then commands run.
+	time.Sleep(2 * time.Second)
+	if got := sb.mustSh(t, "echo alive"); got != "alive\n" {
+		t.Errorf("after the process limit the sandbox answers %q", got)
+	}
+}
+
+// forkPast is a script that forks n children, each sleeping a second with
+// its output closed, and dies with "fork failed" at the first refused fork.
+func forkPast(n int) string {
+	return fmt.Sprintf(`perl -e 'for (1..%d) { my $p = fork; die "fork failed: $!\n" unless defined $p; if (!$p) { close STDOUT; close STDERR; sleep 1; exit } }'`, n)
 }
 
 // testDiskLimit checks that writing past Spec.Limits.DiskBytes fails inside

@@ -262,9 +262,9 @@ func (b *Backend) Stats(ctx context.Context, h backend.Handle) (backend.Stats, e
 	return backend.Stats{}, b.Recover(ctx, h)
 }
 
-// OOMKills reports zero for a running sandbox: the fake has no memory limit.
-func (b *Backend) OOMKills(ctx context.Context, h backend.Handle) (int64, error) {
-	return 0, b.Recover(ctx, h)
+// LimitHits reports none for a running sandbox: the fake has no limits.
+func (b *Backend) LimitHits(ctx context.Context, h backend.Handle) (backend.LimitHits, error) {
+	return backend.LimitHits{}, b.Recover(ctx, h)
 }
 
 // List returns the sandboxes with a directory, running or not.

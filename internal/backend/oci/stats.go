@@ -80,23 +80,34 @@ func (n *numbers) field(path, key string) int64 {
 	return v
 }
 
-// OOMKills reads oom_kill of the sandbox's memory cgroup (memory.oom_control
-// in v1, memory.events in v2).
-func (r *Runtime) OOMKills(_ context.Context, h backend.Handle) (int64, error) {
+// LimitHits reads oom_kill of the sandbox's memory cgroup (memory.oom_control
+// in v1, memory.events in v2) and, unless the process limit is gVisor's
+// own, max of its pids cgroup (pids.events).
+func (r *Runtime) LimitHits(_ context.Context, h backend.Handle) (backend.LimitHits, error) {
 	if !validID(h.ID) {
-		return 0, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+		return backend.LimitHits{}, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
 	rel := filepath.Join("hutch", h.ID)
-	for _, path := range []string{
-		filepath.Join(cgroupRoot, "memory", rel, "memory.oom_control"),
-		filepath.Join(cgroupRoot, rel, "memory.events"),
-	} {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			continue
+	// The first file of each pair that is there: cgroup v1, else v2.
+	read := func(v1, v2, key string) (int64, error) {
+		for _, path := range []string{v1, v2} {
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return readField(path, key)
 		}
-		return readField(path, "oom_kill")
+		return 0, errdefs.NotFound("the cgroups of sandbox %s are gone", h.ID)
 	}
-	return 0, errdefs.NotFound("the memory cgroup of sandbox %s is gone", h.ID)
+	var hits backend.LimitHits
+	var err error
+	hits.OOMKills, err = read(filepath.Join(cgroupRoot, "memory", rel, "memory.oom_control"),
+		filepath.Join(cgroupRoot, rel, "memory.events"), "oom_kill")
+	if err != nil || r.cfg.KernelCountsProcesses {
+		return hits, err
+	}
+	hits.PidsMax, err = read(filepath.Join(cgroupRoot, "pids", rel, "pids.events"),
+		filepath.Join(cgroupRoot, rel, "pids.events"), "max")
+	return hits, err
 }
 
 // readField reads the number after key in a cgroup file of "key number"
