@@ -223,17 +223,27 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 // remove unmounts the bundle's root and idmapped clones and deletes its
 // directory.
 func (b *bundle) remove() error {
-	points, err := mountsUnder(b.dir)
+	if err := unmountUnder(b.dir); err != nil {
+		return err // never RemoveAll through a mount
+	}
+	return os.RemoveAll(b.dir)
+}
+
+// unmountUnder lazily unmounts everything mounted at or below dir, the
+// later mounted first.
+func unmountUnder(dir string) error {
+	points, err := mountsUnder(dir)
 	if err != nil {
 		return err
 	}
-	slices.Reverse(points) // the later mounted first
+	slices.Reverse(points)
+	var errs []error
 	for _, p := range points {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: %w", p, err) // never RemoveAll through a mount
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
 		}
 	}
-	return os.RemoveAll(b.dir)
+	return errors.Join(errs...)
 }
 
 // mountInfo is one line of /proc/self/mountinfo.

@@ -10,12 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // runcRun times one `runc run` of a fresh equivalent bundle.
@@ -149,17 +146,7 @@ func deleteContainers(ctx context.Context, cmd runtimeCmd, root string) error {
 // cleanupRunc removes whatever the runc peer left: containers in the bench's
 // state root, mounts under its directory, its cgroups.
 func (b *bench) cleanupRunc(ctx context.Context) error {
-	errs := []error{deleteContainers(ctx, b.runcCmd, b.runcRoot)}
-	points, err := mountsUnder(b.dir)
-	errs = append(errs, err)
-	slices.Reverse(points) // the later mounted first
-	for _, p := range points {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
-		}
-	}
-	errs = append(errs, removeCgroupTree(b.cgroupParent))
-	return errors.Join(errs...)
+	return errors.Join(deleteContainers(ctx, b.runcCmd, b.runcRoot), unmountUnder(b.dir), removeCgroupTree(b.cgroupParent))
 }
 
 // checkNoContainers reports containers left in the runc and runsc state

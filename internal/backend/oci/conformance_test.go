@@ -81,7 +81,7 @@ func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 	t.Cleanup(func() {
 		// Removing a directory something is still mounted in would reach
 		// into the mount: leave it to look at.
-		if mounts := mountsUnder(t, base); len(mounts) > 0 {
+		if mounts := mustMountsUnder(t, base); len(mounts) > 0 {
 			t.Errorf("mounts left under %s, not removed:\n%s", base, strings.Join(mounts, "\n"))
 			return
 		}
@@ -173,7 +173,7 @@ func crash(t *testing.T, r *Runtime, id string) {
 // assertGone checks that no sandbox left a mount, container, cgroup,
 // process, loop device or file (as test/e2e does for the daemon).
 func assertGone(t *testing.T, cfg Config, base string, ids []string) {
-	if mounts := mountsUnder(t, base); len(mounts) > 0 {
+	if mounts := mustMountsUnder(t, base); len(mounts) > 0 {
 		t.Errorf("mounts left behind:\n%s", strings.Join(mounts, "\n"))
 	}
 	if entries, _ := os.ReadDir(cfg.SandboxDir); len(entries) > 0 {
@@ -209,18 +209,12 @@ func assertGone(t *testing.T, cfg Config, base string, ids []string) {
 	}
 }
 
-// mountsUnder lists the host's mounts below dir.
-func mountsUnder(t *testing.T, dir string) []string {
-	info, err := os.ReadFile("/proc/self/mountinfo")
+// mustMountsUnder is mountsUnder, failing the test if mountinfo cannot be
+// read.
+func mustMountsUnder(t *testing.T, dir string) []string {
+	points, err := mountsUnder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(info), "\n") {
-		// The fifth field is the mount point.
-		if fields := strings.Fields(line); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			out = append(out, fields[4])
-		}
-	}
-	return out
+	return points
 }

@@ -416,7 +416,10 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	// Clones left by a create that stopped half-way, then the root.
 	err := errors.Join(layer.unmountIDMapped(), layer.unmount())
 	if err == nil {
-		err = noMountsUnder(dir) // what RemoveAll must not walk into
+		// What RemoveAll must not walk into.
+		if points, merr := mountsUnder(dir); merr != nil || len(points) > 0 {
+			err = errors.Join(merr, fmt.Errorf("still mounted under sandbox %s: %v", h.ID, points))
+		}
 	}
 	if err != nil {
 		errs = append(errs, err)
