@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/mountinfo"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
@@ -60,14 +59,14 @@ func loadReference(dir string, tmpl template.Template) (*reference, error) {
 	if ref.spec.Root == nil || ref.spec.Process == nil || ref.spec.Linux == nil {
 		return nil, errors.New("reference config.json lacks root, process or linux")
 	}
-	m, err := findMount(filepath.Join(dir, ref.spec.Root.Path))
+	m, err := mountinfo.Find(filepath.Join(dir, ref.spec.Root.Path))
 	if err != nil {
 		return nil, err
 	}
-	ref.lower = overlayOption(m.superOpts, "lowerdir")
-	upper := overlayOption(m.superOpts, "upperdir")
-	if m.fsType != "overlay" || ref.lower == "" || upper == "" {
-		return nil, fmt.Errorf("reference root is %s (%s), not an overlay", m.fsType, m.superOpts)
+	ref.lower = overlayOption(m.SuperOpts, "lowerdir")
+	upper := overlayOption(m.SuperOpts, "upperdir")
+	if m.FSType != "overlay" || ref.lower == "" || upper == "" {
+		return nil, fmt.Errorf("reference root is %s (%s), not an overlay", m.FSType, m.SuperOpts)
 	}
 	if ref.files, err = readLayer(upper); err != nil {
 		return nil, fmt.Errorf("read reference writable layer: %w", err)
@@ -223,101 +222,10 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 // remove unmounts the bundle's root and idmapped clones and deletes its
 // directory.
 func (b *bundle) remove() error {
-	if err := unmountUnder(b.dir); err != nil {
+	if err := mountinfo.UnmountUnder(b.dir); err != nil {
 		return err // never RemoveAll through a mount
 	}
 	return os.RemoveAll(b.dir)
-}
-
-// unmountUnder lazily unmounts everything mounted at or below dir, the
-// later mounted first.
-func unmountUnder(dir string) error {
-	points, err := mountsUnder(dir)
-	if err != nil {
-		return err
-	}
-	slices.Reverse(points)
-	var errs []error
-	for _, p := range points {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// mountInfo is one line of /proc/self/mountinfo.
-type mountInfo struct {
-	point     string
-	fsType    string
-	superOpts string
-}
-
-// mounts lists the mounts of this process's mount namespace.
-func mounts() ([]mountInfo, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []mountInfo
-	for _, line := range strings.Split(string(b), "\n") {
-		// id parent maj:min root point opts [optional…] - type source superopts
-		pre, post, ok := strings.Cut(line, " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 3 {
-			continue
-		}
-		out = append(out, mountInfo{point: unescapeMount(a[4]), fsType: b[0], superOpts: b[2]})
-	}
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, …).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if c, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(c))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// findMount returns the topmost mount at point.
-func findMount(point string) (mountInfo, error) {
-	all, err := mounts()
-	if err != nil {
-		return mountInfo{}, err
-	}
-	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].point == point {
-			return all[i], nil
-		}
-	}
-	return mountInfo{}, fmt.Errorf("%s is not a mount point", point)
-}
-
-// mountsUnder lists the mount points at or below dir.
-func mountsUnder(dir string) ([]string, error) {
-	all, err := mounts()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range all {
-		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
-			out = append(out, m.point)
-		}
-	}
-	return out, nil
 }
 
 // overlayOption returns one key's value from overlay super options.

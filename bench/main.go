@@ -24,6 +24,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/mountinfo"
 )
 
 // config is the command line.
@@ -178,7 +180,7 @@ func cleanup(ctx context.Context, fn func(context.Context) error) error {
 // still mounted under it: deleting through a mount could reach files that
 // are not ours.
 func removeBase(base string) error {
-	points, err := mountsUnder(base)
+	points, err := mountinfo.Under(base)
 	if err != nil {
 		return err
 	}

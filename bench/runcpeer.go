@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/mountinfo"
 )
 
 // runcRun times one `runc run` of a fresh equivalent bundle.
@@ -146,7 +148,7 @@ func deleteContainers(ctx context.Context, cmd runtimeCmd, root string) error {
 // cleanupRunc removes whatever the runc peer left: containers in the bench's
 // state root, mounts under its directory, its cgroups.
 func (b *bench) cleanupRunc(ctx context.Context) error {
-	return errors.Join(deleteContainers(ctx, b.runcCmd, b.runcRoot), unmountUnder(b.dir), removeCgroupTree(b.cgroupParent))
+	return errors.Join(deleteContainers(ctx, b.runcCmd, b.runcRoot), mountinfo.UnmountUnder(b.dir), removeCgroupTree(b.cgroupParent))
 }
 
 // checkNoContainers reports containers left in the runc and runsc state

@@ -15,6 +15,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/backendtest"
 	"github.com/hutchdev/hutch/internal/disk"
+	"github.com/hutchdev/hutch/internal/mountinfo"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
@@ -209,10 +210,10 @@ func assertGone(t *testing.T, cfg Config, base string, ids []string) {
 	}
 }
 
-// mustMountsUnder is mountsUnder, failing the test if mountinfo cannot be
+// mustMountsUnder is mountinfo.Under, failing the test if mountinfo cannot be
 // read.
 func mustMountsUnder(t *testing.T, dir string) []string {
-	points, err := mountsUnder(dir)
+	points, err := mountinfo.Under(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

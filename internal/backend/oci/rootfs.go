@@ -165,24 +165,6 @@ func unmount(path string) error {
 	}
 }
 
-// mountsUnder lists the mount points at dir or below it.
-func mountsUnder(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for line := range strings.Lines(string(b)) {
-		// The fifth field is the mount point, with spaces and the like
-		// octal-escaped; Hutch's paths have none.
-		fields := strings.Fields(line)
-		if len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			out = append(out, fields[4])
-		}
-	}
-	return out, nil
-}
-
 // writeFiles places the sandbox's own files in its writable layer upper
 // before the overlay is mounted: plain files in a plain directory, cheaper
 // than writing through the overlay, which would copy each parent directory

@@ -24,6 +24,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/mountinfo"
 )
 
 var _ backend.Backend = (*Runtime)(nil)
@@ -417,7 +418,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	err := errors.Join(layer.unmountIDMapped(), layer.unmount())
 	if err == nil {
 		// What RemoveAll must not walk into.
-		if points, merr := mountsUnder(dir); merr != nil || len(points) > 0 {
+		if points, merr := mountinfo.Under(dir); merr != nil || len(points) > 0 {
 			err = errors.Join(merr, fmt.Errorf("still mounted under sandbox %s: %v", h.ID, points))
 		}
 	}

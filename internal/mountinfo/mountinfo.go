@@ -1,0 +1,107 @@
+// Package mountinfo reads this process's mount table, for the code that
+// must be sure nothing is mounted under a directory before it removes it.
+package mountinfo
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mount is one line of /proc/self/mountinfo.
+type Mount struct {
+	Point     string // where it is mounted
+	FSType    string
+	SuperOpts string // the filesystem's own options (overlay's lowerdir, …)
+}
+
+// Mounts lists the mounts of this process's mount namespace, in the order
+// they were mounted.
+func Mounts() ([]Mount, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []Mount
+	for line := range strings.Lines(string(b)) {
+		// id parent maj:min root point opts [optional…] - type source superopts
+		pre, post, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		out = append(out, Mount{Point: unescape(a[4]), FSType: b[0], SuperOpts: b[2]})
+	}
+	return out, nil
+}
+
+// Under lists the mount points at dir or below it, in mount order.
+func Under(dir string) ([]string, error) {
+	all, err := Mounts()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range all {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
+		}
+	}
+	return out, nil
+}
+
+// Find returns the topmost mount at point.
+func Find(point string) (Mount, error) {
+	all, err := Mounts()
+	if err != nil {
+		return Mount{}, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Point == point {
+			return all[i], nil
+		}
+	}
+	return Mount{}, fmt.Errorf("%s is not a mount point", point)
+}
+
+// UnmountUnder lazily unmounts everything mounted at or below dir, the
+// later mounted first, so that dir can be removed without walking into a
+// mount.
+func UnmountUnder(dir string) error {
+	points, err := Under(dir)
+	if err != nil {
+		return err
+	}
+	slices.Reverse(points)
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space, …).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if c, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(c))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

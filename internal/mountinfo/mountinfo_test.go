@@ -1,0 +1,65 @@
+package mountinfo
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{
+		`/plain`:         "/plain",
+		`/a\040b`:        "/a b",
+		`/tab\011here`:   "/tab\there",
+		`/back\134slash`: `/back\slash`,
+		`/short\04`:      `/short\04`,
+		`/not\999octal`:  `/not\999octal`,
+	} {
+		if got := unescape(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestUnmountUnder mounts two tmpfs, one inside the other, under a
+// directory whose name needs escaping, and unmounts both.
+func TestUnmountUnder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "with space")
+	inner := filepath.Join(dir, "inner")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = UnmountUnder(dir) })
+	if err := os.Mkdir(inner, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", inner, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	points, err := Under(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(points, []string{dir, inner}) {
+		t.Fatalf("Under(%s) = %q, want the two tmpfs", dir, points)
+	}
+	m, err := Find(inner)
+	if err != nil || m.FSType != "tmpfs" {
+		t.Fatalf("Find(%s) = %+v, %v; want a tmpfs", inner, m, err)
+	}
+	if err := UnmountUnder(dir); err != nil {
+		t.Fatal(err)
+	}
+	if points, err := Under(dir); err != nil || len(points) != 0 {
+		t.Fatalf("after UnmountUnder: %q, %v; want nothing mounted", points, err)
+	}
+}
