@@ -221,7 +221,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
-		ID: newID(), Template: tmpl.Name, Backend: be.Name(), State: store.StateCreating,
+		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
 	}

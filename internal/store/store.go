@@ -33,11 +33,13 @@ const (
 
 // Sandbox is a sandbox's stored record.
 type Sandbox struct {
-	ID          string
-	Template    string
-	Backend     string
-	State       string
-	StateReason string
+	ID       string
+	Template string
+	// TemplateVersion is the version of Template the sandbox was made from.
+	TemplateVersion string
+	Backend         string
+	State           string
+	StateReason     string
 	// Handle is the backend's opaque state for Recover.
 	Handle []byte
 

@@ -64,6 +64,37 @@ var skeletonFiles = map[string]string{
 	"etc/hostname": "",
 }
 
+// ensureHost makes the host template's skeleton root under dir unless it is
+// already there. hostRoot is "/" except in tests. Each layout of the host gets
+// its own directory named by its hash, built beside and renamed into place:
+// a crash never leaves half a template, and a root that running sandboxes use
+// as their lower layer is never changed under them.
+func ensureHost(dir, hostRoot string) (Template, error) {
+	plan := hostPlan(hostRoot)
+	final := filepath.Join(dir, plan.version())
+	t := Template{Name: HostName, Version: plan.version(), RootDir: filepath.Join(final, "rootfs"), Binds: plan.binds}
+	if _, err := os.Stat(final); err == nil {
+		return t, nil
+	}
+	// #nosec G301 -- sandbox users must traverse template roots
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return t, err
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return t, err
+	}
+	if err := plan.build(filepath.Join(tmp, "rootfs")); err != nil {
+		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
+		return t, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
+		return t, err
+	}
+	return t, nil
+}
+
 // entry is one host path mirrored into the skeleton.
 type entry struct {
 	path   string // relative to the root

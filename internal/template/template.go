@@ -1,25 +1,74 @@
-// Package template provides the read-only roots sandboxes are made from. For
-// now there is one, `host`: a skeleton root whose system directories are
-// read-only binds of the host's.
+// Package template provides the read-only roots sandboxes are made from:
+// the built-in `host` template, whose system directories are read-only binds
+// of the host's, and named templates built into the store (from Debian, a
+// recipe or an image), each a complete root directory.
+//
+// The store's layout, under its directory:
+//
+//	host/<hash>/rootfs          the host template, one per layout of the host
+//	<name>/<version>/rootfs     a built template's root, never changed
+//	<name>/<version>/template.json
+//	<name>/current              symlink to the version sandboxes get
+//	.build-*                    builds under way; removed when the store opens
+//
+// A build happens beside the store and is renamed into place, then current
+// is swapped by a rename too: a crash or an interrupted build never leaves
+// half a template, and the root a running sandbox uses as its lower layer is
+// never changed under it.
 package template
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/mountinfo"
 )
 
 // Template is a root a sandbox is made from.
 type Template struct {
 	Name string
+	// Version tells builds of one name apart; sandboxes keep the version
+	// they were made from.
+	Version string
 	// RootDir is the read-only root directory.
 	RootDir string
 	// Binds are host paths the sandbox also sees, read-only.
 	Binds []backend.Bind
 }
+
+// Info describes a template, as `hutch template ls` and the API show it.
+type Info struct {
+	Name    string    `json:"name"`
+	Version string    `json:"version"`
+	Source  string    `json:"source"` // SourceHost, SourceDebian, …
+	Created time.Time `json:"created"`
+	// Packages are what the build installed beyond the base system.
+	Packages []string `json:"packages,omitempty"`
+	// Suite and Mirror are the Debian release and mirror it came from.
+	Suite  string `json:"suite,omitempty"`
+	Mirror string `json:"mirror,omitempty"`
+	// SizeBytes is the disk the root uses (for host: its skeleton only).
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// Where a template came from.
+const (
+	SourceHost   = "host"
+	SourceDebian = "debian"
+)
+
+// HostName is the built-in template's name.
+const HostName = "host"
 
 // The sandbox user every template has.
 const (
@@ -30,60 +79,333 @@ const (
 	Workspace = UserHome + "/workspace"
 )
 
-// Store finds templates in a directory.
+// validName is what a template may be called: it is a directory name and
+// part of the CLI, so lower case, digits and . _ - only.
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// CheckName says why name cannot be a new template's name, or nil.
+func CheckName(name string) error {
+	if !validName.MatchString(name) {
+		return errdefs.InvalidArgument("template name %q: use 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", name)
+	}
+	if name == HostName {
+		return errdefs.InvalidArgument("template name %q is the built-in host template's", name)
+	}
+	return nil
+}
+
+// Store finds and keeps templates in a directory.
 type Store struct {
 	dir  string
 	host Template
+	info Info // the host template's
+
+	mu       sync.Mutex
+	building map[string]bool // names with a build under way
 }
 
-// Open prepares the template directory, making the host template if needed.
+// Open prepares the template directory: it makes the host template if
+// needed and removes what interrupted builds left.
 func Open(dir string) (*Store, error) {
 	// #nosec G301 -- sandbox users must traverse template roots
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create template dir: %w", err)
 	}
-	host, err := ensureHost(filepath.Join(dir, "host"), "/")
+	leftovers, err := filepath.Glob(filepath.Join(dir, ".build-*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range leftovers {
+		if err := removeBuild(b); err != nil {
+			return nil, fmt.Errorf("remove an interrupted build: %w", err)
+		}
+	}
+	host, err := ensureHost(filepath.Join(dir, HostName), "/")
 	if err != nil {
 		return nil, fmt.Errorf("prepare host template: %w", err)
 	}
-	return &Store{dir: dir, host: host}, nil
+	s := &Store{dir: dir, host: host, building: map[string]bool{}}
+	s.info = Info{Name: HostName, Version: host.Version, Source: SourceHost}
+	if fi, err := os.Stat(filepath.Dir(host.RootDir)); err == nil {
+		s.info.Created = fi.ModTime().UTC()
+	}
+	s.info.SizeBytes, _ = diskUsage(host.RootDir) // a size is only shown
+	return s, nil
 }
 
-// Get returns a template by name.
+// Get returns the current version of a template.
 func (s *Store) Get(name string) (Template, error) {
-	if name == s.host.Name {
+	if name == HostName {
 		return s.host, nil
 	}
-	return Template{}, errdefs.NotFound("template %q not found; available: %s", name, s.host.Name)
+	if validName.MatchString(name) {
+		if info, err := s.current(name); err == nil {
+			return s.template(info), nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return Template{}, fmt.Errorf("template %s: %w", name, err)
+		}
+	}
+	return Template{}, errdefs.NotFound("template %q not found; available: %s", name, strings.Join(s.names(), ", "))
 }
 
-// ensureHost makes the host template's skeleton root under dir unless it is
-// already there. hostRoot is "/" except in tests. Each layout of the host gets
-// its own directory named by its hash, built beside and renamed into place:
-// a crash never leaves half a template, and a root that running sandboxes use
-// as their lower layer is never changed under them.
-func ensureHost(dir, hostRoot string) (Template, error) {
-	plan := hostPlan(hostRoot)
-	final := filepath.Join(dir, plan.version())
-	t := Template{Name: "host", RootDir: filepath.Join(final, "rootfs"), Binds: plan.binds}
-	if _, err := os.Stat(final); err == nil {
-		return t, nil
+// Info returns what the store knows of a template's current version.
+func (s *Store) Info(name string) (Info, error) {
+	if name == HostName {
+		return s.info, nil
 	}
-	// #nosec G301 -- sandbox users must traverse template roots
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return t, err
+	if _, err := s.Get(name); err != nil {
+		return Info{}, err
 	}
-	tmp, err := os.MkdirTemp(dir, ".build-")
+	return s.current(name)
+}
+
+// List returns every template's current version, by name.
+func (s *Store) List() ([]Info, error) {
+	out := []Info{s.info}
+	for _, name := range s.names() {
+		if name == HostName {
+			continue
+		}
+		info, err := s.current(name)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Remove deletes a template, every version of it. The caller makes sure no
+// sandbox uses it.
+func (s *Store) Remove(name string) error {
+	if name == HostName {
+		return errdefs.InvalidArgument("the host template is built in and cannot be removed")
+	}
+	if _, err := s.Get(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	busy := s.building[name]
+	s.mu.Unlock()
+	if busy {
+		return errdefs.Conflict("template %s is being built; remove it when the build has ended", name)
+	}
+	// Renamed out of the way first, so that a crash half-way through the
+	// removal leaves a build leftover, removed at the next Open, and never
+	// a half template under the name.
+	gone, err := os.MkdirTemp(s.dir, ".build-")
 	if err != nil {
-		return t, err
+		return err
 	}
-	if err := plan.build(filepath.Join(tmp, "rootfs")); err != nil {
-		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
-		return t, err
+	if err := os.Rename(filepath.Join(s.dir, name), filepath.Join(gone, name)); err != nil {
+		_ = os.Remove(gone) // empty
+		return fmt.Errorf("remove template %s: %w", name, err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		_ = os.RemoveAll(tmp) // best effort: the build error is what matters
-		return t, err
+	return removeBuild(gone)
+}
+
+// names lists the names in the store, host included, sorted.
+func (s *Store) names() []string {
+	names := []string{HostName}
+	entries, _ := os.ReadDir(s.dir) // an unreadable store lists only host
+	for _, e := range entries {
+		if e.IsDir() && validName.MatchString(e.Name()) && e.Name() != HostName {
+			if _, err := os.Lstat(filepath.Join(s.dir, e.Name(), "current")); err == nil {
+				names = append(names, e.Name())
+			}
+		}
 	}
-	return t, nil
+	sort.Strings(names[1:])
+	return names
+}
+
+// current reads the info of name's current version.
+func (s *Store) current(name string) (Info, error) {
+	version, err := os.Readlink(filepath.Join(s.dir, name, "current"))
+	if err != nil {
+		return Info{}, err
+	}
+	// #nosec G304 -- a file of the store, under a validated name
+	b, err := os.ReadFile(filepath.Join(s.dir, name, version, "template.json"))
+	if err != nil {
+		return Info{}, err
+	}
+	var info Info
+	if err := json.Unmarshal(b, &info); err != nil {
+		return Info{}, fmt.Errorf("read template.json: %w", err)
+	}
+	return info, nil
+}
+
+func (s *Store) template(info Info) Template {
+	return Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs")}
+}
+
+// Build is a template being built: a root directory beside the store that
+// becomes a template by Commit, or disappears by Abort.
+type Build struct {
+	s    *Store
+	name string
+	dir  string
+	done bool
+}
+
+// Begin starts a build of a new version of name. Only one build of a name
+// runs at a time. The caller must Commit or Abort it.
+func (s *Store) Begin(name string) (*Build, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.building[name] {
+		return nil, errdefs.Conflict("template %s is already being built", name)
+	}
+	dir, err := os.MkdirTemp(s.dir, ".build-")
+	if err != nil {
+		return nil, fmt.Errorf("start template build: %w", err)
+	}
+	// #nosec G302 -- sandbox users must traverse template roots
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.Remove(dir) // empty
+		return nil, err
+	}
+	s.building[name] = true
+	return &Build{s: s, name: name, dir: dir}, nil
+}
+
+// Root is where the build puts the template's root directory.
+func (b *Build) Root() string { return filepath.Join(b.dir, "rootfs") }
+
+// Commit makes the build the current version of its template. info's Name,
+// Version, Created and SizeBytes are filled in.
+func (b *Build) Commit(info Info) (Info, error) {
+	if b.done {
+		return Info{}, errors.New("template build already ended")
+	}
+	// Whatever the build mounted must be gone before the root is final.
+	if points, err := mountinfo.Under(b.dir); err != nil || len(points) > 0 {
+		return Info{}, errors.Join(err, fmt.Errorf("template %s: still mounted in the build: %v", b.name, points))
+	}
+	now := time.Now().UTC()
+	info.Name = b.name
+	info.Created = now
+	info.Version = now.Format("20060102T150405.000Z")
+	info.Version = strings.ReplaceAll(info.Version, ".", "")
+	size, err := diskUsage(b.Root())
+	if err != nil {
+		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
+	}
+	info.SizeBytes = size
+	js, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return Info{}, err
+	}
+	// #nosec G306 -- what `template ls` shows, no secret
+	if err := os.WriteFile(filepath.Join(b.dir, "template.json"), append(js, '\n'), 0o644); err != nil {
+		return Info{}, err
+	}
+	nameDir := filepath.Join(b.s.dir, b.name)
+	// #nosec G301 -- sandbox users must traverse template roots
+	if err := os.MkdirAll(nameDir, 0o755); err != nil {
+		return Info{}, err
+	}
+	if err := os.Rename(b.dir, filepath.Join(nameDir, info.Version)); err != nil {
+		return Info{}, fmt.Errorf("commit template %s: %w", b.name, err)
+	}
+	b.end()
+	// current is swapped by renaming a new symlink over it.
+	link := filepath.Join(nameDir, ".current-"+info.Version)
+	if err := os.Symlink(info.Version, link); err != nil {
+		return Info{}, fmt.Errorf("commit template %s: %w", b.name, err)
+	}
+	if err := os.Rename(link, filepath.Join(nameDir, "current")); err != nil {
+		_ = os.Remove(link) // the error is what matters
+		return Info{}, fmt.Errorf("commit template %s: %w", b.name, err)
+	}
+	return info, nil
+}
+
+// Abort removes what the build made. Aborting an ended build does nothing,
+// so `defer b.Abort()` is safe after Commit.
+func (b *Build) Abort() error {
+	if b.done {
+		return nil
+	}
+	b.end()
+	return removeBuild(b.dir)
+}
+
+func (b *Build) end() {
+	b.done = true
+	b.s.mu.Lock()
+	delete(b.s.building, b.name)
+	b.s.mu.Unlock()
+}
+
+// Prune removes the versions of built templates that are not current and
+// that no sandbox uses (inUse says which are used). A version a sandbox
+// still uses stays, and goes at a later Prune.
+func (s *Store) Prune(inUse func(name, version string) bool) error {
+	var errs []error
+	for _, name := range s.names() {
+		if name == HostName {
+			continue
+		}
+		current, err := os.Readlink(filepath.Join(s.dir, name, "current"))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		entries, err := os.ReadDir(filepath.Join(s.dir, name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if e.IsDir() && e.Name() != current && !inUse(name, e.Name()) {
+				errs = append(errs, removeBuild(filepath.Join(s.dir, name, e.Name())))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeBuild removes a build directory, first unmounting what a tool left
+// mounted in it (debootstrap mounts /proc and /sys in its target), so that
+// the removal never walks into a mount.
+func removeBuild(dir string) error {
+	if err := mountinfo.UnmountUnder(dir); err != nil {
+		return err
+	}
+	if points, err := mountinfo.Under(dir); err != nil || len(points) > 0 {
+		return errors.Join(err, fmt.Errorf("still mounted under %s: %v", dir, points))
+	}
+	return os.RemoveAll(dir)
+}
+
+// diskUsage adds up the blocks of the files under root, each inode once.
+func diskUsage(root string) (int64, error) {
+	seen := map[uint64]bool{}
+	var total int64
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := sysStat(fi); ok {
+			if seen[st.ino] {
+				return nil
+			}
+			seen[st.ino] = true
+			total += st.blocks * 512
+		}
+		return nil
+	})
+	return total, err
 }

@@ -28,7 +28,7 @@ func openTest(t *testing.T) *DB {
 func sample(id string) *store.Sandbox {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	return &store.Sandbox{
-		ID: id, Template: "host", Backend: "runc", State: store.StateRunning,
+		ID: id, Template: "host", TemplateVersion: "20261122T070000123Z", Backend: "runc", State: store.StateRunning,
 		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now,

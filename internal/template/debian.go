@@ -1,0 +1,446 @@
+package template
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+// DebianOptions says what a template built from Debian has, and from where.
+type DebianOptions struct {
+	// Suite is the release (bookworm, …); empty means the host's.
+	Suite string
+	// Mirror is the archive's URL; empty means the host's apt mirror.
+	Mirror string
+	// Packages are installed beyond the minimal base system (debootstrap's
+	// minbase variant: dpkg, apt, bash, coreutils and what they need).
+	Packages []string
+	// CacheDir keeps downloaded packages between builds.
+	CacheDir string
+	// Debootstrap is the debootstrap binary; empty means "debootstrap".
+	Debootstrap string
+}
+
+// Progress is how far a build is.
+type Progress struct {
+	// Step names what is happening: "index" (the archive's package lists),
+	// "download", "extract", "unpack", "configure", "finish", or
+	// debootstrap's own phase name in lower case.
+	Step string `json:"step"`
+	// Done of Total units of the step (Total 0: not counted).
+	Done  int `json:"done"`
+	Total int `json:"total"`
+	// Message says it for a person: "Retrieving libc6", …
+	Message string `json:"message"`
+}
+
+// validPackage is a Debian package name (Debian Policy 5.6.1), so that a
+// name can never be taken for an option.
+var validPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+
+// BuildDebian builds name from Debian with debootstrap and makes it the
+// name's current version. progress, if not nil, hears each step. A build
+// that fails or whose ctx ends leaves nothing behind.
+func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions, progress func(Progress)) (_ Info, err error) {
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	for _, p := range opts.Packages {
+		if !validPackage.MatchString(p) {
+			return Info{}, errdefs.InvalidArgument("package name %q is not a Debian package name", p)
+		}
+	}
+	if opts.Suite == "" || opts.Mirror == "" {
+		suite, mirror := HostDebian()
+		opts.Suite = orDefault(opts.Suite, suite)
+		opts.Mirror = orDefault(opts.Mirror, mirror)
+	}
+	if !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(opts.Suite) {
+		return Info{}, errdefs.InvalidArgument("suite %q is not a release name such as bookworm", opts.Suite)
+	}
+	if !strings.HasPrefix(opts.Mirror, "http://") && !strings.HasPrefix(opts.Mirror, "https://") && !strings.HasPrefix(opts.Mirror, "file:/") {
+		return Info{}, errdefs.InvalidArgument("mirror %q must be an http://, https:// or file:/ URL", opts.Mirror)
+	}
+	bin, err := exec.LookPath(orDefault(opts.Debootstrap, "debootstrap"))
+	if err != nil {
+		return Info{}, errdefs.Unavailable("debootstrap is not installed (apt-get install debootstrap; ./setup does): %v", err)
+	}
+	b, err := s.Begin(name)
+	if err != nil {
+		return Info{}, err
+	}
+	defer func() { err = errors.Join(err, b.Abort()) }() // after Commit it does nothing
+	if err := debootstrap(ctx, bin, b, opts, progress); err != nil {
+		return Info{}, err
+	}
+	progress(Progress{Step: "finish", Message: "Adding the sandbox user and cleaning package caches"})
+	if err := finishDebianRoot(b.Root()); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, Suite: opts.Suite, Mirror: opts.Mirror})
+}
+
+func orDefault(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
+}
+
+// debootstrap runs debootstrap into the build's root. Its full log goes to
+// build.log beside the root; its machine-readable progress (the protocol
+// it speaks to debian-installer on descriptor 3) becomes progress calls.
+func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, progress func(Progress)) error {
+	args := []string{"--variant=minbase", "--debian-installer"}
+	if len(opts.Packages) > 0 {
+		args = append(args, "--include="+strings.Join(opts.Packages, ","))
+	}
+	if opts.CacheDir != "" {
+		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
+			return fmt.Errorf("package cache: %w", err)
+		}
+		args = append(args, "--cache-dir="+opts.CacheDir)
+	}
+	args = append(args, opts.Suite, b.Root(), opts.Mirror)
+
+	logFile, err := os.OpenFile(filepath.Join(b.dir, "build.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	// #nosec G204 -- the arguments are validated names and URLs
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{pw} // descriptor 3
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")
+	// debootstrap's children (dpkg in a chroot, maintainer scripts) go
+	// with it when the build is interrupted.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		_ = pw.Close()
+		return fmt.Errorf("start debootstrap: %w", err)
+	}
+	_ = pw.Close() // debootstrap has its copy: EOF when it ends
+	p := newInstallerParser(progress)
+	p.read(pr)
+	waitErr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("template build interrupted: %w", context.Cause(ctx))
+	case waitErr != nil && p.err != "":
+		return errdefs.InvalidArgument("debootstrap %s from %s: %s", opts.Suite, opts.Mirror, p.err)
+	case waitErr != nil:
+		return fmt.Errorf("debootstrap %s from %s: %w%s", opts.Suite, opts.Mirror, waitErr, logTail(filepath.Join(b.dir, "build.log")))
+	}
+	return nil
+}
+
+// installerParser reads debootstrap's debian-installer protocol: blocks of
+// lines, a head ("P: now end name", "I: name", "E: name", "W: name") with
+// its arguments ("PA: …", "IA: …") and format ("PF: …", "IF: …").
+type installerParser struct {
+	progress func(Progress)
+	cur      Progress
+	kind     string // the block being read: "P", "I", "E" or "W"
+	args     []string
+	err      string // the last error, for a person
+}
+
+func newInstallerParser(progress func(Progress)) *installerParser {
+	return &installerParser{progress: progress}
+}
+
+func (p *installerParser) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		p.line(sc.Text())
+	}
+}
+
+func (p *installerParser) line(line string) {
+	tag, rest, ok := strings.Cut(line, ": ")
+	if !ok {
+		return
+	}
+	switch tag {
+	case "P":
+		// "P: done total NAME" starts a phase (its title follows in PF);
+		// "P: done total" moves the current one on.
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			return
+		}
+		done, err1 := strconv.Atoi(f[0])
+		total, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			return
+		}
+		p.cur.Done, p.cur.Total = done, total
+		p.kind, p.args = "P", nil
+		if len(f) > 2 {
+			p.cur.Step = stepName(f[2])
+			return
+		}
+		p.progress(p.cur)
+	case "I", "E", "W":
+		p.kind, p.args = tag, nil
+	case "PA", "IA", "EA", "WA":
+		p.args = append(p.args, rest)
+	case "PF":
+		// A progress line's own text is a title ("Retrieving packages");
+		// the info lines that follow say more, so the title is kept only
+		// until one comes.
+		p.cur.Message = format(rest, p.args)
+		p.progress(p.cur)
+	case "IF":
+		p.cur.Message = format(rest, p.args)
+		p.progress(p.cur)
+	case "EF":
+		p.err = format(rest, p.args)
+	}
+}
+
+// stepName turns debootstrap's phase names into the steps a person reads.
+func stepName(name string) string {
+	switch {
+	case name == "DOWNREL", name == "DOWNRELSIG", name == "DOWNPKGS", name == "SIZEDEBS":
+		return "index"
+	case strings.HasPrefix(name, "DOWN"):
+		return "download"
+	case strings.HasPrefix(name, "EXTRACT"):
+		return "extract"
+	case strings.HasPrefix(name, "UNPACK"), name == "INSTCORE", name == "INSTBASE":
+		return "unpack"
+	case strings.HasPrefix(name, "CONF"):
+		return "configure"
+	}
+	return strings.ToLower(name)
+}
+
+// format fills %s (and %d, …) in a debootstrap format with args in order.
+func format(f string, args []string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] == '%' && i+1 < len(f) {
+			i++
+			if f[i] == '%' {
+				b.WriteByte('%')
+				continue
+			}
+			if len(args) > 0 {
+				b.WriteString(args[0])
+				args = args[1:]
+			}
+			continue
+		}
+		b.WriteByte(f[i])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// logTail returns the last lines of a build log, to go with an error.
+func logTail(path string) string {
+	// #nosec G304 -- the build's own log
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return ": " + strings.Join(lines, " | ")
+}
+
+// finishDebianRoot makes a debootstrapped root a Hutch template: the
+// sandbox user and its workspace, the mount points Hutch binds over, and no
+// package caches (a sandbox that wants packages runs apt-get update).
+func finishDebianRoot(root string) error {
+	if err := addUser(root); err != nil {
+		return err
+	}
+	for _, d := range []skeletonDir{
+		{"home/user", 0o755, UserUID}, {"home/user/workspace", 0o755, UserUID}, {".hutch", 0o755, 0},
+	} {
+		path := filepath.Join(root, d.path)
+		if err := os.MkdirAll(path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Lchown(path, d.uid, d.uid); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{".hutch/hutch", "etc/hosts", "etc/hostname"} {
+		// #nosec G302 G304 -- mount points and per-sandbox files sandbox users read
+		fh, err := os.OpenFile(filepath.Join(root, f), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+	}
+	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*", "debootstrap"} {
+		matches, err := filepath.Glob(filepath.Join(root, glob))
+		if err != nil {
+			return err
+		}
+		for _, m := range matches {
+			if err := os.RemoveAll(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addUser adds the sandbox user (uid and gid 1000) to a root's account
+// files, unless it has the user already.
+func addUser(root string) error {
+	passwd := filepath.Join(root, "etc/passwd")
+	// #nosec G304 -- the build's own root
+	b, err := os.ReadFile(passwd)
+	if err != nil {
+		return err
+	}
+	if strings.Contains("\n"+string(b), "\n"+UserName+":") {
+		return nil
+	}
+	for file, line := range map[string]string{
+		"etc/passwd": fmt.Sprintf("%s:x:%d:%d:%s:%s:/bin/bash\n", UserName, UserUID, UserGID, UserName, UserHome),
+		"etc/group":  fmt.Sprintf("%s:x:%d:\n", UserName, UserGID),
+		"etc/shadow": UserName + ":*:20000:0:99999:7:::\n",
+	} {
+		path := filepath.Join(root, file)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && file == "etc/shadow" {
+			continue
+		}
+		// #nosec G302 G304 -- the build's own root; the mode is kept
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return fmt.Errorf("add the sandbox user: %w", err)
+		}
+		_, werr := f.WriteString(line)
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return fmt.Errorf("add the sandbox user: %w", err)
+		}
+	}
+	return nil
+}
+
+// HostDebian returns the host's release and the mirror its apt uses, the
+// defaults of a build: /etc/os-release's VERSION_CODENAME, and the first
+// archive URL in apt's sources that serves that release. Without them:
+// Debian's stable release from deb.debian.org.
+func HostDebian() (suite, mirror string) {
+	suite, mirror = "bookworm", "http://deb.debian.org/debian"
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "VERSION_CODENAME="); ok && v != "" {
+				suite = strings.Trim(v, `"`)
+			}
+		}
+	}
+	if m := aptMirror(suite); m != "" {
+		mirror = m
+	}
+	return suite, mirror
+}
+
+// aptMirror finds the URL apt fetches suite from, in one-line
+// (sources.list) or deb822 (*.sources) files.
+func aptMirror(suite string) string {
+	files := []string{"/etc/apt/sources.list"}
+	for _, glob := range []string{"/etc/apt/sources.list.d/*.list", "/etc/apt/sources.list.d/*.sources"} {
+		m, _ := filepath.Glob(glob) // a bad pattern is impossible here
+		files = append(files, m...)
+	}
+	for _, f := range files {
+		// #nosec G304 -- apt's own configuration
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if u := mirrorIn(string(b), suite); u != "" {
+			return u
+		}
+	}
+	return ""
+}
+
+// mirrorIn returns the URL of the first non-source entry of an apt sources
+// file that serves suite.
+func mirrorIn(text, suite string) string {
+	// deb822: stanzas of "Key: value" lines, separated by blank lines.
+	var uris, suites, types string
+	flush := func() string {
+		defer func() { uris, suites, types = "", "", "" }()
+		if uris != "" && strings.Contains(" "+types+" ", " deb ") && strings.Contains(" "+suites+" ", " "+suite+" ") {
+			return strings.Fields(uris)[0]
+		}
+		return ""
+	}
+	for line := range strings.Lines(text + "\n\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if line == "" {
+			if u := flush(); u != "" {
+				return u
+			}
+			continue
+		}
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "deb" {
+			// one-line: deb [options] uri suite components…
+			rest := f[1:]
+			if strings.HasPrefix(rest[0], "[") {
+				for len(rest) > 0 && !strings.HasSuffix(rest[0], "]") {
+					rest = rest[1:]
+				}
+				if len(rest) > 0 {
+					rest = rest[1:]
+				}
+			}
+			if len(rest) >= 2 && rest[1] == suite {
+				return rest[0]
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "uris":
+			uris = strings.TrimSpace(v)
+		case "suites":
+			suites = strings.TrimSpace(v)
+		case "types":
+			types = strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,222 @@
+package template
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+// transcript is what debootstrap --debian-installer wrote on descriptor 3
+// in a real build (shortened): phases, their progress, info and an error.
+const transcript = `I: ARCHEXEC
+IF: Target architecture can be executed
+P: 0 100 DOWNREL
+PF: Downloading Release file
+I: RETRIEVING
+IA: InRelease
+IA: 
+IF: Retrieving %s %s
+P: 33 100
+P: 100 100 DOWNREL
+PF: Downloading Release file
+P: 1 88 EXTRACTPKGS
+PF: Extracting packages
+I: EXTRACTING
+IA: libc6
+IF: Extracting %s...
+P: 14 88 EXTRACTPKGS
+I: UNPACKING
+IA: coreutils
+IF: Unpacking %s...
+P: 3 10 CONFBASE
+PF: Configuring base system
+E: LEFTOVERDEBS
+EA: nosuchpkg
+EF: Couldn't find these debs: %s
+`
+
+func TestInstallerProtocol(t *testing.T) {
+	var got []Progress
+	p := newInstallerParser(func(pr Progress) { got = append(got, pr) })
+	p.read(strings.NewReader(transcript))
+	want := []Progress{
+		{Step: "archexec", Message: "Target architecture can be executed"},
+		{Step: "index", Done: 0, Total: 100, Message: "Downloading Release file"},
+		{Step: "index", Done: 0, Total: 100, Message: "Retrieving InRelease"},
+		{Step: "index", Done: 33, Total: 100, Message: "Retrieving InRelease"},
+		{Step: "index", Done: 100, Total: 100, Message: "Downloading Release file"},
+		{Step: "extract", Done: 1, Total: 88, Message: "Extracting packages"},
+		{Step: "extract", Done: 1, Total: 88, Message: "Extracting libc6..."},
+		{Step: "extract", Done: 14, Total: 88, Message: "Unpacking coreutils..."},
+		{Step: "configure", Done: 3, Total: 10, Message: "Configuring base system"},
+	}
+	// The first info line comes before any phase: its step is empty.
+	want[0].Step = ""
+	if len(got) != len(want) {
+		t.Fatalf("got %d progress calls, want %d:\n%+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("progress %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if p.err != "Couldn't find these debs: nosuchpkg" {
+		t.Errorf("error = %q", p.err)
+	}
+}
+
+func TestMirrorIn(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"one-line", "# comment\ndeb http://mirror.example/debian bookworm main\n", "http://mirror.example/debian"},
+		{"one-line with options", "deb [arch=amd64 signed-by=/k.gpg] https://m.example/debian bookworm main\n", "https://m.example/debian"},
+		{"one-line other suite first", "deb http://security.example/ bookworm-security main\ndeb http://m.example/debian bookworm main\n", "http://m.example/debian"},
+		{"sources only", "deb-src http://m.example/debian bookworm main\n", ""},
+		{"deb822", "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\nTypes: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n", "http://deb.debian.org/debian"},
+		{"deb822 security only", "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n", ""},
+		{"deb822 no blank line at the end", "Types: deb deb-src\nURIs: http://m.example/d\nSuites: bookworm", "http://m.example/d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mirrorIn(tc.text, "bookworm"); got != tc.want {
+				t.Errorf("mirrorIn = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct {
+		f    string
+		args []string
+		want string
+	}{
+		{"Retrieving %s %s", []string{"Packages", ""}, "Retrieving Packages"},
+		{"100%% of %s", []string{"it"}, "100% of it"},
+		{"missing %s", nil, "missing"},
+	} {
+		if got := format(tc.f, tc.args); got != tc.want {
+			t.Errorf("format(%q, %q) = %q, want %q", tc.f, tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestBuildDebianRejectsBadInput(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts DebianOptions
+	}{
+		{"-rf", DebianOptions{}},
+		{"ok", DebianOptions{Packages: []string{"--root=/"}}},
+		{"ok", DebianOptions{Suite: "bookworm; rm", Mirror: "http://m.example/"}},
+		{"ok", DebianOptions{Suite: "bookworm", Mirror: "ftp://m.example/"}},
+	} {
+		_, err := s.BuildDebian(ctx, tc.name, tc.opts, nil)
+		if !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("BuildDebian(%q, %+v) = %v, want an invalid argument", tc.name, tc.opts, err)
+		}
+	}
+	assertNoBuilds(t, s)
+}
+
+// needDebootstrap skips a test that builds from Debian where it cannot.
+func needDebootstrap(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("debootstrap needs root")
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		t.Skip("debootstrap is not installed (./setup installs it)")
+	}
+}
+
+// TestBuildDebian builds a small template from the host's mirror: the base
+// system and jq.
+func TestBuildDebian(t *testing.T) {
+	needDebootstrap(t)
+	s := openStore(t)
+	var steps []string
+	info, err := s.BuildDebian(context.Background(), "tiny", DebianOptions{Packages: []string{"jq"}, CacheDir: t.TempDir()},
+		func(p Progress) {
+			if len(steps) == 0 || steps[len(steps)-1] != p.Step {
+				steps = append(steps, p.Step)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("steps: %v", steps)
+	for _, want := range []string{"index", "download", "extract", "unpack", "configure", "finish"} {
+		if !strings.Contains(" "+strings.Join(steps, " ")+" ", " "+want+" ") {
+			t.Errorf("no %q step in %v", want, steps)
+		}
+	}
+	if info.Source != SourceDebian || info.Suite == "" || info.Mirror == "" || info.SizeBytes < 50<<20 {
+		t.Errorf("info = %+v", info)
+	}
+	tmpl, err := s.Get("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := tmpl.RootDir
+	for _, f := range []string{"usr/bin/jq", "usr/bin/bash", ".hutch/hutch", "etc/hosts", "etc/hostname"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("template root lacks %s: %v", f, err)
+		}
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc/passwd"))
+	if err != nil || !strings.Contains(string(passwd), "\nuser:x:1000:1000:") {
+		t.Errorf("etc/passwd has no sandbox user: %v\n%s", err, passwd)
+	}
+	assertOwner(t, filepath.Join(root, "home/user/workspace"), UserUID)
+	if debs, _ := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb")); len(debs) > 0 {
+		t.Errorf("package cache left in the template: %d files", len(debs))
+	}
+	assertNoBuilds(t, s)
+}
+
+// TestBuildDebianFailure asks for a package Debian does not have: a clear
+// error, and no template, build or mount left.
+func TestBuildDebianFailure(t *testing.T) {
+	needDebootstrap(t)
+	s := openStore(t)
+	_, err := s.BuildDebian(context.Background(), "bad", DebianOptions{Packages: []string{"no-such-package-hutch"}, CacheDir: t.TempDir()}, nil)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "no-such-package-hutch") {
+		t.Fatalf("err = %v, want an invalid argument naming the package", err)
+	}
+	if _, err := s.Get("bad"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get after a failed build: %v, want not found", err)
+	}
+	assertNoBuilds(t, s)
+}
+
+// TestBuildDebianInterrupted cancels a build while it runs.
+func TestBuildDebianInterrupted(t *testing.T) {
+	needDebootstrap(t)
+	s := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once bool
+	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: t.TempDir()}, func(p Progress) {
+		// Cancel once packages are being unpacked: debootstrap has
+		// mounted /proc and /sys in the target by then, or soon after.
+		if p.Step == "unpack" && !once {
+			once = true
+			time.AfterFunc(500*time.Millisecond, cancel)
+		}
+	})
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the build interrupted", err)
+	}
+	if _, err := s.Get("cut"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get after an interrupted build: %v, want not found", err)
+	}
+	assertNoBuilds(t, s)
+}
