@@ -97,11 +97,7 @@ func (c *Client) ExecStream(ctx context.Context, id string, req ExecRequest, fn 
 			}
 			return &exit, nil
 		case "error":
-			var eb errorBody
-			if err := json.Unmarshal(ev.data, &eb); err != nil || eb.Error == nil {
-				return nil, fmt.Errorf("exec: undecodable error event %q", ev.data)
-			}
-			return nil, &Error{Code: eb.Error.Code, Message: eb.Error.Message}
+			return nil, decodeErrorEvent(ev.data)
 		}
 		// Other events are reserved for later use; ignore them.
 	}
@@ -131,6 +127,16 @@ const maxSSELine = 16 << 20
 type sseEvent struct {
 	name string
 	data []byte
+}
+
+// decodeErrorEvent returns the *Error an "error" event carries: the
+// failure of a stream that had already started.
+func decodeErrorEvent(data []byte) error {
+	var eb errorBody
+	if err := json.Unmarshal(data, &eb); err != nil || eb.Error == nil {
+		return fmt.Errorf("undecodable error event %q", data)
+	}
+	return &Error{Code: eb.Error.Code, Message: eb.Error.Message}
 }
 
 // sseReader parses a text/event-stream (the WHATWG "server-sent events"

@@ -177,3 +177,47 @@ type SandboxStats struct {
 	PidsLimit        int64 `json:"pids_limit"`
 	DiskUsedBytes    int64 `json:"disk_used_bytes"`
 }
+
+// Where a template came from.
+const (
+	TemplateSourceHost   = "host"
+	TemplateSourceDebian = "debian"
+)
+
+// Template is a root sandboxes are made from.
+type Template struct {
+	Name    string    `json:"name"`
+	Version string    `json:"version"`
+	Source  string    `json:"source"`
+	Created time.Time `json:"created"`
+	// Packages are what its build installed beyond the base system.
+	Packages []string `json:"packages,omitempty"`
+	// Suite and Mirror are the Debian release and archive it came from.
+	Suite     string `json:"suite,omitempty"`
+	Mirror    string `json:"mirror,omitempty"`
+	SizeBytes int64  `json:"size_bytes"`
+	// Sandboxes counts the sandboxes made from it.
+	Sandboxes int `json:"sandboxes"`
+}
+
+// BuildTemplateRequest builds a template from Debian: the minimal base
+// system plus Packages, from the daemon host's release and apt mirror
+// unless Suite and Mirror say otherwise. Building a name that exists makes
+// a new version of it; sandboxes already made keep theirs.
+type BuildTemplateRequest struct {
+	Name     string   `json:"name"`
+	Packages []string `json:"packages,omitempty"`
+	Suite    string   `json:"suite,omitempty"`
+	Mirror   string   `json:"mirror,omitempty"`
+}
+
+// BuildProgress is how far a template build is.
+type BuildProgress struct {
+	// Step is "start", "index", "download", "extract", "unpack",
+	// "configure" or "finish" (other names may come).
+	Step string `json:"step"`
+	// Done of Total units of the step; Total 0 when it is not counted.
+	Done    int    `json:"done"`
+	Total   int    `json:"total"`
+	Message string `json:"message"`
+}

@@ -63,6 +63,10 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files/list", s.listFiles)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.makeDir)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
+	mux.HandleFunc("GET /v1/templates", s.listTemplates)
+	mux.HandleFunc("POST /v1/templates", s.buildTemplate)
+	mux.HandleFunc("GET /v1/templates/{name}", s.getTemplate)
+	mux.HandleFunc("DELETE /v1/templates/{name}", s.deleteTemplate)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -18,25 +19,32 @@ func (a *app) newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			failed := false
-			for _, id := range args {
-				err := c.DeleteSandbox(cmd.Context(), id)
-				switch {
-				case err == nil:
-					if _, err := fmt.Fprintln(a.stdout, id); err != nil {
-						return err
-					}
-				case isConnectError(err) || cmd.Context().Err() != nil:
-					return err // the rest would fail the same way
-				default:
-					a.printError(err)
-					failed = true
-				}
-			}
-			if failed {
-				return exitCode(exitError)
-			}
-			return nil
+			return a.removeEach(cmd, args, c.DeleteSandbox)
 		},
 	}
+}
+
+// removeEach removes each of names with del, printing each name once
+// removed. A failure is reported and makes the exit code 1; the others are
+// still removed, unless the daemon cannot be reached at all.
+func (a *app) removeEach(cmd *cobra.Command, names []string, del func(context.Context, string) error) error {
+	failed := false
+	for _, name := range names {
+		err := del(cmd.Context(), name)
+		switch {
+		case err == nil:
+			if _, err := fmt.Fprintln(a.stdout, name); err != nil {
+				return err
+			}
+		case isConnectError(err) || cmd.Context().Err() != nil:
+			return err // the rest would fail the same way
+		default:
+			a.printError(err)
+			failed = true
+		}
+	}
+	if failed {
+		return exitCode(exitError)
+	}
+	return nil
 }

@@ -102,6 +102,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newRmCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
+		a.newTemplateCmd(),
 		newServeCmd(),
 	)
 	return root

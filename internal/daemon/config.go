@@ -97,13 +97,14 @@ func (c Config) Validate() error {
 }
 
 // Paths inside the data and run dirs.
-func (c Config) dbPath() string      { return filepath.Join(c.DataDir, "hutch.db") }
-func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key") }
-func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
-func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
-func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }
-func (c Config) agentDir() string    { return filepath.Join(c.DataDir, "agent") }
-func (c Config) socketPath() string  { return filepath.Join(c.RunDir, "hutch.sock") }
+func (c Config) dbPath() string       { return filepath.Join(c.DataDir, "hutch.db") }
+func (c Config) keyPath() string      { return filepath.Join(c.DataDir, "api.key") }
+func (c Config) templateDir() string  { return filepath.Join(c.DataDir, "templates") }
+func (c Config) sandboxDir() string   { return filepath.Join(c.DataDir, "sandboxes") }
+func (c Config) diskDir() string      { return filepath.Join(c.DataDir, "disks") }
+func (c Config) agentDir() string     { return filepath.Join(c.DataDir, "agent") }
+func (c Config) packageCache() string { return filepath.Join(c.DataDir, "cache", "debs") }
+func (c Config) socketPath() string   { return filepath.Join(c.RunDir, "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
 	return filepath.Join(c.RunDir, runtime)
 }

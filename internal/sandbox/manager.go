@@ -54,7 +54,9 @@ type Config struct {
 	// deleted.
 	Unusable  map[string]string
 	Templates *template.Store
-	Logger    *slog.Logger
+	// PackageCache keeps the packages template builds download.
+	PackageCache string
+	Logger       *slog.Logger
 	// ReapInterval is how often idle sandboxes are looked for.
 	ReapInterval time.Duration
 }
@@ -67,8 +69,10 @@ type Manager struct {
 	defReason string
 	unusable  map[string]string
 	templates *template.Store
-	log       *slog.Logger
-	reapEvery time.Duration
+	// packageCache keeps the packages template builds download.
+	packageCache string
+	log          *slog.Logger
+	reapEvery    time.Duration
 
 	mu   sync.Mutex
 	live map[string]*instance // sandboxes with a running container
@@ -77,15 +81,16 @@ type Manager struct {
 // New returns a Manager. Call Recover before serving and Run for the timers.
 func New(cfg Config) (*Manager, error) {
 	m := &Manager{
-		store:     cfg.Store,
-		backends:  map[string]backend.Backend{},
-		def:       cfg.Default,
-		defReason: cfg.DefaultReason,
-		unusable:  cfg.Unusable,
-		templates: cfg.Templates,
-		log:       cfg.Logger,
-		reapEvery: cfg.ReapInterval,
-		live:      map[string]*instance{},
+		store:        cfg.Store,
+		backends:     map[string]backend.Backend{},
+		def:          cfg.Default,
+		defReason:    cfg.DefaultReason,
+		unusable:     cfg.Unusable,
+		templates:    cfg.Templates,
+		packageCache: cfg.PackageCache,
+		log:          cfg.Logger,
+		reapEvery:    cfg.ReapInterval,
+		live:         map[string]*instance{},
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)

@@ -43,6 +43,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 			}
 		}
 	}
+	// Template versions replaced while their last sandbox still ran.
+	if err := m.pruneTemplates(ctx); err != nil {
+		m.log.Warn("prune old template versions", "error", err)
+	}
 	return nil
 }
 

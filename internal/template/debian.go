@@ -161,12 +161,14 @@ type installerParser struct {
 	progress func(Progress)
 	cur      Progress
 	kind     string // the block being read: "P", "I", "E" or "W"
+	phase    string // debootstrap's name of the current phase
+	newPhase bool   // the last P line began a phase
 	args     []string
 	err      string // the last error, for a person
 }
 
 func newInstallerParser(progress func(Progress)) *installerParser {
-	return &installerParser{progress: progress}
+	return &installerParser{progress: progress, cur: Progress{Step: "start"}}
 }
 
 func (p *installerParser) read(r io.Reader) {
@@ -196,9 +198,10 @@ func (p *installerParser) line(line string) {
 		}
 		p.cur.Done, p.cur.Total = done, total
 		p.kind, p.args = "P", nil
+		p.newPhase = len(f) > 2 && f[2] != p.phase
 		if len(f) > 2 {
-			p.cur.Step = stepName(f[2])
-			return
+			p.phase, p.cur.Step = f[2], stepName(f[2])
+			return // PF follows
 		}
 		p.progress(p.cur)
 	case "I", "E", "W":
@@ -206,10 +209,12 @@ func (p *installerParser) line(line string) {
 	case "PA", "IA", "EA", "WA":
 		p.args = append(p.args, rest)
 	case "PF":
-		// A progress line's own text is a title ("Retrieving packages");
-		// the info lines that follow say more, so the title is kept only
-		// until one comes.
-		p.cur.Message = format(rest, p.args)
+		// A phase's title ("Extracting packages") comes with each of its
+		// progress lines; it is the message only when the phase begins,
+		// and the info lines within it ("Extracting libc6...") say more.
+		if p.newPhase {
+			p.cur.Message = format(rest, p.args)
+		}
 		p.progress(p.cur)
 	case "IF":
 		p.cur.Message = format(rest, p.args)

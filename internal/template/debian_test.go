@@ -32,6 +32,7 @@ I: EXTRACTING
 IA: libc6
 IF: Extracting %s...
 P: 14 88 EXTRACTPKGS
+PF: Extracting packages
 I: UNPACKING
 IA: coreutils
 IF: Unpacking %s...
@@ -51,14 +52,15 @@ func TestInstallerProtocol(t *testing.T) {
 		{Step: "index", Done: 0, Total: 100, Message: "Downloading Release file"},
 		{Step: "index", Done: 0, Total: 100, Message: "Retrieving InRelease"},
 		{Step: "index", Done: 33, Total: 100, Message: "Retrieving InRelease"},
-		{Step: "index", Done: 100, Total: 100, Message: "Downloading Release file"},
+		{Step: "index", Done: 100, Total: 100, Message: "Retrieving InRelease"},
 		{Step: "extract", Done: 1, Total: 88, Message: "Extracting packages"},
 		{Step: "extract", Done: 1, Total: 88, Message: "Extracting libc6..."},
+		{Step: "extract", Done: 14, Total: 88, Message: "Extracting libc6..."},
 		{Step: "extract", Done: 14, Total: 88, Message: "Unpacking coreutils..."},
 		{Step: "configure", Done: 3, Total: 10, Message: "Configuring base system"},
 	}
-	// The first info line comes before any phase: its step is empty.
-	want[0].Step = ""
+	// The first info line comes before any phase.
+	want[0].Step = "start"
 	if len(got) != len(want) {
 		t.Fatalf("got %d progress calls, want %d:\n%+v", len(got), len(want), got)
 	}

@@ -1,0 +1,90 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+func templateJSON(t sandbox.TemplateInfo) client.Template {
+	return client.Template{
+		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages,
+		Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
+	}
+}
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
+	list, err := s.m.Templates(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Templates []client.Template `json:"templates"`
+	}{Templates: []client.Template{}}
+	for _, t := range list {
+		out.Templates = append(out.Templates, templateJSON(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
+	t, err := s.m.Template(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, templateJSON(t))
+}
+
+func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.DeleteTemplate(r.Context(), r.PathValue("name")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// buildTemplate builds a template. With Accept: text/event-stream it
+// streams "progress" events, then "template" (or "error"); otherwise it
+// answers the template when the build is done. The client going away
+// stops the build.
+func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
+	var req client.BuildTemplateRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if req.Name == "" {
+		writeError(w, r, s.log, errdefs.InvalidArgument("name is required"))
+		return
+	}
+	breq := sandbox.BuildRequest{Name: req.Name, Packages: req.Packages, Suite: req.Suite, Mirror: req.Mirror}
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		t, err := s.m.BuildTemplate(r.Context(), breq, nil)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, templateJSON(t))
+		return
+	}
+	sse := &sseWriter{w: w}
+	t, err := s.m.BuildTemplate(r.Context(), breq, func(p template.Progress) {
+		// A client that cannot keep up stops the build through its
+		// context; the error here adds nothing.
+		_ = sse.event("progress", client.BuildProgress{Step: p.Step, Done: p.Done, Total: p.Total, Message: p.Message})
+	})
+	switch {
+	case err != nil && !sse.started:
+		writeError(w, r, s.log, err)
+	case err != nil:
+		_ = sse.event("error", errorBody{Error: describe(err)})
+	default:
+		_ = sse.event("template", templateJSON(t))
+	}
+}

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+func (a *app) newTemplateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "template",
+		Aliases: []string{"templates"},
+		Short:   "Work with the templates sandboxes are made from",
+	}
+	groupCmd(cmd)
+	cmd.AddCommand(a.newTemplateLsCmd(), a.newTemplateRmCmd(), a.newTemplateBuildCmd())
+	return cmd
+}
+
+func (a *app) newTemplateLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List templates",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListTemplates(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(list)
+			}
+			t := newTable(a.stdout, "NAME", "SOURCE", "VERSION", "SIZE", "SANDBOXES", "AGE", "PACKAGES")
+			now := a.now()
+			for _, tm := range list {
+				t.row(tm.Name, tm.Source, tm.Version, humanBytes(tm.SizeBytes), fmt.Sprint(tm.Sandboxes),
+					age(now, tm.Created), orDash(strings.Join(tm.Packages, ",")))
+			}
+			return t.flush()
+		},
+	}
+}
+
+func (a *app) newTemplateRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Remove templates no sandbox uses",
+		Long:  "Remove each template, printing its name once removed. A template that\nsandboxes use is not removed: delete them first.",
+		Args:  minArgs(1, "the names of the templates to remove"),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			return a.removeEach(cmd, names, c.DeleteTemplate)
+		},
+	}
+}
+
+func (a *app) newTemplateBuildCmd() *cobra.Command {
+	var (
+		packages      []string
+		suite, mirror string
+	)
+	cmd := &cobra.Command{
+		Use:   "build NAME --packages p1,p2,…",
+		Short: "Build a template from Debian",
+		Long: "Build a template from Debian: the minimal base system and the packages\n" +
+			"asked for, from the daemon host's release and apt mirror unless --suite and\n" +
+			"--mirror say otherwise. Building a name that exists makes a new version of\n" +
+			"it; sandboxes already made from it keep theirs. Interrupting the build\n" +
+			"(Ctrl-C) stops it and keeps nothing of it.",
+		Args: exactArgs(1, "the template's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			show := newProgressPrinter(a.stderr)
+			t, err := c.BuildTemplate(cmd.Context(), client.BuildTemplateRequest{
+				Name: args[0], Packages: packages, Suite: suite, Mirror: mirror,
+			}, show.update)
+			show.end()
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(t)
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s %s (%s)\n", t.Name, t.Version, humanBytes(t.SizeBytes))
+			return err
+		},
+	}
+	cmd.Flags().StringSliceVarP(&packages, "packages", "p", nil, "Debian packages to install, comma-separated")
+	cmd.Flags().StringVar(&suite, "suite", "", "Debian release (default: the daemon host's)")
+	cmd.Flags().StringVar(&mirror, "mirror", "", "Debian mirror URL (default: the daemon host's apt mirror)")
+	return cmd
+}
+
+// progressPrinter shows a build's progress: on a terminal one line redrawn
+// in place with a bar; otherwise a plain line each time the step or its
+// message changes.
+type progressPrinter struct {
+	w        io.Writer
+	terminal bool
+	last     client.BuildProgress
+	drawn    bool
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	p := &progressPrinter{w: w}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		p.terminal = err == nil
+	}
+	return p
+}
+
+func (p *progressPrinter) update(pr client.BuildProgress) {
+	if !p.terminal {
+		if pr.Step != p.last.Step || pr.Message != p.last.Message {
+			_, _ = fmt.Fprintln(p.w, progressLine(pr)) // progress is best effort
+		}
+		p.last = pr
+		return
+	}
+	p.last = pr
+	p.drawn = true
+	line := progressLine(pr)
+	if len(line) > 100 {
+		line = line[:100]
+	}
+	// \r back to the start, \033[K clears what the last line left.
+	_, _ = fmt.Fprintf(p.w, "\r%s\033[K", line)
+}
+
+// end finishes the redrawn line.
+func (p *progressPrinter) end() {
+	if p.terminal && p.drawn {
+		_, _ = fmt.Fprintln(p.w)
+	}
+}
+
+// progressLine renders one step: "download  [#####-----]  52%  Retrieving libc6".
+func progressLine(pr client.BuildProgress) string {
+	bar := strings.Repeat(" ", 17)
+	if pr.Total > 0 {
+		const width = 10
+		done := min(width, pr.Done*width/pr.Total)
+		bar = fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", done), strings.Repeat("-", width-done), min(100, pr.Done*100/pr.Total))
+	}
+	return fmt.Sprintf("%-9s %s  %s", pr.Step, bar, pr.Message)
+}
+
+// humanBytes renders a size: "512B", "1.5K", "210M", "1.2G".
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%c", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// TemplateInfo is a template with the number of sandboxes made from it.
+type TemplateInfo struct {
+	template.Info
+	Sandboxes int
+}
+
+// BuildRequest asks for a template built from Debian.
+type BuildRequest struct {
+	Name     string
+	Packages []string
+	Suite    string
+	Mirror   string
+}
+
+// Templates lists the templates, the host template first.
+func (m *Manager) Templates(ctx context.Context) ([]TemplateInfo, error) {
+	infos, err := m.templates.List()
+	if err != nil {
+		return nil, err
+	}
+	users, err := m.templateUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TemplateInfo, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, TemplateInfo{Info: i, Sandboxes: len(users[i.Name])})
+	}
+	return out, nil
+}
+
+// Template returns one template.
+func (m *Manager) Template(ctx context.Context, name string) (TemplateInfo, error) {
+	info, err := m.templates.Info(name)
+	if err != nil {
+		return TemplateInfo{}, err
+	}
+	users, err := m.templateUsers(ctx)
+	if err != nil {
+		return TemplateInfo{}, err
+	}
+	return TemplateInfo{Info: info, Sandboxes: len(users[name])}, nil
+}
+
+// DeleteTemplate removes a template no sandbox uses.
+func (m *Manager) DeleteTemplate(ctx context.Context, name string) error {
+	users, err := m.templateUsers(ctx)
+	if err != nil {
+		return err
+	}
+	if ids := users[name]; len(ids) > 0 {
+		slices.Sort(ids)
+		return errdefs.Conflict("template %s is used by %d sandbox(es): %s; delete them first", name, len(ids), strings.Join(ids, ", "))
+	}
+	if err := m.templates.Remove(name); err != nil {
+		return err
+	}
+	m.log.Info("template deleted", "template", name)
+	return nil
+}
+
+// BuildTemplate builds a template from Debian and makes it the current
+// version of its name. progress hears each step.
+func (m *Manager) BuildTemplate(ctx context.Context, req BuildRequest, progress func(template.Progress)) (TemplateInfo, error) {
+	log := m.log.With("template", req.Name)
+	log.Info("template build started", "packages", req.Packages)
+	info, err := m.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
+		Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: m.packageCache,
+	}, progress)
+	if err != nil {
+		log.Warn("template build failed", "error", err)
+		return TemplateInfo{}, err
+	}
+	log.Info("template built", "version", info.Version, "size_bytes", info.SizeBytes)
+	if err := m.pruneTemplates(ctx); err != nil {
+		log.Warn("prune old template versions", "error", err)
+	}
+	return TemplateInfo{Info: info}, nil
+}
+
+// pruneTemplates removes old template versions no sandbox uses.
+func (m *Manager) pruneTemplates(ctx context.Context) error {
+	list, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	for _, sb := range list {
+		used[sb.Template+"/"+sb.TemplateVersion] = true
+	}
+	return m.templates.Prune(func(name, version string) bool { return used[name+"/"+version] })
+}
+
+// templateUsers maps template names to the sandboxes made from them.
+func (m *Manager) templateUsers(ctx context.Context) (map[string][]string, error) {
+	list, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	users := map[string][]string{}
+	for _, sb := range list {
+		users[sb.Template] = append(users[sb.Template], sb.ID)
+	}
+	return users, nil
+}
