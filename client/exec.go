@@ -56,15 +56,9 @@ func (c *Client) ExecStream(ctx context.Context, id string, req ExecRequest, fn 
 
 	sse := newSSEReader(resp.Body)
 	for {
-		ev, err := sse.next()
+		ev, err := sse.nextBefore(ctx, "exec stream ended before the command exited")
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, ctxErr
-			}
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("exec stream ended before the command exited: %w", err)
+			return nil, err
 		}
 		switch ev.name {
 		case Stdout, Stderr:
@@ -137,6 +131,23 @@ func decodeErrorEvent(data []byte) error {
 		return fmt.Errorf("undecodable error event %q", data)
 	}
 	return &Error{Code: eb.Error.Code, Message: eb.Error.Message}
+}
+
+// nextBefore returns the next event of a stream whose last event has not
+// come yet: its end is an error, cut saying what was still awaited, unless
+// ctx ended it.
+func (s *sseReader) nextBefore(ctx context.Context, cut string) (sseEvent, error) {
+	ev, err := s.next()
+	if err == nil {
+		return ev, nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return sseEvent{}, ctxErr
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return sseEvent{}, fmt.Errorf("%s: %w", cut, err)
 }
 
 // sseReader parses a text/event-stream (the WHATWG "server-sent events"

@@ -3,9 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -58,15 +56,9 @@ func (c *Client) BuildTemplate(ctx context.Context, req BuildTemplateRequest, pr
 	}
 	sse := newSSEReader(resp.Body)
 	for {
-		ev, err := sse.next()
+		ev, err := sse.nextBefore(ctx, "build stream ended before the build did")
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, ctxErr
-			}
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("build stream ended before the build did: %w", err)
+			return nil, err
 		}
 		switch ev.name {
 		case "progress":

@@ -50,6 +50,9 @@ type Progress struct {
 // name can never be taken for an option.
 var validPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
 
+// validSuite is a release name (bookworm, trixie-backports, …).
+var validSuite = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
 // BuildDebian builds name from Debian with debootstrap and makes it the
 // name's current version. progress, if not nil, hears each step. A build
 // that fails or whose ctx ends leaves nothing behind.
@@ -67,7 +70,7 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 		opts.Suite = orDefault(opts.Suite, suite)
 		opts.Mirror = orDefault(opts.Mirror, mirror)
 	}
-	if !regexp.MustCompile(`^[a-z][a-z0-9-]*$`).MatchString(opts.Suite) {
+	if !validSuite.MatchString(opts.Suite) {
 		return Info{}, errdefs.InvalidArgument("suite %q is not a release name such as bookworm", opts.Suite)
 	}
 	if !strings.HasPrefix(opts.Mirror, "http://") && !strings.HasPrefix(opts.Mirror, "https://") && !strings.HasPrefix(opts.Mirror, "file:/") {

@@ -138,14 +138,11 @@ func (s *Store) Get(name string) (Template, error) {
 	if name == HostName {
 		return s.host, nil
 	}
-	if validName.MatchString(name) {
-		if info, err := s.current(name); err == nil {
-			return s.template(info), nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return Template{}, fmt.Errorf("template %s: %w", name, err)
-		}
+	info, err := s.Info(name)
+	if err != nil {
+		return Template{}, err
 	}
-	return Template{}, errdefs.NotFound("template %q not found; available: %s", name, strings.Join(s.names(), ", "))
+	return s.template(info), nil
 }
 
 // Info returns what the store knows of a template's current version.
@@ -153,10 +150,16 @@ func (s *Store) Info(name string) (Info, error) {
 	if name == HostName {
 		return s.info, nil
 	}
-	if _, err := s.Get(name); err != nil {
-		return Info{}, err
+	if validName.MatchString(name) {
+		info, err := s.current(name)
+		if err == nil {
+			return info, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return Info{}, fmt.Errorf("template %s: %w", name, err)
+		}
 	}
-	return s.current(name)
+	return Info{}, errdefs.NotFound("template %q not found; available: %s", name, strings.Join(s.names(), ", "))
 }
 
 // List returns every template's current version, by name.
@@ -293,8 +296,8 @@ func (b *Build) Commit(info Info) (Info, error) {
 	now := time.Now().UTC()
 	info.Name = b.name
 	info.Created = now
-	info.Version = now.Format("20060102T150405.000Z")
-	info.Version = strings.ReplaceAll(info.Version, ".", "")
+	// Sortable, and a valid file name: 20261122T071729280Z.
+	info.Version = strings.Replace(now.Format("20060102T150405.000Z"), ".", "", 1)
 	size, err := diskUsage(b.Root())
 	if err != nil {
 		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
