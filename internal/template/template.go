@@ -293,11 +293,9 @@ func (b *Build) Commit(info Info) (Info, error) {
 	if points, err := mountinfo.Under(b.dir); err != nil || len(points) > 0 {
 		return Info{}, errors.Join(err, fmt.Errorf("template %s: still mounted in the build: %v", b.name, points))
 	}
-	now := time.Now().UTC()
+	nameDir := filepath.Join(b.s.dir, b.name)
 	info.Name = b.name
-	info.Created = now
-	// Sortable, and a valid file name: 20261122T071729280Z.
-	info.Version = strings.Replace(now.Format("20060102T150405.000Z"), ".", "", 1)
+	info.Created, info.Version = newVersion(nameDir, time.Now().UTC())
 	size, err := diskUsage(b.Root())
 	if err != nil {
 		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
@@ -311,7 +309,6 @@ func (b *Build) Commit(info Info) (Info, error) {
 	if err := os.WriteFile(filepath.Join(b.dir, "template.json"), append(js, '\n'), 0o644); err != nil {
 		return Info{}, err
 	}
-	nameDir := filepath.Join(b.s.dir, b.name)
 	// #nosec G301 -- sandbox users must traverse template roots
 	if err := os.MkdirAll(nameDir, 0o755); err != nil {
 		return Info{}, err
@@ -330,6 +327,20 @@ func (b *Build) Commit(info Info) (Info, error) {
 		return Info{}, fmt.Errorf("commit template %s: %w", b.name, err)
 	}
 	return info, nil
+}
+
+// newVersion names a version after the time of its commit: sortable, and
+// a valid file name (20261122T071729280Z). Two builds can end in the same
+// millisecond, so a name already taken moves the time on by one. (Any
+// other error is for the rename to report.)
+func newVersion(nameDir string, now time.Time) (time.Time, string) {
+	for {
+		version := strings.Replace(now.Format("20060102T150405.000Z"), ".", "", 1)
+		if _, err := os.Lstat(filepath.Join(nameDir, version)); err != nil {
+			return now, version
+		}
+		now = now.Add(time.Millisecond)
+	}
 }
 
 // Abort removes what the build made. Aborting an ended build does nothing,
