@@ -35,6 +35,12 @@ func (s *suite) testCreateAndExec(t *testing.T) {
 	if r != (result{stdout: "hi\n", stderr: "oops\n"}) {
 		t.Errorf("echo: got %+v", r)
 	}
+	// Threads: the C library makes them with clone3, or clone where that
+	// fails with ENOSYS (see the runtime's seccomp profile).
+	r = sb.sh(t, `python3 -c 'import threading; t = threading.Thread(target=print, args=("from a thread",)); t.start(); t.join()'`)
+	if r.exitCode != 0 || r.stdout != "from a thread\n" {
+		t.Errorf("a thread: exit %d, %q, %q", r.exitCode, r.stdout, r.stderr)
+	}
 }
 
 func (s *suite) testExitCodes(t *testing.T) {

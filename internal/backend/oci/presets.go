@@ -26,5 +26,7 @@ func GvisorConfig(binary string) Config {
 		AgentListens:          true,
 		MountsTmpfsAtTmp:      true,
 		KernelCountsProcesses: true,
+		OwnNetwork:            true,
+		SeccompErrnoIsEPERM:   true,
 	}
 }

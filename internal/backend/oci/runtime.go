@@ -61,6 +61,14 @@ type Config struct {
 	// gVisor does not need one: its kernel is the sandbox's, in user
 	// space, itself confined on the host.
 	UserNamespace bool
+	// SeccompErrnoIsEPERM means the runtime fails every call the bundle's
+	// seccomp profile refuses with EPERM, whatever errno it names (runsc
+	// does): see seccompProfile.
+	SeccompErrnoIsEPERM bool
+	// OwnNetwork means the sandbox's network is the runtime's own (gVisor's
+	// kernel has its loopback), not a host network namespace: ListenIn
+	// cannot reach it.
+	OwnNetwork bool
 	// AgentTimeout bounds how long Create waits for an agent that listens
 	// itself to start (10 s).
 	AgentTimeout time.Duration

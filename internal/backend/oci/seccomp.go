@@ -39,18 +39,26 @@ var deniedSyscalls = []string{
 // so unshare and clone with CLONE_NEWUSER fail with EPERM. clone3 passes
 // its flags in memory a filter cannot read, so it fails with ENOSYS, and the
 // C library falls back to clone, whose flags are checked (as Docker does).
-func seccompProfile() *specs.LinuxSeccomp {
+//
+// Unless the runtime turns every errno of the profile into EPERM (runsc
+// does): the C library then does not fall back, and no thread could be
+// made. There clone3 stays open, and a user namespace made with it is one
+// of gVisor's kernel, not the host's.
+func seccompProfile(errnoIsEPERM bool) *specs.LinuxSeccomp {
 	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
 	newUser := specs.LinuxSeccompArg{Index: 0, Value: unix.CLONE_NEWUSER, ValueTwo: unix.CLONE_NEWUSER, Op: specs.OpMaskedEqual}
-	return &specs.LinuxSeccomp{
+	p := &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
 		Architectures: seccompArchitectures(),
 		Syscalls: []specs.LinuxSyscall{
 			{Names: deniedSyscalls, Action: specs.ActErrno, ErrnoRet: &eperm},
 			{Names: []string{"unshare", "clone"}, Action: specs.ActErrno, ErrnoRet: &eperm, Args: []specs.LinuxSeccompArg{newUser}},
-			{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
 		},
 	}
+	if !errnoIsEPERM {
+		p.Syscalls = append(p.Syscalls, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys})
+	}
+	return p
 }
 
 // seccompArchitectures are the system call ABIs a process on this host can

@@ -161,7 +161,7 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 			// runc has the host kernel apply it; runsc, given
 			// --oci-seccomp, applies it in gVisor's own kernel, so that a
 			// sandbox behaves alike on both.
-			Seccomp: seccompProfile(),
+			Seccomp: seccompProfile(c.SeccompErrnoIsEPERM),
 		},
 	}
 	if ns != nil {
