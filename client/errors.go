@@ -44,6 +44,10 @@ func IsUnauthenticated(err error) bool { return hasCode(err, CodeUnauthenticated
 // IsInvalidArgument reports whether err is the API's invalid_argument error.
 func IsInvalidArgument(err error) bool { return hasCode(err, CodeInvalidArgument) }
 
+// IsFailedPrecondition reports whether err is a request the sandbox is not
+// in a state or shape to serve (not running; lacking a language's runtime).
+func IsFailedPrecondition(err error) bool { return hasCode(err, CodeFailedPrecondition) }
+
 func hasCode(err error, code string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code

@@ -17,11 +17,30 @@ import (
 // is a result, not an error. Output is capped at 1 MiB per stream (see
 // ExecResult.Truncated); use ExecStream for more, or to see it as it comes.
 func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	return c.run(ctx, id, "exec", req)
+}
+
+// RunCode runs code in a language in sandbox id and waits for it to end,
+// as Exec does. A language the sandbox's template lacks is an error
+// (IsFailedPrecondition) naming the templates that have it.
+func (c *Client) RunCode(ctx context.Context, id string, req CodeRequest) (*ExecResult, error) {
+	return c.run(ctx, id, "code", req)
+}
+
+// RunCodeStream runs code in a language in sandbox id, streaming its output
+// to fn as ExecStream does.
+func (c *Client) RunCodeStream(ctx context.Context, id string, req CodeRequest, fn func(ExecEvent) error) (*ExecExit, error) {
+	return c.runStream(ctx, id, "code", req, fn)
+}
+
+// run posts a command (exec) or code (code) to sandbox id and decodes the
+// result.
+func (c *Client) run(ctx context.Context, id, what string, req any) (*ExecResult, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	var res ExecResult
-	r := request{method: http.MethodPost, path: sandboxPath(id, "exec"), json: req}
+	r := request{method: http.MethodPost, path: sandboxPath(id, what), json: req}
 	if err := c.call(ctx, r, &res); err != nil {
 		return nil, err
 	}
@@ -34,10 +53,16 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecRes
 // ExecStream returns that error. An error the daemon reports in the middle of
 // the stream comes back as an *Error with StatusCode 0.
 func (c *Client) ExecStream(ctx context.Context, id string, req ExecRequest, fn func(ExecEvent) error) (*ExecExit, error) {
+	return c.runStream(ctx, id, "exec", req, fn)
+}
+
+// runStream posts a command (exec) or code (code) to sandbox id and reads
+// the events of its run.
+func (c *Client) runStream(ctx context.Context, id, what string, req any, fn func(ExecEvent) error) (*ExecExit, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	r := request{method: http.MethodPost, path: sandboxPath(id, "exec"), json: req, accept: "text/event-stream"}
+	r := request{method: http.MethodPost, path: sandboxPath(id, what), json: req, accept: "text/event-stream"}
 	resp, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err

@@ -93,6 +93,23 @@ type ExecRequest struct {
 	TimeoutS int64 `json:"timeout_s,omitempty"`
 }
 
+// CodeRequest is code to run in a sandbox: written to a file and run with
+// the language's interpreter, as the sandbox user. The answer is the same
+// as exec's.
+type CodeRequest struct {
+	// Language is python, node, typescript, deno, bun, bash or sh (go and
+	// ruby where the template has them). TypeScript runs with Deno, with
+	// the least permissions: read and write the workspace and /tmp, the
+	// request's env variables, nothing else.
+	Language string `json:"language"`
+	Code     string `json:"code"`
+	// Cwd defaults to /home/user/workspace.
+	Cwd string            `json:"cwd,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
+	// TimeoutS defaults to 180; at most 1800.
+	TimeoutS int64 `json:"timeout_s,omitempty"`
+}
+
 // Values of ExecResult.KilledBy and ExecExit.KilledBy.
 const (
 	KilledByTimeout = "timeout"
@@ -192,6 +209,8 @@ type Template struct {
 	Created time.Time `json:"created"`
 	// Packages are what its build installed beyond the base system.
 	Packages []string `json:"packages,omitempty"`
+	// NpmPackages are what npm installed globally, after Packages.
+	NpmPackages []string `json:"npm_packages,omitempty"`
 	// Suite and Mirror are the Debian release and archive it came from.
 	Suite     string `json:"suite,omitempty"`
 	Mirror    string `json:"mirror,omitempty"`
@@ -202,13 +221,16 @@ type Template struct {
 
 // BuildTemplateRequest builds a template from Debian: the minimal base
 // system plus Packages, from the daemon host's release and apt mirror
-// unless Suite and Mirror say otherwise. Building a name that exists makes
-// a new version of it; sandboxes already made keep theirs.
+// unless Suite and Mirror say otherwise; then NpmPackages, installed with
+// npm (one of Packages) in a sandbox of the template, which reaches only the
+// npm registry. Building a name that exists makes a new version of it;
+// sandboxes already made keep theirs.
 type BuildTemplateRequest struct {
-	Name     string   `json:"name"`
-	Packages []string `json:"packages,omitempty"`
-	Suite    string   `json:"suite,omitempty"`
-	Mirror   string   `json:"mirror,omitempty"`
+	Name        string   `json:"name"`
+	Packages    []string `json:"packages,omitempty"`
+	NpmPackages []string `json:"npm_packages,omitempty"`
+	Suite       string   `json:"suite,omitempty"`
+	Mirror      string   `json:"mirror,omitempty"`
 }
 
 // BuildProgress is how far a template build is.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -31,13 +32,39 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if req.Stdin != "" {
 		sreq.Stdin = &req.Stdin
 	}
-	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		s.execStream(w, r, sreq)
+	id := r.PathValue("id")
+	s.answerExec(w, r, func(ctx context.Context, out sandbox.Output) (sandbox.ExecResult, error) {
+		return s.m.Exec(ctx, id, sreq, out)
+	})
+}
+
+// runCode runs code in a language; it answers as exec does.
+func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
+	var req client.CodeRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
 		return
 	}
+	creq := sandbox.CodeRequest{
+		Language: req.Language, Code: req.Code, Cwd: req.Cwd, Env: req.Env,
+		Timeout: time.Duration(req.TimeoutS) * time.Second,
+	}
+	id := r.PathValue("id")
+	s.answerExec(w, r, func(ctx context.Context, out sandbox.Output) (sandbox.ExecResult, error) {
+		return s.m.RunCode(ctx, id, creq, out)
+	})
+}
 
+// answerExec runs a command with run and answers with its result: server-
+// sent events as it writes when the client accepts them, else one JSON
+// result at the end.
+func (s *Server) answerExec(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		s.execStream(w, r, run)
+		return
+	}
 	var stdout, stderr capped
-	res, err := s.m.Exec(r.Context(), r.PathValue("id"), sreq, func(st sandbox.Stream, data []byte) error {
+	res, err := run(r.Context(), func(st sandbox.Stream, data []byte) error {
 		if st == sandbox.Stdout {
 			stdout.Write(data)
 		} else {
@@ -73,10 +100,10 @@ func (c *capped) Write(p []byte) {
 // execStream answers with server-sent events as the command writes. Errors
 // before the first event are plain JSON errors; later ones are an "error"
 // event.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, req sandbox.ExecRequest) {
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
 	sse := &sseWriter{w: w}
 	carry := map[sandbox.Stream][]byte{}
-	res, err := s.m.Exec(r.Context(), r.PathValue("id"), req, func(st sandbox.Stream, data []byte) error {
+	res, err := run(r.Context(), func(st sandbox.Stream, data []byte) error {
 		text, rest := splitUTF8(append(carry[st], data...))
 		carry[st] = rest
 		if len(text) == 0 {

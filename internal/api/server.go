@@ -56,6 +56,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", s.sandboxStats)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/code", s.runCode)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.writeFile)
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}/files", s.removeFile)

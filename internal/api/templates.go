@@ -12,7 +12,7 @@ import (
 
 func templateJSON(t sandbox.TemplateInfo) client.Template {
 	return client.Template{
-		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages,
+		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages,
 		Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }
@@ -63,7 +63,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("name is required"))
 		return
 	}
-	breq := sandbox.BuildRequest{Name: req.Name, Packages: req.Packages, Suite: req.Suite, Mirror: req.Mirror}
+	breq := sandbox.BuildRequest{Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		t, err := s.m.BuildTemplate(r.Context(), breq, nil)
 		if err != nil {

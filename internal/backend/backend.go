@@ -53,6 +53,25 @@ type Backend interface {
 	List(ctx context.Context) ([]string, error)
 }
 
+// Builder is what a backend offers template builds, which run their steps
+// (an npm install, a Hutchfile's RUN) in a sandbox made from the root being
+// built and keep what the step changed.
+type Builder interface {
+	// ListenIn listens on a TCP address of the sandbox's own network, its
+	// loopback: what the sandbox connects to there reaches the daemon,
+	// and nothing else can. It fails with errdefs.ErrFailedPrecondition
+	// when the sandbox's network is not the host kernel's (gVisor's is its
+	// own).
+	ListenIn(ctx context.Context, h Handle, address string) (net.Listener, error)
+
+	// Export stops the sandbox's processes and applies what they changed
+	// (its writable layer: new and changed files, and deletions) to dir,
+	// the root it was made from, with the sandbox's own ids. Replaced files
+	// are new inodes: a root that shares files with another by hard links
+	// changes alone. Call Destroy afterwards.
+	Export(ctx context.Context, h Handle, dir string) error
+}
+
 // Stats is what a sandbox uses, as its cgroups and its writable layer tell.
 type Stats struct {
 	CPUTime       time.Duration // CPU time of all its processes, user and system

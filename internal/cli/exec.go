@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -67,15 +68,28 @@ func (f *execFlags) request(a *app, cmd *cobra.Command, argv []string) (client.E
 }
 
 func (a *app) newExecCmd() *cobra.Command {
-	var f execFlags
+	var (
+		f        execFlags
+		language string
+	)
 	cmd := &cobra.Command{
 		Use:   "exec ID [flags] -- CMD [ARG...]",
-		Short: "Run a command in a sandbox",
+		Short: "Run a command, or code in a language, in a sandbox",
 		Long: "Run a command in a sandbox, streaming its output, and exit with its exit code\n" +
 			"(124 if it timed out). The command runs directly, not through a shell: use\n" +
-			"-- sh -c 'CMD | CMD' for pipes.",
-		Example: "  hutch exec abc123 -- ls -l\n  hutch exec abc123 -e DEBUG=1 -w /tmp -- sh -c 'echo $DEBUG > x'",
+			"-- sh -c 'CMD | CMD' for pipes.\n\n" +
+			"With --language, the arguments after ID are code (none: read from stdin),\n" +
+			"written to a file and run with the language's interpreter: python, node,\n" +
+			"typescript, deno, bun, bash or sh (go and ruby where the template has them).",
+		Example: "  hutch exec abc123 -- ls -l\n  hutch exec abc123 -e DEBUG=1 -w /tmp -- sh -c 'echo $DEBUG > x'\n" +
+			"  hutch exec abc123 --language python 'print(1 + 1)'\n  hutch exec abc123 --language typescript < main.ts",
 		Args: func(cmd *cobra.Command, args []string) error {
+			if language != "" {
+				if len(args) < 1 {
+					return usageErrorf(cmd, "give the sandbox ID, then the code (or none, to read it from stdin)")
+				}
+				return nil
+			}
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == 0 {
 				return usageErrorf(cmd, "give the sandbox ID, then -- and the command")
 			}
@@ -85,6 +99,9 @@ func (a *app) newExecCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if language != "" {
+				return a.runCode(cmd, f, language, args[0], args[1:])
+			}
 			req, err := f.request(a, cmd, args[1:])
 			if err != nil {
 				return err
@@ -97,16 +114,53 @@ func (a *app) newExecCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd, true)
+	cmd.Flags().StringVar(&language, "language", "", "run code in this `language` instead of a command")
 	return cmd
+}
+
+// runCode runs code in a language in sandbox id: the words of code, or
+// stdin when there are none.
+func (a *app) runCode(cmd *cobra.Command, f execFlags, language, id string, code []string) error {
+	if f.user != "" {
+		return usageErrorf(cmd, "--user does not go with --language: code runs as the sandbox user")
+	}
+	f.stdin = len(code) == 0
+	req, err := f.request(a, cmd, nil)
+	if err != nil {
+		return err
+	}
+	creq := client.CodeRequest{Language: language, Code: strings.Join(code, " "), Cwd: req.Cwd, Env: req.Env, TimeoutS: req.TimeoutS}
+	if f.stdin {
+		creq.Code = req.Stdin
+	}
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	return a.reportRun(f.timeout,
+		func() (*client.ExecResult, error) { return c.RunCode(ctx, id, creq) },
+		func(fn func(client.ExecEvent) error) (*client.ExecExit, error) {
+			return c.RunCodeStream(ctx, id, creq, fn)
+		})
 }
 
 // exec runs req in sandbox id: streamed to hutch's stdout and stderr, or with
 // --output json as one result object. It returns an exitCode error carrying
 // the command's status when that is not 0.
 func (a *app) exec(ctx context.Context, c *client.Client, id string, req client.ExecRequest, timeout time.Duration) error {
+	return a.reportRun(timeout,
+		func() (*client.ExecResult, error) { return c.Exec(ctx, id, req) },
+		func(fn func(client.ExecEvent) error) (*client.ExecExit, error) { return c.ExecStream(ctx, id, req, fn) })
+}
+
+// reportRun runs a command with whole (--output json: one result object) or
+// stream (its output to hutch's stdout and stderr as it comes), and returns
+// an exitCode error carrying the command's status when that is not 0.
+func (a *app) reportRun(timeout time.Duration, whole func() (*client.ExecResult, error), stream func(func(client.ExecEvent) error) (*client.ExecExit, error)) error {
 	var exit client.ExecExit
 	if a.jsonOutput() {
-		res, err := c.Exec(ctx, id, req)
+		res, err := whole()
 		if err != nil {
 			return err
 		}
@@ -115,7 +169,7 @@ func (a *app) exec(ctx context.Context, c *client.Client, id string, req client.
 		}
 		exit = client.ExecExit{ExitCode: res.ExitCode, DurationMS: res.DurationMS, TimedOut: res.TimedOut, KilledBy: res.KilledBy}
 	} else {
-		e, err := c.ExecStream(ctx, id, req, func(ev client.ExecEvent) error {
+		e, err := stream(func(ev client.ExecEvent) error {
 			w := a.stdout
 			if ev.Stream == client.Stderr {
 				w = a.stderr

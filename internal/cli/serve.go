@@ -33,7 +33,7 @@ func newServeCmd() *cobra.Command {
 				fields := map[string]*string{
 					"listen": &fileCfg.Listen, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
-					"log-level": &fileCfg.LogLevel,
+					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -59,5 +59,6 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc binary (by name: beside hutch, then in PATH)")
 	f.StringVar(&cfg.Runtime, "runtime", cfg.Runtime, "runtime of sandboxes that name none: runc or gvisor (default: gvisor when usable)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.StringVar(&cfg.PackageCache, "package-cache", cfg.PackageCache, "where template builds keep downloaded Debian packages (default: cache/debs in --data-dir)")
 	return cmd
 }

@@ -70,7 +70,7 @@ func (a *app) newTemplateRmCmd() *cobra.Command {
 
 func (a *app) newTemplateBuildCmd() *cobra.Command {
 	var (
-		packages      []string
+		packages, npm []string
 		suite, mirror string
 	)
 	cmd := &cobra.Command{
@@ -79,8 +79,14 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 		Long: "Build a template from Debian: the minimal base system and the packages\n" +
 			"asked for, from the daemon host's release and apt mirror unless --suite and\n" +
 			"--mirror say otherwise. Building a name that exists makes a new version of\n" +
-			"it; sandboxes already made from it keep theirs. Interrupting the build\n" +
-			"(Ctrl-C) stops it and keeps nothing of it.",
+			"it; sandboxes already made from it keep theirs. --npm packages are then\n" +
+			"installed with the template's own npm, in a sandbox that reaches only the\n" +
+			"npm registry. Interrupting the build (Ctrl-C) stops it and keeps nothing\n" +
+			"of it.\n\n" +
+			"Without packages, the names base and python build Hutch's default\n" +
+			"templates: base has bash, coreutils, Python 3 with pip and venv, Node.js\n" +
+			"with npm, Deno, Bun, git, ripgrep, curl, jq, sqlite3, unzip and\n" +
+			"build-essential; python adds numpy, pandas and matplotlib.",
 		Args: exactArgs(1, "the template's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()
@@ -89,7 +95,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			}
 			show := newProgressPrinter(a.stderr)
 			t, err := c.BuildTemplate(cmd.Context(), client.BuildTemplateRequest{
-				Name: args[0], Packages: packages, Suite: suite, Mirror: mirror,
+				Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror,
 			}, show.update)
 			show.end()
 			if err != nil {
@@ -103,6 +109,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVarP(&packages, "packages", "p", nil, "Debian packages to install, comma-separated")
+	cmd.Flags().StringSliceVar(&npm, "npm", nil, "npm packages to install globally afterwards (needs npm in --packages), comma-separated")
 	cmd.Flags().StringVar(&suite, "suite", "", "Debian release (default: the daemon host's)")
 	cmd.Flags().StringVar(&mirror, "mirror", "", "Debian mirror URL (default: the daemon host's apt mirror)")
 	return cmd

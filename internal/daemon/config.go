@@ -31,6 +31,10 @@ type Config struct {
 	Runtime string `toml:"runtime"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// PackageCache keeps the Debian packages template builds download, for
+	// the next build. Empty means cache/debs in DataDir. On another file
+	// system than DataDir, packages are downloaded every time.
+	PackageCache string `toml:"package_cache"`
 }
 
 // Default returns the configuration used when nothing is said.
@@ -97,14 +101,19 @@ func (c Config) Validate() error {
 }
 
 // Paths inside the data and run dirs.
-func (c Config) dbPath() string       { return filepath.Join(c.DataDir, "hutch.db") }
-func (c Config) keyPath() string      { return filepath.Join(c.DataDir, "api.key") }
-func (c Config) templateDir() string  { return filepath.Join(c.DataDir, "templates") }
-func (c Config) sandboxDir() string   { return filepath.Join(c.DataDir, "sandboxes") }
-func (c Config) diskDir() string      { return filepath.Join(c.DataDir, "disks") }
-func (c Config) agentDir() string     { return filepath.Join(c.DataDir, "agent") }
-func (c Config) packageCache() string { return filepath.Join(c.DataDir, "cache", "debs") }
-func (c Config) socketPath() string   { return filepath.Join(c.RunDir, "hutch.sock") }
+func (c Config) dbPath() string      { return filepath.Join(c.DataDir, "hutch.db") }
+func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key") }
+func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
+func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
+func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }
+func (c Config) agentDir() string    { return filepath.Join(c.DataDir, "agent") }
+func (c Config) packageCache() string {
+	if c.PackageCache != "" {
+		return c.PackageCache
+	}
+	return filepath.Join(c.DataDir, "cache", "debs")
+}
+func (c Config) socketPath() string { return filepath.Join(c.RunDir, "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
 	return filepath.Join(c.RunDir, runtime)
 }

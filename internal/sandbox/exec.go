@@ -95,6 +95,12 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 	if err != nil {
 		return ExecResult{}, err
 	}
+	return m.run(ctx, inst, argv, req, timeout, out)
+}
+
+// run runs a checked command in a live sandbox (see Exec).
+func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req ExecRequest, timeout time.Duration, out Output) (ExecResult, error) {
+	id := inst.id
 	inst.begin()
 	defer inst.end()
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/backend"
-	"github.com/hutchdev/hutch/internal/store"
 )
 
 // instance is a sandbox with a running container: its agent connection and
@@ -26,11 +25,11 @@ type instance struct {
 	limitHits  backend.LimitHits // limit hits already put down to a command
 }
 
-func (m *Manager) newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *instance {
+func newInstance(id string, idleTimeout time.Duration, be backend.Backend, h backend.Handle) *instance {
 	dial := func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) }
 	return &instance{
-		id:          rec.ID,
-		idleTimeout: rec.IdleTimeout,
+		id:          id,
+		idleTimeout: idleTimeout,
 		agent:       agentclient.New(dial),
 		backend:     be,
 		handle:      h,

@@ -266,7 +266,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	rec.Handle = h.State
 	rec.State = store.StateRunning
 	rec.UpdatedAt = time.Now().UTC()
-	inst := m.newInstance(rec, be, h)
+	inst := newInstance(rec.ID, rec.IdleTimeout, be, h)
 	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

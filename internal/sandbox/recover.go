@@ -69,7 +69,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	case store.StateRunning:
 		err := be.Recover(ctx, h)
 		if err == nil {
-			inst := m.newInstance(rec, be, h)
+			inst := newInstance(rec.ID, rec.IdleTimeout, be, h)
 			// OOM kills from before the restart are no command's.
 			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {

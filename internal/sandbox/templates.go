@@ -20,8 +20,10 @@ type TemplateInfo struct {
 type BuildRequest struct {
 	Name     string
 	Packages []string
-	Suite    string
-	Mirror   string
+	// NpmPackages are installed with npm, in a sandbox of the template.
+	NpmPackages []string
+	Suite       string
+	Mirror      string
 }
 
 // Templates lists the templates, the host template first.
@@ -72,12 +74,17 @@ func (m *Manager) DeleteTemplate(ctx context.Context, name string) error {
 }
 
 // BuildTemplate builds a template from Debian and makes it the current
-// version of its name. progress hears each step.
+// version of its name. progress hears each step. A request with no
+// packages for a default template's name (base, python) builds its recipe.
 func (m *Manager) BuildTemplate(ctx context.Context, req BuildRequest, progress func(template.Progress)) (TemplateInfo, error) {
+	if r, ok := template.RecipeFor(req.Name); ok && len(req.Packages) == 0 && len(req.NpmPackages) == 0 {
+		req.Packages, req.NpmPackages = r.Packages, r.NpmPackages
+	}
 	log := m.log.With("template", req.Name)
-	log.Info("template build started", "packages", req.Packages)
+	log.Info("template build started", "packages", req.Packages, "npm_packages", req.NpmPackages)
 	info, err := m.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
 		Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: m.packageCache,
+		NpmPackages: req.NpmPackages, Run: m.runBuildStep,
 	}, progress)
 	if err != nil {
 		log.Warn("template build failed", "error", err)

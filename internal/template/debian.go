@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,13 @@ type DebianOptions struct {
 	CacheDir string
 	// Debootstrap is the debootstrap binary; empty means "debootstrap".
 	Debootstrap string
+	// LocalCAs is the directory of certificate authorities the root trusts
+	// beyond Debian's; empty means the host's own (HostLocalCAs).
+	LocalCAs string
+	// NpmPackages are installed with npm after the Debian packages, in a
+	// sandbox of the root that Run makes.
+	NpmPackages []string
+	Run         Runner
 }
 
 // Progress is how far a build is.
@@ -65,6 +73,12 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 			return Info{}, errdefs.InvalidArgument("package name %q is not a Debian package name", p)
 		}
 	}
+	if err := checkNpm(opts.NpmPackages, opts.Packages); err != nil {
+		return Info{}, err
+	}
+	if len(opts.Packages) > 0 && opts.Run == nil {
+		return Info{}, errdefs.FailedPrecondition("packages are installed with apt-get in a sandbox, and this build has none to run it in")
+	}
 	if opts.Suite == "" || opts.Mirror == "" {
 		suite, mirror := HostDebian()
 		opts.Suite = orDefault(opts.Suite, suite)
@@ -73,8 +87,9 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if !validSuite.MatchString(opts.Suite) {
 		return Info{}, errdefs.InvalidArgument("suite %q is not a release name such as bookworm", opts.Suite)
 	}
-	if !strings.HasPrefix(opts.Mirror, "http://") && !strings.HasPrefix(opts.Mirror, "https://") && !strings.HasPrefix(opts.Mirror, "file:/") {
-		return Info{}, errdefs.InvalidArgument("mirror %q must be an http://, https:// or file:/ URL", opts.Mirror)
+	mirrorHost, err := mirrorAddress(opts.Mirror)
+	if err != nil {
+		return Info{}, err
 	}
 	bin, err := exec.LookPath(orDefault(opts.Debootstrap, "debootstrap"))
 	if err != nil {
@@ -88,11 +103,28 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err := debootstrap(ctx, bin, b, opts, progress); err != nil {
 		return Info{}, err
 	}
-	progress(Progress{Step: "finish", Message: "Adding the sandbox user and cleaning package caches"})
+	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
 	if err := finishDebianRoot(b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
-	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, Suite: opts.Suite, Mirror: opts.Mirror})
+	if err := addLocalCAs(b.Root(), orDefault(opts.LocalCAs, HostLocalCAs)); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	if len(opts.Packages) > 0 {
+		if err := aptInstall(ctx, b.Root(), opts.Packages, mirrorHost, opts.CacheDir, opts.Run, progress); err != nil {
+			return Info{}, err
+		}
+	}
+	if len(opts.NpmPackages) > 0 {
+		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, opts.Run, progress); err != nil {
+			return Info{}, err
+		}
+	}
+	progress(Progress{Step: "finish", Message: "Cleaning package caches"})
+	if err := cleanPackageCaches(b.Root(), opts.CacheDir); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Suite: opts.Suite, Mirror: opts.Mirror})
 }
 
 func orDefault(v, fallback string) string {
@@ -106,10 +138,9 @@ func orDefault(v, fallback string) string {
 // build.log beside the root; its machine-readable progress (the protocol
 // it speaks to debian-installer on descriptor 3) becomes progress calls.
 func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, progress func(Progress)) error {
+	// Packages come later, from apt-get: debootstrap's own resolver does
+	// not get through the dependencies of packages such as npm.
 	args := []string{"--variant=minbase", "--debian-installer"}
-	if len(opts.Packages) > 0 {
-		args = append(args, "--include="+strings.Join(opts.Packages, ","))
-	}
 	if opts.CacheDir != "" {
 		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 			return fmt.Errorf("package cache: %w", err)
@@ -280,8 +311,7 @@ func logTail(path string) string {
 }
 
 // finishDebianRoot makes a debootstrapped root a Hutch template: the
-// sandbox user and its workspace, the mount points Hutch binds over, and no
-// package caches (a sandbox that wants packages runs apt-get update).
+// sandbox user and its workspace, and the mount points Hutch binds over.
 func finishDebianRoot(root string) error {
 	if err := addUser(root); err != nil {
 		return err
@@ -310,7 +340,25 @@ func finishDebianRoot(root string) error {
 			return err
 		}
 	}
-	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*", "debootstrap"} {
+	return nil
+}
+
+// cleanPackageCaches leaves a root without package caches (a sandbox that
+// wants packages runs apt-get update): the packages apt-get downloaded go
+// to cacheDir, for the next build, and the rest is removed.
+func cleanPackageCaches(root, cacheDir string) error {
+	if cacheDir != "" {
+		debs, err := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb"))
+		if err != nil {
+			return err
+		}
+		for _, deb := range debs {
+			if err := os.Rename(deb, filepath.Join(cacheDir, filepath.Base(deb))); err != nil {
+				return fmt.Errorf("keep downloaded package: %w", err)
+			}
+		}
+	}
+	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/archives/partial/*", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*", "debootstrap"} {
 		matches, err := filepath.Glob(filepath.Join(root, glob))
 		if err != nil {
 			return err
@@ -322,6 +370,43 @@ func finishDebianRoot(root string) error {
 		}
 	}
 	return nil
+}
+
+// HostLocalCAs is where Debian keeps the certificate authorities a machine
+// trusts beyond its distribution's: a company's own, or the one of a proxy
+// that inspects TLS.
+const HostLocalCAs = "/usr/local/share/ca-certificates"
+
+// addLocalCAs copies the certificates (*.crt) in dir, and in its
+// subdirectories, into the root's own /usr/local/share/ca-certificates, so
+// that a template built behind a TLS-inspecting proxy trusts what the host
+// trusts: ca-certificates, when installed, adds them to the root's bundle.
+// A missing dir is fine.
+func addLocalCAs(root, dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == dir {
+			return filepath.SkipDir
+		}
+		if err != nil || !d.Type().IsRegular() || !strings.HasSuffix(path, ".crt") {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		// #nosec G304 -- a certificate of the host's trust store
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(root, HostLocalCAs, rel)
+		// #nosec G301 -- as Debian makes it
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		// #nosec G306 -- certificates are public
+		return os.WriteFile(target, data, 0o644)
+	})
 }
 
 // addUser adds the sandbox user (uid and gid 1000) to a root's account

@@ -3,6 +3,7 @@ package template
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,9 @@ func TestBuildDebianRejectsBadInput(t *testing.T) {
 		{"ok", DebianOptions{Packages: []string{"--root=/"}}},
 		{"ok", DebianOptions{Suite: "bookworm; rm", Mirror: "http://m.example/"}},
 		{"ok", DebianOptions{Suite: "bookworm", Mirror: "ftp://m.example/"}},
+		{"ok", DebianOptions{Suite: "bookworm", Mirror: "file:/srv/mirror"}},
+		{"ok", DebianOptions{NpmPackages: []string{"deno"}}},
+		{"ok", DebianOptions{NpmPackages: []string{"--global"}, Packages: []string{"npm"}}},
 	} {
 		_, err := s.BuildDebian(ctx, tc.name, tc.opts, nil)
 		if !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -139,13 +143,21 @@ func needDebootstrap(t *testing.T) {
 	}
 }
 
-// TestBuildDebian builds a small template from the host's mirror: the base
-// system and jq.
+// TestBuildDebian builds the smallest template from the host's mirror: the
+// base system. (Packages are installed by apt-get in a sandbox: the e2e
+// tests build with them.)
 func TestBuildDebian(t *testing.T) {
 	needDebootstrap(t)
 	s := openStore(t)
+	cas := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cas, "corp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cas, "corp", "proxy.crt"), []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var steps []string
-	info, err := s.BuildDebian(context.Background(), "tiny", DebianOptions{Packages: []string{"jq"}, CacheDir: t.TempDir()},
+	info, err := s.BuildDebian(context.Background(), "tiny", DebianOptions{CacheDir: t.TempDir(), LocalCAs: cas},
 		func(p Progress) {
 			if len(steps) == 0 || steps[len(steps)-1] != p.Step {
 				steps = append(steps, p.Step)
@@ -155,7 +167,7 @@ func TestBuildDebian(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("steps: %v", steps)
-	for _, want := range []string{"index", "download", "extract", "unpack", "configure", "finish"} {
+	for _, want := range []string{"index", "extract", "unpack", "configure", "finish"} {
 		if !strings.Contains(" "+strings.Join(steps, " ")+" ", " "+want+" ") {
 			t.Errorf("no %q step in %v", want, steps)
 		}
@@ -168,7 +180,7 @@ func TestBuildDebian(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := tmpl.RootDir
-	for _, f := range []string{"usr/bin/jq", "usr/bin/bash", ".hutch/hutch", "etc/hosts", "etc/hostname"} {
+	for _, f := range []string{"usr/bin/apt-get", "usr/bin/bash", ".hutch/hutch", "etc/hosts", "etc/hostname", "usr/local/share/ca-certificates/corp/proxy.crt"} {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			t.Errorf("template root lacks %s: %v", f, err)
 		}
@@ -178,20 +190,33 @@ func TestBuildDebian(t *testing.T) {
 		t.Errorf("etc/passwd has no sandbox user: %v\n%s", err, passwd)
 	}
 	assertOwner(t, filepath.Join(root, "home/user/workspace"), UserUID)
-	if debs, _ := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb")); len(debs) > 0 {
-		t.Errorf("package cache left in the template: %d files", len(debs))
+	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*", "debootstrap"} {
+		if left, _ := filepath.Glob(filepath.Join(root, glob)); len(left) > 0 {
+			t.Errorf("package caches left in the template: %v", left)
+		}
 	}
 	assertNoBuilds(t, s)
 }
 
-// TestBuildDebianFailure asks for a package Debian does not have: a clear
-// error, and no template, build or mount left.
-func TestBuildDebianFailure(t *testing.T) {
+// TestBuildDebianStepFails: a step that fails (here, apt-get) fails the
+// build, which leaves no template, build or mount.
+func TestBuildDebianStepFails(t *testing.T) {
 	needDebootstrap(t)
 	s := openStore(t)
-	_, err := s.BuildDebian(context.Background(), "bad", DebianOptions{Packages: []string{"no-such-package-hutch"}, CacheDir: t.TempDir()}, nil)
-	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "no-such-package-hutch") {
+	var ran []string
+	run := func(ctx context.Context, root string, step RunStep) error {
+		if _, err := os.Stat(filepath.Join(root, "usr/bin/apt-get")); err != nil {
+			t.Errorf("the step's root has no apt-get: %v", err)
+		}
+		ran = append(ran, strings.Join(step.Argv, " "))
+		return errdefs.InvalidArgument("the command failed (exit code 100): E: Unable to locate package no-such-package-hutch")
+	}
+	_, err := s.BuildDebian(context.Background(), "bad", DebianOptions{Packages: []string{"no-such-package-hutch"}, CacheDir: t.TempDir(), Run: run}, nil)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "apt-get install no-such-package-hutch") {
 		t.Fatalf("err = %v, want an invalid argument naming the package", err)
+	}
+	if len(ran) != 1 || !strings.Contains(ran[0], "apt-get") {
+		t.Errorf("steps run: %q, want the apt-get one", ran)
 	}
 	if _, err := s.Get("bad"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Get after a failed build: %v, want not found", err)
@@ -221,4 +246,71 @@ func TestBuildDebianInterrupted(t *testing.T) {
 		t.Errorf("Get after an interrupted build: %v, want not found", err)
 	}
 	assertNoBuilds(t, s)
+}
+
+func TestMirrorAddress(t *testing.T) {
+	for _, tc := range []struct{ mirror, want string }{
+		{"http://deb.debian.org/debian", "deb.debian.org:80"},
+		{"https://Mirror.Example.org/debian/", "mirror.example.org:443"},
+		{"http://[2001:db8::1]:8080/debian", "[2001:db8::1]:8080"},
+		{"file:/srv/mirror", ""},
+		{"ftp://m.example/debian", ""},
+		{"http://user:pw@m.example/debian", ""},
+		{"http:///debian", ""},
+	} {
+		got, err := mirrorAddress(tc.mirror)
+		if tc.want == "" {
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("mirrorAddress(%q) = %q, %v; want an invalid argument", tc.mirror, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("mirrorAddress(%q) = %q, %v; want %q", tc.mirror, got, err, tc.want)
+		}
+	}
+}
+
+func TestAptProgress(t *testing.T) {
+	var got []Progress
+	for _, line := range []string{
+		"Get:1 http://deb.debian.org/debian bookworm/main amd64 jq amd64 1.6-2.1 [64.9 kB]",
+		"dlstatus:1:12.5:Retrieving file 1 of 8",
+		"pmstatus:jq:87.5:Installing jq (amd64)",
+		"pmstatus:broken",
+		"dlstatus:2:x:Retrieving",
+		"E: Unable to locate package nope",
+		"W: Some index files failed to download.",
+	} {
+		aptProgress(line, func(p Progress) { got = append(got, p) })
+	}
+	want := []Progress{
+		{Step: "download", Done: 12, Total: 100, Message: "Retrieving file 1 of 8"},
+		{Step: "install", Done: 87, Total: 100, Message: "Installing jq (amd64)"},
+		{Step: "apt", Message: "E: Unable to locate package nope"},
+		{Step: "apt", Message: "W: Some index files failed to download."},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("progress:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestCheckNpm(t *testing.T) {
+	for _, tc := range []struct {
+		npm, debs []string
+		ok        bool
+	}{
+		{nil, nil, true},
+		{[]string{"deno", "bun@1.1.0", "@scope/tool@^2", "typescript@~5.6"}, []string{"nodejs", "npm"}, true},
+		{[]string{"deno"}, []string{"nodejs"}, false},
+		{[]string{"-g"}, []string{"npm"}, false},
+		{[]string{"Deno"}, []string{"npm"}, false},
+		{[]string{"deno bun"}, []string{"npm"}, false},
+		{[]string{"../x"}, []string{"npm"}, false},
+	} {
+		err := checkNpm(tc.npm, tc.debs)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errdefs.ErrInvalidArgument)) {
+			t.Errorf("checkNpm(%q, %q) = %v, want ok %v", tc.npm, tc.debs, err, tc.ok)
+		}
+	}
 }

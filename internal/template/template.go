@@ -54,6 +54,8 @@ type Info struct {
 	Created time.Time `json:"created"`
 	// Packages are what the build installed beyond the base system.
 	Packages []string `json:"packages,omitempty"`
+	// NpmPackages are what npm installed globally, after the packages.
+	NpmPackages []string `json:"npm_packages,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`

@@ -94,6 +94,10 @@ func forEachRuntime(t *testing.T, test func(t *testing.T, runtime string)) {
 	}
 }
 
+// packageCache is where the tests' template builds keep Debian packages,
+// as a host's builds do in its data dir.
+const packageCache = "/var/cache/hutch-e2e/debs"
+
 // daemon is a `hutch serve` the test started.
 type daemon struct {
 	t       *testing.T
@@ -209,7 +213,10 @@ func (d *daemon) start() {
 	}
 	defer logf.Close()
 	// runc is the default here; tests ask for gvisor by name.
-	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir, "--runtime", "runc"}
+	// Template builds share one package cache across tests and runs, as
+	// builds on one host do: base downloads some 400 packages.
+	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir, "--runtime", "runc",
+		"--package-cache", packageCache}
 	if runscBin != "" {
 		args = append(args, "--runsc", runscBin)
 	}

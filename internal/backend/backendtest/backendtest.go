@@ -76,6 +76,11 @@ type Harness struct {
 	// is what the host's OOM killer hits.)
 	CountsOOMKills bool
 
+	// ListensIn says the daemon can listen in a sandbox's network (see
+	// backend.Builder): not where the network is in the runtime's own
+	// kernel.
+	ListensIn bool
+
 	// CountsPidsMax says forks refused at the process limit are counted
 	// by LimitHits. (Under gVisor the limit is inside its kernel, which
 	// the host cannot read.)
@@ -111,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PidsMax", s.testPidsMax)
 	t.Run("DiskLimit", s.testDiskLimit)
 	t.Run("Isolation", s.testIsolation)
+	t.Run("Builder", s.testBuilder)
 
 	ids, err := s.backend.List(context.Background())
 	if err != nil {

@@ -35,7 +35,7 @@ func TestConformanceRunc(t *testing.T) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed: apt-get install runc (./setup does)")
 	}
-	runConformance(t, RuncConfig("runc"), backendtest.Harness{CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true})
+	runConformance(t, RuncConfig("runc"), backendtest.Harness{CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true, ListensIn: true})
 }
 
 func TestConformanceGvisor(t *testing.T) {

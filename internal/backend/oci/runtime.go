@@ -27,7 +27,10 @@ import (
 	"github.com/hutchdev/hutch/internal/mountinfo"
 )
 
-var _ backend.Backend = (*Runtime)(nil)
+var (
+	_ backend.Backend = (*Runtime)(nil)
+	_ backend.Builder = (*Runtime)(nil)
+)
 
 // Config configures a Runtime.
 type Config struct {

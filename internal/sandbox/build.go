@@ -1,0 +1,191 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// Build steps run in sandboxes of their own: made from the root being
+// built (not a template yet), not recorded in the store, never listed, and
+// destroyed as soon as the step ends (or, after a crash, by Recover, which
+// destroys every sandbox no record knows). Their writable layer is applied
+// to the root.
+//
+// They run with runc: a step that needs the network reaches it through an
+// egress proxy the daemon serves on the sandbox's own loopback, and gVisor's
+// loopback is inside its own kernel. Such a sandbox has no network device
+// but lo; the proxy lets through only the step's allowed destinations, and
+// only at public addresses.
+
+// buildBackend is the runtime build steps run with.
+const buildBackend = "runc"
+
+// proxyAddress is where a build step's egress proxy listens, in the
+// sandbox's own network namespace.
+const proxyAddress = "127.0.0.1:3128"
+
+// The limits of a build step's sandbox: builds compile and unpack.
+const (
+	buildMemoryMB = 4096
+	buildPids     = 4096
+	buildDiskMB   = 16384
+	buildTimeout  = 30 * time.Minute
+)
+
+// runBuildStep is the template.Runner of this manager.
+func (m *Manager) runBuildStep(ctx context.Context, root string, step template.RunStep) (err error) {
+	be, err := m.backendFor(buildBackend)
+	if err != nil {
+		return fmt.Errorf("template build steps run with runc: %w", err)
+	}
+	builder, ok := be.(backend.Builder)
+	if !ok {
+		return errdefs.FailedPrecondition("runtime %s cannot run template build steps", be.Name())
+	}
+	id := newID()
+	log := m.log.With(attrSandbox, id, "build_step", true)
+	h, err := be.Create(ctx, backend.Spec{
+		ID:       id,
+		Hostname: "build",
+		RootDir:  root,
+		Limits: backend.Limits{
+			CPUs:        float64(runtime.NumCPU()),
+			MemoryBytes: buildMemoryMB << 20,
+			Pids:        buildPids,
+			DiskBytes:   buildDiskMB << 20,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("build sandbox: %w", err)
+	}
+	defer func() {
+		// Gone even when the build was interrupted.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := be.Destroy(dctx, h); derr != nil {
+			log.Error("destroy build sandbox", "error", derr)
+			err = errors.Join(err, derr)
+		}
+	}()
+
+	env := map[string]string{}
+	for k, v := range step.Env {
+		env[k] = v
+	}
+	if len(step.Allow) > 0 {
+		ln, err := builder.ListenIn(ctx, h, proxyAddress)
+		if err != nil {
+			return fmt.Errorf("egress proxy of the build sandbox: %w", err)
+		}
+		pctx, stop := context.WithCancel(ctx)
+		proxy := &egress.Proxy{Allow: step.Allow, Logger: log}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := proxy.Serve(pctx, ln); err != nil {
+				log.Warn("egress proxy", "error", err)
+			}
+		}()
+		defer func() { stop(); <-served }()
+		url := "http://" + proxyAddress
+		for _, k := range []string{"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "npm_config_proxy", "npm_config_https_proxy"} {
+			env[k] = url
+		}
+	}
+
+	inst := newInstance(id, buildTimeout, be, h)
+	defer inst.close()
+	lines := &lineWriter{emit: step.Output}
+	res, err := m.run(ctx, inst, step.Argv, ExecRequest{Cwd: orDefault(step.Cwd, "/"), Env: env, User: orDefault(step.User, "root")}, buildTimeout, lines.write)
+	lines.flush()
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		why := fmt.Sprintf("exit code %d", res.ExitCode)
+		if res.KilledBy != "" {
+			why += ", killed by " + res.KilledBy
+		}
+		return errdefs.InvalidArgument("the command failed (%s)%s", why, lines.tail())
+	}
+	if err := builder.Export(ctx, h, root); err != nil {
+		return err
+	}
+	log.Info("build step done", "duration", res.Duration)
+	return nil
+}
+
+func orDefault(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
+}
+
+// lineWriter splits a command's output into lines for a step's Output, and
+// keeps the last of it for an error message.
+type lineWriter struct {
+	emit func(string)
+
+	mu   sync.Mutex
+	part []byte   // a line not ended yet
+	last []string // the last lines
+}
+
+const tailLines = 15
+
+func (w *lineWriter) write(_ Stream, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, data...)
+	for {
+		i := bytes.IndexAny(w.part, "\r\n")
+		if i < 0 {
+			return nil
+		}
+		w.line(string(w.part[:i]))
+		w.part = w.part[i+1:]
+	}
+}
+
+func (w *lineWriter) line(s string) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return
+	}
+	if w.emit != nil {
+		w.emit(s)
+	}
+	w.last = append(w.last, s)
+	if len(w.last) > tailLines {
+		w.last = w.last[1:]
+	}
+}
+
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.line(string(w.part))
+	w.part = nil
+}
+
+// tail is the last lines, for an error message.
+func (w *lineWriter) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.last) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(w.last, "\n")
+}

@@ -1,0 +1,53 @@
+package template
+
+import "slices"
+
+// Recipe is what one of Hutch's default templates is built from: Debian
+// packages, then npm packages.
+type Recipe struct {
+	Packages    []string
+	NpmPackages []string
+	// Programs are the language runtimes it has, by command name.
+	Programs []string
+}
+
+// basePackages are what agents expect of a sandbox: a shell and the core
+// tools, Python with pip and venv, Node.js with npm, git, ripgrep, curl,
+// jq, sqlite3, unzip and a C toolchain.
+var basePackages = []string{
+	"bash", "coreutils", "procps", "ca-certificates", "curl", "git", "ripgrep", "jq",
+	"sqlite3", "unzip", "build-essential", "python3", "python3-pip", "python3-venv",
+	"nodejs", "npm",
+}
+
+// recipes are the default templates, by name: base, which ./setup builds,
+// and python, base with the data stack. Deno and Bun come from their npm
+// packages, which carry their official binaries.
+var recipes = map[string]Recipe{
+	"base": {Packages: basePackages, NpmPackages: []string{"deno", "bun"}, Programs: basePrograms},
+	"python": {
+		Packages:    append(append([]string{}, basePackages...), "python3-numpy", "python3-pandas", "python3-matplotlib"),
+		NpmPackages: []string{"deno", "bun"},
+		Programs:    basePrograms,
+	},
+}
+
+var basePrograms = []string{"bash", "sh", "python3", "node", "deno", "bun"}
+
+// RecipeFor returns the recipe of a default template (base, python).
+func RecipeFor(name string) (Recipe, bool) {
+	r, ok := recipes[name]
+	return r, ok
+}
+
+// RecipesWith names the default templates that have program, sorted.
+func RecipesWith(program string) []string {
+	var names []string
+	for name, r := range recipes {
+		if slices.Contains(r.Programs, program) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

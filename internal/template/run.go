@@ -1,0 +1,177 @@
+package template
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+// RunStep is a command a build runs in a sandbox made from the root built so
+// far: npm installs, and a Hutchfile's RUN lines.
+type RunStep struct {
+	Argv []string
+	Env  map[string]string
+	User string // "": root
+	Cwd  string // "": /
+	// Allow lists the host:port destinations the command may reach, through
+	// an HTTP proxy named in its https_proxy and http_proxy variables.
+	// None: no network at all.
+	Allow []string
+	// Output hears the command's output, stdout and stderr, line by line.
+	Output func(line string)
+}
+
+// A Runner runs step in a sandbox made from root, then applies what the
+// step changed to root. A command that fails is an error ending with the
+// last of its output. The sandbox is gone when it returns.
+type Runner func(ctx context.Context, root string, step RunStep) error
+
+// NpmRegistry is where npm packages come from.
+const NpmRegistry = "registry.npmjs.org:443"
+
+// validNpmPackage is an npm package name with an optional version or
+// range: deno, @scope/name, typescript@5.6.2, bun@^1. It cannot start with
+// '-', so it is never taken for an option.
+var validNpmPackage = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[0-9A-Za-z.^~<>=*+-]+)?$`)
+
+// checkNpm says why npm packages cannot be installed into a root made of
+// debs, or nil.
+func checkNpm(npm, debs []string) error {
+	if len(npm) == 0 {
+		return nil
+	}
+	for _, p := range npm {
+		if !validNpmPackage.MatchString(p) {
+			return errdefs.InvalidArgument("npm package %q is not an npm package name (name, @scope/name, name@version)", p)
+		}
+	}
+	if !slices.Contains(debs, "npm") {
+		return errdefs.InvalidArgument("npm packages are installed with npm, run in the template: add nodejs and npm to the Debian packages")
+	}
+	return nil
+}
+
+// npmInstall installs npm packages globally (into /usr/local), running npm
+// in a sandbox of the root that reaches only the npm registry. npm's cache
+// goes with the sandbox.
+func npmInstall(ctx context.Context, root string, packages []string, run Runner, progress func(Progress)) error {
+	progress(Progress{Step: "npm", Message: "Installing " + strings.Join(packages, ", ") + " with npm"})
+	const script = `npm install --global --no-audit --no-fund --no-update-notifier --cache /tmp/.hutch-npm "$@"
+status=$?
+rm -rf /tmp/.hutch-npm /root/.npm
+exit $status`
+	err := run(ctx, root, RunStep{
+		Argv: append([]string{"/bin/sh", "-c", script, "npm-install"}, packages...),
+		// Node.js trusts its own list of authorities, not the root's
+		// bundle, which has the host's local ones too (see addLocalCAs).
+		Env:    map[string]string{"HOME": "/root", "NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"},
+		Allow:  []string{NpmRegistry},
+		Output: func(line string) { progress(Progress{Step: "npm", Message: line}) },
+	})
+	if err != nil {
+		return fmt.Errorf("npm install %s: %w", strings.Join(packages, " "), err)
+	}
+	return nil
+}
+
+// mirrorAddress checks a Debian mirror's URL and returns the host:port that
+// apt-get reaches it at.
+func mirrorAddress(mirror string) (string, error) {
+	u, err := url.Parse(mirror)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+		return "", errdefs.InvalidArgument("mirror %q must be an http:// or https:// URL, such as http://deb.debian.org/debian", mirror)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port), nil
+}
+
+// aptInstall installs Debian packages with apt-get, run in a sandbox of the
+// root that reaches only the mirror: dpkg's maintainer scripts run there,
+// not on the host. Packages in cacheDir are not downloaded again; the ones
+// downloaded are kept there by cleanPackageCaches.
+func aptInstall(ctx context.Context, root string, packages []string, mirror, cacheDir string, run Runner, progress func(Progress)) error {
+	progress(Progress{Step: "index", Message: "Reading the package lists of " + mirror})
+	if err := seedPackageCache(root, cacheDir); err != nil {
+		return err
+	}
+	// APT::Status-Fd puts machine-readable progress lines in the output.
+	// Not on descriptor 1 itself: apt-get closes its status descriptor in
+	// dpkg, whose maintainer scripts would then fail to write anything.
+	const script = `set -e
+export DEBIAN_FRONTEND=noninteractive
+apt-get -q update
+exec 3>&1
+apt-get -q install -y --no-install-recommends -o APT::Status-Fd=3 -o Dpkg::Use-Pty=0 "$@"`
+	err := run(ctx, root, RunStep{
+		Argv:   append([]string{"/bin/sh", "-c", script, "apt-install"}, packages...),
+		Env:    map[string]string{"HOME": "/root", "LC_ALL": "C.UTF-8"},
+		Allow:  []string{mirror},
+		Output: func(line string) { aptProgress(line, progress) },
+	})
+	if err != nil {
+		return fmt.Errorf("apt-get install %s: %w", strings.Join(packages, " "), err)
+	}
+	return nil
+}
+
+// seedPackageCache links the packages of cacheDir into the root's apt
+// archive, where apt-get finds them instead of downloading them. A cache on
+// another file system is not used.
+func seedPackageCache(root, cacheDir string) error {
+	if cacheDir == "" {
+		return nil
+	}
+	debs, err := filepath.Glob(filepath.Join(cacheDir, "*.deb"))
+	if err != nil {
+		return err
+	}
+	archive := filepath.Join(root, "var/cache/apt/archives")
+	for _, deb := range debs {
+		err := os.Link(deb, filepath.Join(archive, filepath.Base(deb)))
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil // another file system: download instead
+		}
+	}
+	return nil
+}
+
+// aptProgress turns a line of apt-get's output into progress: its status
+// lines ("dlstatus:3:42.5:Retrieving file 3 of 9", "pmstatus:jq:80:
+// Installing jq") and its errors and warnings. The rest repeats them.
+func aptProgress(line string, progress func(Progress)) {
+	kind, rest, _ := strings.Cut(line, ":")
+	switch kind {
+	case "dlstatus", "pmstatus":
+		parts := strings.SplitN(rest, ":", 3)
+		if len(parts) < 3 {
+			return
+		}
+		pct, err := strconv.ParseFloat(parts[1], 64)
+		if err != nil {
+			return
+		}
+		step := "download"
+		if kind == "pmstatus" {
+			step = "install"
+		}
+		progress(Progress{Step: step, Done: int(pct), Total: 100, Message: parts[2]})
+	case "E", "W":
+		progress(Progress{Step: "apt", Message: line})
+	}
+}
