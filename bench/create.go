@@ -92,14 +92,18 @@ func createSection(hutch, post, first, logged, agent, runc, unshare []time.Durat
 // hutchCreate times one sandbox from the create call to the first stdout
 // event, returning when the create call answered and when output came.
 func (b *bench) hutchCreate(ctx context.Context, runtime string) (post, first time.Duration, err error) {
-	c := b.d.client
+	return hutchCreate(ctx, b.d.client, runtime)
+}
+
+// hutchCreate is a create and its first output through client c.
+func hutchCreate(ctx context.Context, c *client.Client, runtime string) (post, first time.Duration, err error) {
 	start := time.Now()
 	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
 	if err != nil {
 		return 0, 0, fmt.Errorf("create sandbox: %w", err)
 	}
 	post = time.Since(start)
-	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
+	defer func() { err = errors.Join(err, deleteSandbox(ctx, c, sb.ID)) }()
 	exit, err := c.ExecStream(ctx, sb.ID, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
 		if first == 0 && ev.Stream == client.Stdout {
 			first = time.Since(start)
@@ -118,9 +122,13 @@ func (b *bench) hutchCreate(ctx context.Context, runtime string) (post, first ti
 // deleteSandbox deletes a sandbox even when ctx has ended (^C), so that
 // nothing is left behind.
 func (b *bench) deleteSandbox(ctx context.Context, id string) error {
+	return deleteSandbox(ctx, b.d.client, id)
+}
+
+func deleteSandbox(ctx context.Context, c *client.Client, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := b.d.client.DeleteSandbox(ctx, id); err != nil {
+	if err := c.DeleteSandbox(ctx, id); err != nil {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	return nil

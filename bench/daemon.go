@@ -29,8 +29,8 @@ type daemon struct {
 }
 
 // startDaemon runs `hutch serve` on a free loopback port with its data and
-// run directories under base, and waits until it answers.
-func startDaemon(ctx context.Context, bin, runsc, base string) (*daemon, error) {
+// run directories under base, and extra flags, and waits until it answers.
+func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) (*daemon, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func startDaemon(ctx context.Context, bin, runsc, base string) (*daemon, error) 
 	if runsc != "" {
 		args = append(args, "--runsc", runsc)
 	}
-	d.cmd = exec.Command(bin, args...)
+	d.cmd = exec.Command(bin, append(args, extra...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Its own process group: a ^C at the terminal reaches only the bench,
 	// which then deletes its sandboxes before it stops the daemon.

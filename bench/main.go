@@ -5,6 +5,8 @@
 //	(a) create → first output: Hutch vs `runc run` of the same bundle vs unshare
 //	(b) exec round trip: Hutch vs `runc exec` into the same sandbox vs fork/exec
 //	(c) memory per idle sandbox: cgroup usage, agent PSS, daemon RSS growth
+//	(d), (e): (a) and (b) with gVisor
+//	(f) create → first output from a warm pool, runc and gVisor
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
@@ -99,7 +101,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunc)) }()
 	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunsc)) }()
 
-	b.d, err = startDaemon(ctx, cfg.hutch, b.runsc, base)
+	// No warm pool: rows (a) and (d) measure cold creates; row (f) has a
+	// daemon of its own with pools.
+	b.d, err = startDaemon(ctx, cfg.hutch, b.runsc, base, "--pool", "base=0")
 	if b.d != nil {
 		defer func() { err = errors.Join(err, b.d.stop()) }()
 		defer func() { err = errors.Join(err, cleanup(ctx, b.d.deleteAll)) }()
@@ -122,8 +126,9 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	var err error
 	measures := []func(context.Context) (section, error){b.measureCreate, b.measureExec, b.measureMemory}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
-		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec)
+		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec, b.measurePool)
 	} else {
+		measures = append(measures, b.measurePool)
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
 	for _, measure := range measures {

@@ -11,6 +11,17 @@ type Health struct {
 	// DefaultReason why.
 	DefaultRuntime string `json:"default_runtime"`
 	DefaultReason  string `json:"default_reason"`
+	// Pools are the warm pools: sandboxes made ahead of time that a create
+	// of the default shape takes.
+	Pools []PoolHealth `json:"pools"`
+}
+
+// PoolHealth is how full one warm pool is.
+type PoolHealth struct {
+	Template string `json:"template"`
+	Runtime  string `json:"runtime"`
+	Size     int    `json:"size"`
+	Ready    int    `json:"ready"`
 }
 
 // BackendHealth describes one sandbox backend the daemon knows.

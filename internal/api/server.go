@@ -99,6 +99,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	for _, b := range s.m.Health(r.Context()) {
 		h.Backends = append(h.Backends, client.BackendHealth(b))
 	}
+	h.Pools = []client.PoolHealth{}
+	for _, p := range s.m.Pools() {
+		h.Pools = append(h.Pools, client.PoolHealth(p))
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 

@@ -15,7 +15,10 @@ var Version = "dev"
 
 func newServeCmd() *cobra.Command {
 	cfg := daemon.Default()
-	var configFile string
+	var (
+		configFile string
+		pools      []string
+	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the Hutch daemon (needs root)",
@@ -42,6 +45,16 @@ func newServeCmd() *cobra.Command {
 				})
 				cfg = fileCfg
 			}
+			if cmd.Flags().Changed("pool") {
+				cfg.Pools = nil
+				for _, s := range pools {
+					p, err := daemon.ParsePool(s)
+					if err != nil {
+						return usageErrorf(cmd, "--pool: %v", err)
+					}
+					cfg.Pools = append(cfg.Pools, p)
+				}
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 				return usageErrorf(cmd, "--log-level: %v", err)
@@ -59,6 +72,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc binary (by name: beside hutch, then in PATH)")
 	f.StringVar(&cfg.Runtime, "runtime", cfg.Runtime, "runtime of sandboxes that name none: runc or gvisor (default: gvisor when usable)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.StringArrayVar(&pools, "pool", nil, "keep `TEMPLATE[@RUNTIME]=SIZE` sandboxes ready (a warm pool); repeatable (default: base=2; base=0: none)")
 	f.StringVar(&cfg.PackageCache, "package-cache", cfg.PackageCache, "where template builds keep downloaded Debian packages (default: cache/debs in --data-dir)")
 	return cmd
 }

@@ -6,8 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // Config is the daemon's configuration: defaults, then the TOML file, then
@@ -35,7 +39,22 @@ type Config struct {
 	// the next build. Empty means cache/debs in DataDir. On another file
 	// system than DataDir, packages are downloaded every time.
 	PackageCache string `toml:"package_cache"`
+	// Pools are the warm pools: sandboxes of a template made ahead of
+	// time, so that creating one is handing it over. Default: two of base
+	// on the default runtime (none while base is not built).
+	Pools []Pool `toml:"pool"`
 }
+
+// Pool is one warm pool: Size ready sandboxes of Template on Runtime
+// (empty: the default runtime).
+type Pool struct {
+	Template string `toml:"template"`
+	Runtime  string `toml:"runtime"`
+	Size     int    `toml:"size"`
+}
+
+// maxPoolSize bounds one pool: each ready sandbox holds a disk and an agent.
+const maxPoolSize = 64
 
 // Default returns the configuration used when nothing is said.
 func Default() Config {
@@ -47,6 +66,7 @@ func Default() Config {
 		Runc:     "runc",
 		Runsc:    "runsc",
 		LogLevel: "info",
+		Pools:    []Pool{{Template: "base", Size: 2}},
 	}
 }
 
@@ -91,6 +111,16 @@ func (c Config) Validate() error {
 	case "", "runc", "gvisor":
 	default:
 		errs = append(errs, fmt.Errorf("runtime must be runc or gvisor (or empty: gvisor when usable), got %q", c.Runtime))
+	}
+	for _, p := range c.Pools {
+		if p.Template == "" || p.Size < 0 || p.Size > maxPoolSize {
+			errs = append(errs, fmt.Errorf("pool %+v: give a template and a size from 0 to %d", p, maxPoolSize))
+		}
+		switch p.Runtime {
+		case "", "runc", "gvisor":
+		default:
+			errs = append(errs, fmt.Errorf("pool of %s: runtime must be runc or gvisor (or empty: the default), got %q", p.Template, p.Runtime))
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -137,4 +167,23 @@ func (c Config) ensureDirs() error {
 		}
 	}
 	return nil
+}
+
+func (c Config) poolSpecs() []sandbox.PoolSpec {
+	var out []sandbox.PoolSpec
+	for _, p := range c.Pools {
+		out = append(out, sandbox.PoolSpec{Template: p.Template, Runtime: p.Runtime, Size: p.Size})
+	}
+	return out
+}
+
+// ParsePool reads a pool as the --pool flag gives it: TEMPLATE[@RUNTIME]=SIZE.
+func ParsePool(s string) (Pool, error) {
+	spec, size, ok := strings.Cut(s, "=")
+	n, err := strconv.Atoi(size)
+	if !ok || err != nil {
+		return Pool{}, fmt.Errorf("pool %q: want TEMPLATE[@RUNTIME]=SIZE, such as base=2 or base@runc=4", s)
+	}
+	tmpl, runtime, _ := strings.Cut(spec, "@")
+	return Pool{Template: tmpl, Runtime: runtime, Size: n}, nil
 }

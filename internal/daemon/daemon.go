@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	log.Info("default runtime", "runtime", def, "reason", why)
 	mgr, err := sandbox.New(sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
-		Templates: templates, PackageCache: cfg.packageCache(), Logger: log,
+		Templates: templates, PackageCache: cfg.packageCache(), Logger: log, Pools: cfg.poolSpecs(),
 	})
 	if err != nil {
 		return err

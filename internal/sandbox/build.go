@@ -13,6 +13,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
@@ -104,7 +105,7 @@ func (m *Manager) runBuildStep(ctx context.Context, root string, step template.R
 		}
 	}
 
-	inst := newInstance(id, buildTimeout, be, h)
+	inst := newInstance(&store.Sandbox{ID: id, IdleTimeout: buildTimeout}, be, h)
 	defer inst.close()
 	lines := &lineWriter{emit: step.Output}
 	res, err := m.run(ctx, inst, step.Argv, ExecRequest{Cwd: orDefault(step.Cwd, "/"), Env: env, User: orDefault(step.User, "root")}, buildTimeout, lines.write)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"syscall"
 	"time"
@@ -112,7 +113,7 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 	}
 	withStdin := req.Stdin != nil
 	start := connect.NewRequest(&process.StartRequest{
-		Process: &process.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: req.Env, Cwd: &cwd},
+		Process: &process.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: withEnv(inst.env, req.Env), Cwd: &cwd},
 		Stdin:   &withStdin,
 	})
 	agentclient.WithUser(start, userOr(req.User))
@@ -271,4 +272,14 @@ func userOr(u string) string {
 		return template.UserName
 	}
 	return u
+}
+
+// withEnv is the sandbox's environment with a command's own over it.
+func withEnv(sandbox, command map[string]string) map[string]string {
+	if len(sandbox) == 0 {
+		return command
+	}
+	env := maps.Clone(sandbox)
+	maps.Copy(env, command)
+	return env
 }

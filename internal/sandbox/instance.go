@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/store"
 )
 
 // instance is a sandbox with a running container: its agent connection and
@@ -15,9 +16,12 @@ import (
 type instance struct {
 	id          string
 	idleTimeout time.Duration
-	agent       *agentclient.Client
-	backend     backend.Backend
-	handle      backend.Handle
+	// env is the sandbox's environment, under each command's own. It may
+	// hold secrets: never log it.
+	env     map[string]string
+	agent   *agentclient.Client
+	backend backend.Backend
+	handle  backend.Handle
 
 	mu         sync.Mutex
 	lastActive time.Time
@@ -25,11 +29,12 @@ type instance struct {
 	limitHits  backend.LimitHits // limit hits already put down to a command
 }
 
-func newInstance(id string, idleTimeout time.Duration, be backend.Backend, h backend.Handle) *instance {
+func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *instance {
 	dial := func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) }
 	return &instance{
-		id:          id,
-		idleTimeout: idleTimeout,
+		id:          rec.ID,
+		idleTimeout: rec.IdleTimeout,
+		env:         rec.Env,
 		agent:       agentclient.New(dial),
 		backend:     be,
 		handle:      h,

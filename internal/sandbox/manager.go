@@ -59,6 +59,8 @@ type Config struct {
 	Logger       *slog.Logger
 	// ReapInterval is how often idle sandboxes are looked for.
 	ReapInterval time.Duration
+	// Pools are the warm pools to keep full (see pool.go).
+	Pools []PoolSpec
 }
 
 // Manager owns the sandboxes.
@@ -73,6 +75,8 @@ type Manager struct {
 	packageCache string
 	log          *slog.Logger
 	reapEvery    time.Duration
+
+	pool *warmPool
 
 	mu   sync.Mutex
 	live map[string]*instance // sandboxes with a running container
@@ -91,6 +95,7 @@ func New(cfg Config) (*Manager, error) {
 		log:          cfg.Logger,
 		reapEvery:    cfg.ReapInterval,
 		live:         map[string]*instance{},
+		pool:         newWarmPool(cfg.Pools, cfg.Default),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -224,6 +229,12 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
+	if sb, ok := m.takePooled(opts, be.Name()); ok {
+		if sb.version == tmpl.Version {
+			return m.adopt(ctx, sb, opts)
+		}
+		go m.destroyPooled(sb) // made before a rebuild
+	}
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
@@ -246,27 +257,14 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 		}
 	}()
 
-	h, err := be.Create(ctx, backend.Spec{
-		ID:       rec.ID,
-		Hostname: rec.ID,
-		RootDir:  tmpl.RootDir,
-		Binds:    tmpl.Binds,
-		Files:    identityFiles(rec.ID),
-		Env:      envList(opts.Env),
-		Limits: backend.Limits{
-			CPUs:        opts.CPUs,
-			MemoryBytes: opts.MemoryMB << 20,
-			Pids:        opts.Pids,
-			DiskBytes:   opts.DiskMB << 20,
-		},
-	})
+	h, err := be.Create(ctx, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts))
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
 	}
 	rec.Handle = h.State
 	rec.State = store.StateRunning
 	rec.UpdatedAt = time.Now().UTC()
-	inst := newInstance(rec.ID, rec.IdleTimeout, be, h)
+	inst := newInstance(rec, be, h)
 	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -279,6 +277,48 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	m.live[rec.ID] = inst
 	m.mu.Unlock()
 	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
+	return copyRecord(rec), nil
+}
+
+// spec is what sandbox id is made from. Its environment is not in it: the
+// sandbox's env is given to each command (see instance.env), so that a
+// sandbox made ahead of time for the pool serves any.
+func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOptions) backend.Spec {
+	return backend.Spec{
+		ID:       id,
+		Hostname: id,
+		RootDir:  rootDir,
+		Binds:    binds,
+		Files:    identityFiles(id),
+		Limits: backend.Limits{
+			CPUs:        opts.CPUs,
+			MemoryBytes: opts.MemoryMB << 20,
+			Pids:        opts.Pids,
+			DiskBytes:   opts.DiskMB << 20,
+		},
+	}
+}
+
+// adopt makes a pool sandbox the caller's: one insert into the store.
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*store.Sandbox, error) {
+	now := time.Now().UTC()
+	rec := &store.Sandbox{
+		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.StateRunning,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout,
+		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+		go m.destroyPooled(sb)
+		return nil, err
+	}
+	inst := sb.inst
+	inst.mu.Lock()
+	inst.idleTimeout, inst.env, inst.lastActive = rec.IdleTimeout, rec.Env, time.Now()
+	inst.mu.Unlock()
+	m.mu.Lock()
+	m.live[rec.ID] = inst
+	m.mu.Unlock()
+	m.log.Info("sandbox created", attrSandbox, rec.ID, attrBackend, rec.Backend, "template", rec.Template, "from_pool", true)
 	return copyRecord(rec), nil
 }
 
@@ -416,14 +456,6 @@ func newID() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
-}
-
-func envList(env map[string]string) []string {
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }
 
 func copyRecord(r *store.Sandbox) *store.Sandbox {

@@ -69,7 +69,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	case store.StateRunning:
 		err := be.Recover(ctx, h)
 		if err == nil {
-			inst := newInstance(rec.ID, rec.IdleTimeout, be, h)
+			inst := newInstance(rec, be, h)
 			// OOM kills from before the restart are no command's.
 			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
@@ -91,16 +91,20 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	return nil
 }
 
-// Run enforces idle timeouts until ctx ends.
+// Run enforces idle timeouts and keeps the warm pools full until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.reapEvery)
 	defer t.Stop()
+	m.fillPools(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
 			m.reapIdle(ctx, now)
+			m.fillPools(ctx)
+		case <-m.pool.kick:
+			m.fillPools(ctx)
 		}
 	}
 }
@@ -124,9 +128,10 @@ func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	}
 }
 
-// Close drops agent connections. Sandboxes keep running: the next daemon
-// recovers them.
+// Close destroys the warm pools' sandboxes and drops agent connections.
+// Users' sandboxes keep running: the next daemon recovers them.
 func (m *Manager) Close() {
+	m.drainPools()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, inst := range m.live {

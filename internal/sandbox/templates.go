@@ -69,6 +69,7 @@ func (m *Manager) DeleteTemplate(ctx context.Context, name string) error {
 	if err := m.templates.Remove(name); err != nil {
 		return err
 	}
+	m.flushPool(name)
 	m.log.Info("template deleted", "template", name)
 	return nil
 }
@@ -91,6 +92,7 @@ func (m *Manager) BuildTemplate(ctx context.Context, req BuildRequest, progress 
 		return TemplateInfo{}, err
 	}
 	log.Info("template built", "version", info.Version, "size_bytes", info.SizeBytes)
+	m.flushPool(req.Name) // the old version's pool sandboxes go, new ones come
 	if err := m.pruneTemplates(ctx); err != nil {
 		log.Warn("prune old template versions", "error", err)
 	}
@@ -103,7 +105,7 @@ func (m *Manager) pruneTemplates(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	used := map[string]bool{}
+	used := m.poolVersions()
 	for _, sb := range list {
 		used[sb.Template+"/"+sb.TemplateVersion] = true
 	}
