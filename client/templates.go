@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -80,4 +81,15 @@ func (c *Client) BuildTemplate(ctx context.Context, req BuildTemplateRequest, pr
 		}
 		// Other events are reserved for later use; ignore them.
 	}
+}
+
+// ImportTemplate makes template name from an image archive read from r: a
+// docker-archive (docker save) or an OCI image layout in a tar.
+func (c *Client) ImportTemplate(ctx context.Context, name string, archive io.Reader) (*Template, error) {
+	var t Template
+	r := request{method: http.MethodPost, path: "/v1/templates/" + url.PathEscape(name) + "/import", body: archive, contentType: "application/x-tar"}
+	if err := c.call(ctx, r, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }

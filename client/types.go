@@ -222,6 +222,10 @@ type Template struct {
 	Packages []string `json:"packages,omitempty"`
 	// NpmPackages are what npm installed globally, after Packages.
 	NpmPackages []string `json:"npm_packages,omitempty"`
+	// Image and Digest are the OCI image it was made from ("archive"
+	// when imported from a file).
+	Image  string `json:"image,omitempty"`
+	Digest string `json:"digest,omitempty"`
 	// Suite and Mirror are the Debian release and archive it came from.
 	Suite     string `json:"suite,omitempty"`
 	Mirror    string `json:"mirror,omitempty"`
@@ -242,6 +246,10 @@ type BuildTemplateRequest struct {
 	NpmPackages []string `json:"npm_packages,omitempty"`
 	Suite       string   `json:"suite,omitempty"`
 	Mirror      string   `json:"mirror,omitempty"`
+	// Image, instead of the fields above, pulls an OCI image from a
+	// registry (docker.io/library/python:3.12-slim, 127.0.0.1:5000/app:v1);
+	// its layers flattened become the template's root.
+	Image string `json:"image,omitempty"`
 }
 
 // BuildProgress is how far a template build is.

@@ -68,6 +68,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/templates", s.buildTemplate)
 	mux.HandleFunc("GET /v1/templates/{name}", s.getTemplate)
 	mux.HandleFunc("DELETE /v1/templates/{name}", s.deleteTemplate)
+	mux.HandleFunc("POST /v1/templates/{name}/import", s.importTemplate)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -12,7 +12,7 @@ import (
 
 func templateJSON(t sandbox.TemplateInfo) client.Template {
 	return client.Template{
-		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages,
+		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest,
 		Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }
@@ -63,7 +63,9 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("name is required"))
 		return
 	}
-	breq := sandbox.BuildRequest{Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror}
+	breq := sandbox.BuildRequest{
+		Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
+	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		t, err := s.m.BuildTemplate(r.Context(), breq, nil)
 		if err != nil {
@@ -87,4 +89,15 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	default:
 		_ = sse.event("template", templateJSON(t))
 	}
+}
+
+// importTemplate makes a template from the image archive in the request
+// body (a docker-archive or an OCI layout tar).
+func (s *Server) importTemplate(w http.ResponseWriter, r *http.Request) {
+	t, err := s.m.ImportTemplate(r.Context(), r.PathValue("name"), r.Body, nil)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, templateJSON(t))
 }

@@ -19,7 +19,7 @@ func (a *app) newTemplateCmd() *cobra.Command {
 		Short:   "Work with the templates sandboxes are made from",
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(a.newTemplateLsCmd(), a.newTemplateRmCmd(), a.newTemplateBuildCmd())
+	cmd.AddCommand(a.newTemplateLsCmd(), a.newTemplateRmCmd(), a.newTemplateBuildCmd(), a.newTemplatePullCmd(), a.newTemplateImportCmd())
 	return cmd
 }
 
@@ -41,11 +41,11 @@ func (a *app) newTemplateLsCmd() *cobra.Command {
 			if a.jsonOutput() {
 				return a.printJSON(list)
 			}
-			t := newTable(a.stdout, "NAME", "SOURCE", "VERSION", "SIZE", "SANDBOXES", "AGE", "PACKAGES")
+			t := newTable(a.stdout, "NAME", "SOURCE", "VERSION", "SIZE", "SANDBOXES", "AGE", "FROM")
 			now := a.now()
 			for _, tm := range list {
 				t.row(tm.Name, tm.Source, tm.Version, humanBytes(tm.SizeBytes), fmt.Sprint(tm.Sandboxes),
-					age(now, tm.Created), orDash(strings.Join(tm.Packages, ",")))
+					age(now, tm.Created), orDash(madeFrom(tm)))
 			}
 			return t.flush()
 		},
@@ -89,23 +89,9 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			"build-essential; python adds numpy, pandas and matplotlib.",
 		Args: exactArgs(1, "the template's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.connect()
-			if err != nil {
-				return err
-			}
-			show := newProgressPrinter(a.stderr)
-			t, err := c.BuildTemplate(cmd.Context(), client.BuildTemplateRequest{
+			return a.buildTemplate(cmd, client.BuildTemplateRequest{
 				Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror,
-			}, show.update)
-			show.end()
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return a.printJSON(t)
-			}
-			_, err = fmt.Fprintf(a.stdout, "%s %s (%s)\n", t.Name, t.Version, humanBytes(t.SizeBytes))
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringSliceVarP(&packages, "packages", "p", nil, "Debian packages to install, comma-separated")
@@ -189,4 +175,84 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func (a *app) newTemplatePullCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pull NAME IMAGE",
+		Short: "Make a template from an OCI image in a registry",
+		Long: "Make a template from an OCI image (linux/amd64) that the daemon pulls from\n" +
+			"its registry: its layers, flattened, become the template's root, which\n" +
+			"gets the sandbox user and its workspace. Commands run as that user unless\n" +
+			"they ask for root.",
+		Example: "  hutch template pull py docker.io/library/python:3.12-slim\n  hutch run --template py -- python3 -c 'print(1)'",
+		Args:    exactArgs(2, "the template's name and the image reference"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.buildTemplate(cmd, client.BuildTemplateRequest{Name: args[0], Image: args[1]})
+		},
+	}
+}
+
+func (a *app) newTemplateImportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "import NAME FILE",
+		Short: "Make a template from an image archive",
+		Long: "Make a template from an image archive: what `docker save` writes (a\n" +
+			"docker-archive), or an OCI image layout packed in a tar. FILE - reads it\n" +
+			"from stdin.",
+		Example: "  docker save app:latest -o app.tar && hutch template import app app.tar",
+		Args:    exactArgs(2, "the template's name and the archive file"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var in io.Reader = a.stdin
+			if args[1] != "-" {
+				f, err := os.Open(args[1])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in = f
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			t, err := c.ImportTemplate(cmd.Context(), args[0], in)
+			if err != nil {
+				return err
+			}
+			return a.printTemplate(t)
+		},
+	}
+}
+
+// buildTemplate builds (or pulls) a template, showing its progress.
+func (a *app) buildTemplate(cmd *cobra.Command, req client.BuildTemplateRequest) error {
+	c, err := a.connect()
+	if err != nil {
+		return err
+	}
+	show := newProgressPrinter(a.stderr)
+	t, err := c.BuildTemplate(cmd.Context(), req, show.update)
+	show.end()
+	if err != nil {
+		return err
+	}
+	return a.printTemplate(t)
+}
+
+// printTemplate prints a template just made: "name version (size)".
+func (a *app) printTemplate(t *client.Template) error {
+	if a.jsonOutput() {
+		return a.printJSON(t)
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s %s (%s)\n", t.Name, t.Version, humanBytes(t.SizeBytes))
+	return err
+}
+
+// madeFrom says what a template was made from: its image, or its packages.
+func madeFrom(t client.Template) string {
+	if t.Image != "" {
+		return t.Image
+	}
+	return strings.Join(append(append([]string{}, t.Packages...), t.NpmPackages...), ",")
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -24,6 +25,8 @@ type BuildRequest struct {
 	NpmPackages []string
 	Suite       string
 	Mirror      string
+	// Image, instead of all the above, pulls an OCI image from a registry.
+	Image string
 }
 
 // Templates lists the templates, the host template first.
@@ -78,21 +81,53 @@ func (m *Manager) DeleteTemplate(ctx context.Context, name string) error {
 // version of its name. progress hears each step. A request with no
 // packages for a default template's name (base, python) builds its recipe.
 func (m *Manager) BuildTemplate(ctx context.Context, req BuildRequest, progress func(template.Progress)) (TemplateInfo, error) {
+	if req.Image != "" {
+		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Suite != "" || req.Mirror != "" {
+			return TemplateInfo{}, errdefs.InvalidArgument("image goes alone: a template comes from an image or from Debian packages, not both")
+		}
+		return m.made(ctx, req.Name, "pull", func() (template.Info, error) {
+			return m.templates.PullImage(ctx, req.Name, req.Image, progress)
+		})
+	}
 	if r, ok := template.RecipeFor(req.Name); ok && len(req.Packages) == 0 && len(req.NpmPackages) == 0 {
 		req.Packages, req.NpmPackages = r.Packages, r.NpmPackages
 	}
-	log := m.log.With("template", req.Name)
-	log.Info("template build started", "packages", req.Packages, "npm_packages", req.NpmPackages)
-	info, err := m.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
-		Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: m.packageCache,
-		NpmPackages: req.NpmPackages, Run: m.runBuildStep,
-	}, progress)
-	if err != nil {
-		log.Warn("template build failed", "error", err)
+	m.log.Info("template build started", "template", req.Name, "packages", req.Packages, "npm_packages", req.NpmPackages)
+	return m.made(ctx, req.Name, "build", func() (template.Info, error) {
+		return m.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
+			Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: m.packageCache,
+			NpmPackages: req.NpmPackages, Run: m.runBuildStep,
+		}, progress)
+	})
+}
+
+// ImportTemplate makes a template from an image archive (docker-archive
+// or OCI layout tar) read from r.
+func (m *Manager) ImportTemplate(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (TemplateInfo, error) {
+	if err := template.CheckName(name); err != nil {
 		return TemplateInfo{}, err
 	}
-	log.Info("template built", "version", info.Version, "size_bytes", info.SizeBytes)
-	m.flushPool(req.Name) // the old version's pool sandboxes go, new ones come
+	return m.made(ctx, name, "import", func() (template.Info, error) {
+		path, cleanup, err := m.templates.Upload(r)
+		if err != nil {
+			return template.Info{}, err
+		}
+		defer cleanup()
+		return m.templates.ImportArchive(ctx, name, path, progress)
+	})
+}
+
+// made runs what makes a new version of template name, logs how it went,
+// and replaces the pool's sandboxes and old versions no sandbox uses.
+func (m *Manager) made(ctx context.Context, name, how string, build func() (template.Info, error)) (TemplateInfo, error) {
+	log := m.log.With("template", name)
+	info, err := build()
+	if err != nil {
+		log.Warn("template "+how+" failed", "error", err)
+		return TemplateInfo{}, err
+	}
+	log.Info("template made", "how", how, "version", info.Version, "size_bytes", info.SizeBytes)
+	m.flushPool(name) // the old version's pool sandboxes go, new ones come
 	if err := m.pruneTemplates(ctx); err != nil {
 		log.Warn("prune old template versions", "error", err)
 	}

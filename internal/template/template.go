@@ -56,6 +56,10 @@ type Info struct {
 	Packages []string `json:"packages,omitempty"`
 	// NpmPackages are what npm installed globally, after the packages.
 	NpmPackages []string `json:"npm_packages,omitempty"`
+	// Image and Digest are the OCI image it was made from ("archive" when
+	// imported from a file).
+	Image  string `json:"image,omitempty"`
+	Digest string `json:"digest,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
