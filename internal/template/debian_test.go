@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,4 +314,34 @@ func TestCheckNpm(t *testing.T) {
 			t.Errorf("checkNpm(%q, %q) = %v, want ok %v", tc.npm, tc.debs, err, tc.ok)
 		}
 	}
+}
+
+// TestBuildDebianNoDisk builds onto a file system too small for the base
+// system: a clear error, and nothing kept.
+func TestBuildDebianNoDisk(t *testing.T) {
+	needDebootstrap(t)
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=48m"); err != nil {
+		t.Fatalf("mount a 48 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	s, err := Open(filepath.Join(mnt, "templates"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.BuildDebian(context.Background(), "full", DebianOptions{CacheDir: t.TempDir()}, nil)
+	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "disk is full") {
+		t.Fatalf("build onto a full disk: %v, want resource exhausted", err)
+	}
+	if _, err := s.Get("full"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get after a failed build: %v", err)
+	}
+	assertNoBuilds(t, s)
 }
