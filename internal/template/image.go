@@ -106,7 +106,8 @@ func (s *Store) openArchive(archive string) (_ v1.Image, cleanup func(), err err
 			return nil, cleanup, err
 		}
 		cleanup = func() { _ = os.RemoveAll(dir) } // scratch of the store
-		f, err := os.Open(archive) // #nosec G304 -- the upload the daemon saved
+		// #nosec G304 -- the upload the daemon saved
+		f, err := os.Open(archive)
 		if err != nil {
 			return nil, cleanup, err
 		}
