@@ -226,6 +226,12 @@ type Template struct {
 	// when imported from a file).
 	Image  string `json:"image,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// Parent ("base@20261122T…"), Steps and Env are a Hutchfile's: the
+	// template it is layered on, its lines, and what ENV set, which its
+	// sandboxes start with.
+	Parent string            `json:"parent,omitempty"`
+	Steps  []string          `json:"steps,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
 	// Suite and Mirror are the Debian release and archive it came from.
 	Suite     string `json:"suite,omitempty"`
 	Mirror    string `json:"mirror,omitempty"`
@@ -250,6 +256,11 @@ type BuildTemplateRequest struct {
 	// registry (docker.io/library/python:3.12-slim, 127.0.0.1:5000/app:v1);
 	// its layers flattened become the template's root.
 	Image string `json:"image,omitempty"`
+	// Hutchfile, instead of all the above, is a recipe (FROM, RUN, COPY,
+	// ENV, WORKDIR, USER) layered on another template; Context is a tar of
+	// the files its COPY lines take (at most 64 MiB).
+	Hutchfile string `json:"hutchfile,omitempty"`
+	Context   []byte `json:"context,omitempty"`
 }
 
 // BuildProgress is how far a template build is.

@@ -116,8 +116,11 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 const maxJSONBody = 8 << 20
 
 // decode reads a JSON request body strictly into v.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxJSONBody))
+func decode(r *http.Request, v any) error { return decodeLimit(r, v, maxJSONBody) }
+
+// decodeLimit is decode of a body of at most limit bytes.
+func decodeLimit(r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -12,7 +12,7 @@ import (
 
 func templateJSON(t sandbox.TemplateInfo) client.Template {
 	return client.Template{
-		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest,
+		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: t.Parent, Steps: t.Steps, Env: t.Env,
 		Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }
@@ -55,7 +55,8 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 // stops the build.
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	var req client.BuildTemplateRequest
-	if err := decode(r, &req); err != nil {
+	// A Hutchfile's context comes in the body, base64: 4/3 of its 64 MiB.
+	if err := decodeLimit(r, &req, template.MaxContext*4/3+1<<20); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -65,6 +66,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	breq := sandbox.BuildRequest{
 		Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
+		Hutchfile: req.Hutchfile, Context: req.Context,
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		t, err := s.m.BuildTemplate(r.Context(), breq, nil)

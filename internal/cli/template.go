@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"archive/tar"
+	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 func (a *app) newTemplateCmd() *cobra.Command {
@@ -70,12 +75,13 @@ func (a *app) newTemplateRmCmd() *cobra.Command {
 
 func (a *app) newTemplateBuildCmd() *cobra.Command {
 	var (
-		packages, npm []string
-		suite, mirror string
+		packages, npm      []string
+		suite, mirror      string
+		hutchfile, context string
 	)
 	cmd := &cobra.Command{
-		Use:   "build NAME --packages p1,p2,…",
-		Short: "Build a template from Debian",
+		Use:   "build NAME --packages p1,p2,… | -f Hutchfile",
+		Short: "Build a template from Debian, or from a Hutchfile",
 		Long: "Build a template from Debian: the minimal base system and the packages\n" +
 			"asked for, from the daemon host's release and apt mirror unless --suite and\n" +
 			"--mirror say otherwise. Building a name that exists makes a new version of\n" +
@@ -86,18 +92,36 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			"Without packages, the names base and python build Hutch's default\n" +
 			"templates: base has bash, coreutils, Python 3 with pip and venv, Node.js\n" +
 			"with npm, Deno, Bun, git, ripgrep, curl, jq, sqlite3, unzip and\n" +
-			"build-essential; python adds numpy, pandas and matplotlib.",
+			"build-essential; python adds numpy, pandas and matplotlib.\n\n" +
+			"-f builds from a Hutchfile instead: FROM <template>, then RUN, COPY, ENV,\n" +
+			"WORKDIR and USER lines as in a Dockerfile, each RUN in a sandbox of the\n" +
+			"template so far. COPY takes files from --context (default: the\n" +
+			"Hutchfile's directory).",
 		Args: exactArgs(1, "the template's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.buildTemplate(cmd, client.BuildTemplateRequest{
-				Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror,
-			})
+			req := client.BuildTemplateRequest{Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror}
+			if hutchfile != "" {
+				text, err := os.ReadFile(hutchfile) // #nosec G304 -- the file the user named
+				if err != nil {
+					return err
+				}
+				if context == "" {
+					context = filepath.Dir(hutchfile)
+				}
+				if req.Context, err = tarDir(context, template.MaxContext); err != nil {
+					return err
+				}
+				req.Hutchfile = string(text)
+			}
+			return a.buildTemplate(cmd, req)
 		},
 	}
 	cmd.Flags().StringSliceVarP(&packages, "packages", "p", nil, "Debian packages to install, comma-separated")
 	cmd.Flags().StringSliceVar(&npm, "npm", nil, "npm packages to install globally afterwards (needs npm in --packages), comma-separated")
 	cmd.Flags().StringVar(&suite, "suite", "", "Debian release (default: the daemon host's)")
 	cmd.Flags().StringVar(&mirror, "mirror", "", "Debian mirror URL (default: the daemon host's apt mirror)")
+	cmd.Flags().StringVarP(&hutchfile, "file", "f", "", "build from this Hutchfile")
+	cmd.Flags().StringVar(&context, "context", "", "the directory a Hutchfile's COPY takes files from (default: the Hutchfile's)")
 	return cmd
 }
 
@@ -255,4 +279,62 @@ func madeFrom(t client.Template) string {
 		return t.Image
 	}
 	return strings.Join(append(append([]string{}, t.Packages...), t.NpmPackages...), ",")
+}
+
+// tarDir packs the directory dir into a tar, for a Hutchfile's COPY:
+// files, directories and symbolic links (as links), at most limit bytes.
+func tarDir(dir string, limit int) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil // sockets, devices: nothing to copy
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			// #nosec G304 -- a file of the build context the user named
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.Copy(tw, f); err != nil {
+				return err
+			}
+		}
+		if buf.Len() > limit {
+			return fmt.Errorf("the build context %s is over %d MiB: keep large files out of it, or name a smaller one with --context", dir, limit>>20)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -78,6 +78,18 @@ func Kind(err error) error {
 	return nil
 }
 
+// Prefix puts context before an error's message for the user, keeping its
+// kind: "Hutchfile line 3 (RUN make): " before "the command failed …". An
+// error with no message for the user is wrapped as fmt.Errorf would.
+func Prefix(err error, format string, args ...any) error {
+	prefix := fmt.Sprintf(format, args...)
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Kind: e.Kind, Msg: prefix + ": " + e.Msg}
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
+
 // UserMessage returns the message of the outermost *Error in err's chain: the
 // part written for the user. ok is false when err carries no such message.
 func UserMessage(err error) (msg string, ok bool) {

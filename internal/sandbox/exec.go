@@ -88,7 +88,7 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 		return ExecResult{}, errdefs.InvalidArgument("timeout_s must be between 1 and %d", int(MaxExecTimeout.Seconds()))
 	}
 	for k := range req.Env {
-		if !validEnvName(k) {
+		if !template.ValidEnvName(k) {
 			return ExecResult{}, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
 		}
 	}

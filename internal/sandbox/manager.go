@@ -154,18 +154,6 @@ type CreateOptions struct {
 	IdleTimeout time.Duration
 }
 
-// validEnvName reports whether name can be an environment variable's name:
-// a letter or _, then letters, digits and _.
-func validEnvName(name string) bool {
-	for i, c := range []byte(name) {
-		letter := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_'
-		if !letter && (i == 0 || c < '0' || c > '9') {
-			return false
-		}
-	}
-	return name != ""
-}
-
 // withDefaults fills in defaults and checks every field, reporting all
 // problems at once.
 func (o CreateOptions) withDefaults() (CreateOptions, error) {
@@ -204,7 +192,7 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
 	}
 	for k := range o.Env {
-		if !validEnvName(k) {
+		if !template.ValidEnvName(k) {
 			errs = append(errs, fmt.Errorf("env name %q is not a valid variable name", k))
 		}
 	}
@@ -225,6 +213,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
+	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
 	be, err := m.backendFor(opts.Runtime)
 	if err != nil {
 		return nil, err

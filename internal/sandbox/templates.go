@@ -27,6 +27,10 @@ type BuildRequest struct {
 	Mirror      string
 	// Image, instead of all the above, pulls an OCI image from a registry.
 	Image string
+	// Hutchfile, instead of all the above, is a recipe layered on another
+	// template; Context is a tar of the files its COPY lines take.
+	Hutchfile string
+	Context   []byte
 }
 
 // Templates lists the templates, the host template first.
@@ -81,6 +85,21 @@ func (m *Manager) DeleteTemplate(ctx context.Context, name string) error {
 // version of its name. progress hears each step. A request with no
 // packages for a default template's name (base, python) builds its recipe.
 func (m *Manager) BuildTemplate(ctx context.Context, req BuildRequest, progress func(template.Progress)) (TemplateInfo, error) {
+	if req.Hutchfile != "" {
+		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Image != "" || req.Suite != "" || req.Mirror != "" {
+			return TemplateInfo{}, errdefs.InvalidArgument("hutchfile goes alone: its FROM says what the template is built on")
+		}
+		hf, err := template.ParseHutchfile(req.Hutchfile)
+		if err != nil {
+			return TemplateInfo{}, err
+		}
+		if len(req.Context) > template.MaxContext {
+			return TemplateInfo{}, errdefs.InvalidArgument("the build context is %d MiB, over %d MiB", len(req.Context)>>20, template.MaxContext>>20)
+		}
+		return m.made(ctx, req.Name, "build", func() (template.Info, error) {
+			return m.templates.BuildHutchfile(ctx, req.Name, hf, req.Context, m.runBuildStep, progress)
+		})
+	}
 	if req.Image != "" {
 		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Suite != "" || req.Mirror != "" {
 			return TemplateInfo{}, errdefs.InvalidArgument("image goes alone: a template comes from an image or from Debian packages, not both")

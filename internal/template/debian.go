@@ -99,14 +99,7 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err != nil {
 		return Info{}, err
 	}
-	defer func() {
-		// A full disk shows in many ways (a dpkg error, a failed copy):
-		// told once, before the build's files go.
-		if err != nil && ctx.Err() == nil && outOfSpace(err, b.dir) {
-			err = errdefs.ResourceExhausted("template %s: the daemon's disk is full (%s): %v", name, b.dir, err)
-		}
-		err = errors.Join(err, b.Abort()) // after Commit it does nothing
-	}()
+	defer func() { err = b.fail(ctx, err) }()
 	if err := debootstrap(ctx, bin, b, opts, progress); err != nil {
 		return Info{}, err
 	}

@@ -215,7 +215,7 @@ func (s *Store) importImage(ctx context.Context, name string, img v1.Image, sour
 	if err != nil {
 		return Info{}, err
 	}
-	defer func() { err = errors.Join(err, b.Abort()) }() // after Commit it does nothing
+	defer func() { err = b.fail(ctx, err) }()
 	progress(Progress{Step: "extract", Total: len(layers), Message: fmt.Sprintf("Unpacking %d layers", len(layers))})
 	// #nosec G301 -- sandbox users must traverse the root
 	if err := os.Mkdir(b.Root(), 0o755); err != nil {

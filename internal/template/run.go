@@ -3,7 +3,6 @@ package template
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -29,6 +28,8 @@ type RunStep struct {
 	Allow []string
 	// Output hears the command's output, stdout and stderr, line by line.
 	Output func(line string)
+	// Stdin, if not nil, is the command's standard input.
+	Stdin *string
 }
 
 // A Runner runs step in a sandbox made from root, then applies what the
@@ -79,7 +80,7 @@ exit $status`
 		Output: func(line string) { progress(Progress{Step: "npm", Message: line}) },
 	})
 	if err != nil {
-		return fmt.Errorf("npm install %s: %w", strings.Join(packages, " "), err)
+		return errdefs.Prefix(err, "npm install %s", strings.Join(packages, " "))
 	}
 	return nil
 }
@@ -122,7 +123,7 @@ apt-get -q install -y --no-install-recommends -o APT::Status-Fd=3 -o Dpkg::Use-P
 		Output: func(line string) { aptProgress(line, progress) },
 	})
 	if err != nil {
-		return fmt.Errorf("apt-get install %s: %w", strings.Join(packages, " "), err)
+		return errdefs.Prefix(err, "apt-get install %s", strings.Join(packages, " "))
 	}
 	return nil
 }

@@ -18,6 +18,7 @@
 package template
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,8 @@ type Template struct {
 	RootDir string
 	// Binds are host paths the sandbox also sees, read-only.
 	Binds []backend.Bind
+	// Env is the environment its sandboxes start with (a Hutchfile's ENV).
+	Env map[string]string
 }
 
 // Info describes a template, as `hutch template ls` and the API show it.
@@ -60,6 +63,11 @@ type Info struct {
 	// imported from a file).
 	Image  string `json:"image,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// Parent ("base@20261122T…"), Steps (its Hutchfile's lines) and Env
+	// (what ENV set, which sandboxes of it get) are a Hutchfile's.
+	Parent string            `json:"parent,omitempty"`
+	Steps  []string          `json:"steps,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
@@ -250,7 +258,7 @@ func (s *Store) current(name string) (Info, error) {
 }
 
 func (s *Store) template(info Info) Template {
-	return Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs")}
+	return Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs"), Env: info.Env}
 }
 
 // Build is a template being built: a root directory beside the store that
@@ -347,6 +355,17 @@ func newVersion(nameDir string, now time.Time) (time.Time, string) {
 		}
 		now = now.Add(time.Millisecond)
 	}
+}
+
+// fail is a build's deferred end: a failed build (err not nil) is put down to
+// a full disk when it was one, which shows in many ways (a dpkg error, a
+// failed copy) and is told once, before the build's files go; then Abort.
+// After Commit it returns err as is.
+func (b *Build) fail(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && outOfSpace(err, b.dir) {
+		err = errdefs.ResourceExhausted("template %s: the daemon's disk is full (%s): %v", b.name, b.dir, err)
+	}
+	return errors.Join(err, b.Abort())
 }
 
 // Abort removes what the build made. Aborting an ended build does nothing,

@@ -214,3 +214,80 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// TestTemplateFromHutchfile layers a template on a Debian one with a
+// Hutchfile: ENV, WORKDIR, COPY from the context, RUN as root and as the
+// user; the parent stays as it was and shares its files; a failing RUN
+// names its line and keeps nothing.
+func TestTemplateFromHutchfile(t *testing.T) {
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
+	}
+	d := startDaemon(t)
+	if out, stderr, code := d.cli("", "template", "build", "plain"); code != 0 {
+		t.Fatalf("template build plain: %d %q\n%s", code, out, tail(stderr, 2000))
+	}
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"Hutchfile": `FROM plain
+ENV GREETING=hello
+WORKDIR /opt/app
+COPY note.txt data/ ./
+RUN echo "$GREETING from $(pwd)" > made && \
+    rm /etc/issue.net
+USER user
+RUN whoami > ~/who
+`,
+		"note.txt":     "a note\n",
+		"data/one.txt": "one\n",
+		"Broken":       "FROM plain\nRUN true\nRUN echo on the way out; exit 3\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, code := d.cli("", "template", "build", "layered", "-f", filepath.Join(dir, "Hutchfile"))
+	if code != 0 || !strings.HasPrefix(out, "layered ") {
+		t.Fatalf("template build -f: %d %q\n%s", code, out, tail(stderr, 2000))
+	}
+	info, err := d.client.GetTemplate(t.Context(), "layered")
+	if err != nil || info.Source != "hutchfile" || !strings.HasPrefix(info.Parent, "plain@") || info.Env["GREETING"] != "hello" || len(info.Steps) != 6 {
+		t.Errorf("the layered template: %+v, %v", info, err)
+	}
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		out, stderr, code := d.cli("", "run", "--template", "layered", "--runtime", runtime, "--",
+			"sh", "-c", `cat /opt/app/made /opt/app/note.txt /opt/app/one.txt ~/who; echo "$GREETING"; test -e /etc/issue.net || echo gone`)
+		if want := "hello from /opt/app\na note\none\nuser\nhello\ngone\n"; code != 0 || out != want {
+			t.Errorf("in a %s sandbox of layered: %d %q %q, want %q", runtime, code, out, stderr, want)
+		}
+	})
+	// The parent is as it was, and shares the files the Hutchfile left.
+	roots := map[string]string{}
+	for _, name := range []string{"plain", "layered"} {
+		tm, err := d.client.GetTemplate(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots[name] = filepath.Join(d.dataDir, "templates", name, tm.Version, "rootfs")
+	}
+	if _, err := os.Stat(filepath.Join(roots["plain"], "etc/issue.net")); err != nil {
+		t.Errorf("the parent lost /etc/issue.net, removed in the child: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(roots["plain"], "opt/app")); !os.IsNotExist(err) {
+		t.Errorf("the parent has the child's /opt/app: %v", err)
+	}
+	a, errA := os.Stat(filepath.Join(roots["plain"], "usr/bin/bash"))
+	b, errB := os.Stat(filepath.Join(roots["layered"], "usr/bin/bash"))
+	if errA != nil || errB != nil || !os.SameFile(a, b) {
+		t.Errorf("parent and child do not share /usr/bin/bash: %v %v", errA, errB)
+	}
+
+	_, stderr, code = d.cli("", "template", "build", "bad", "-f", filepath.Join(dir, "Broken"))
+	if code != 1 || !strings.Contains(stderr, "Hutchfile line 3") || !strings.Contains(stderr, "exit code 3") {
+		t.Errorf("a failing RUN: %d %q", code, stderr)
+	}
+	assertNoTemplateBuilds(t, d)
+}
