@@ -65,3 +65,25 @@ func (c *Client) Stats(ctx context.Context, id string) (*SandboxStats, error) {
 	}
 	return &st, nil
 }
+
+// PauseSandbox freezes a running sandbox: its processes keep their memory
+// and get no CPU. Any call that needs it (exec, files) thaws it first.
+func (c *Client) PauseSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "pause")
+}
+
+// UnpauseSandbox thaws a paused sandbox.
+func (c *Client) UnpauseSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "unpause")
+}
+
+func (c *Client) sandboxAction(ctx context.Context, id, action string) (*Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var sb Sandbox
+	if err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id) + "/" + action}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -89,4 +90,22 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	s.answerSandbox(w, r, s.m.Pause)
+}
+
+func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
+	s.answerSandbox(w, r, s.m.Unpause)
+}
+
+// answerSandbox answers with the sandbox an action on it left.
+func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*store.Sandbox, error)) {
+	sb, err := action(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxJSON(sb))
 }

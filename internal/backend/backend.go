@@ -53,6 +53,14 @@ type Backend interface {
 	List(ctx context.Context) ([]string, error)
 }
 
+// Pauser freezes and thaws a sandbox: its processes keep their memory but
+// get no CPU, and its agent answers nothing, until Unpause. Recover finds a
+// paused sandbox as it left it.
+type Pauser interface {
+	Pause(ctx context.Context, h Handle) error
+	Unpause(ctx context.Context, h Handle) error
+}
+
 // Builder is what a backend offers template builds, which run their steps
 // (an npm install, a Hutchfile's RUN) in a sandbox made from the root being
 // built and keep what the step changed.

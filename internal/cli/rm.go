@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/spf13/cobra"
 )
 
@@ -19,18 +20,50 @@ func (a *app) newRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.removeEach(cmd, args, c.DeleteSandbox)
+			return a.forEach(cmd, args, c.DeleteSandbox)
 		},
 	}
 }
 
-// removeEach removes each of names with del, printing each name once
-// removed. A failure is reported and makes the exit code 1; the others are
-// still removed, unless the daemon cannot be reached at all.
-func (a *app) removeEach(cmd *cobra.Command, names []string, del func(context.Context, string) error) error {
+func (a *app) newPauseCmd() *cobra.Command {
+	return a.newSandboxActionCmd("pause", "Freeze sandboxes",
+		"Freeze each sandbox, printing its ID: its processes keep their memory and\n"+
+			"get no CPU. The next exec or file call thaws it, as does hutch unpause.",
+		(*client.Client).PauseSandbox)
+}
+
+func (a *app) newUnpauseCmd() *cobra.Command {
+	return a.newSandboxActionCmd("unpause", "Thaw paused sandboxes",
+		"Thaw each paused sandbox, printing its ID.", (*client.Client).UnpauseSandbox)
+}
+
+// newSandboxActionCmd is a command that does act to each sandbox named.
+func (a *app) newSandboxActionCmd(name, short, long string, act func(*client.Client, context.Context, string) (*client.Sandbox, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   name + " ID...",
+		Short: short,
+		Long:  long,
+		Args:  minArgs(1, "one or more sandbox IDs"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			return a.forEach(cmd, args, func(ctx context.Context, id string) error {
+				_, err := act(c, ctx, id)
+				return err
+			})
+		},
+	}
+}
+
+// forEach does do to each of names, printing each name once done. A failure
+// is reported and makes the exit code 1; the others are still done, unless
+// the daemon cannot be reached at all.
+func (a *app) forEach(cmd *cobra.Command, names []string, do func(context.Context, string) error) error {
 	failed := false
 	for _, name := range names {
-		err := del(cmd.Context(), name)
+		err := do(cmd.Context(), name)
 		switch {
 		case err == nil:
 			if _, err := fmt.Fprintln(a.stdout, name); err != nil {

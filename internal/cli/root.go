@@ -100,6 +100,8 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newExecCmd(),
 		a.newRunCmd(),
 		a.newRmCmd(),
+		a.newPauseCmd(),
+		a.newUnpauseCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

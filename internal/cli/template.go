@@ -68,7 +68,7 @@ func (a *app) newTemplateRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.removeEach(cmd, names, c.DeleteTemplate)
+			return a.forEach(cmd, names, c.DeleteTemplate)
 		},
 	}
 }

@@ -23,7 +23,11 @@ type instance struct {
 	backend backend.Backend
 	handle  backend.Handle
 
+	// wake serialises pausing and thawing.
+	wake sync.Mutex
+
 	mu         sync.Mutex
+	paused     bool // frozen: calls thaw it first
 	lastActive time.Time
 	running    int               // execs in flight
 	limitHits  backend.LimitHits // limit hits already put down to a command
@@ -73,3 +77,15 @@ func (i *instance) idle(now time.Time) bool {
 
 // close drops the agent's idle connections.
 func (i *instance) close() { i.agent.CloseIdleConnections() }
+
+func (i *instance) isPaused() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.paused
+}
+
+func (i *instance) setPaused(p bool) {
+	i.mu.Lock()
+	i.paused = p
+	i.mu.Unlock()
+}

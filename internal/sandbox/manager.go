@@ -383,6 +383,10 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	m.mu.Unlock()
 	if inst != nil {
 		inst.touch()
+		// A paused sandbox wakes for any call that needs it.
+		if err := m.thaw(ctx, inst, "woken by a call"); err != nil {
+			return nil, err
+		}
 		return inst, nil
 	}
 	rec, err := m.store.GetSandbox(ctx, id)

@@ -66,6 +66,19 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			return err
 		}
 		return m.store.DeleteSandbox(ctx, rec.ID)
+	case store.StatePaused:
+		// Frozen, its agent answers nothing: found is enough.
+		if err := be.Recover(ctx, h); err != nil {
+			m.setState(ctx, rec, store.StateError, "its container stopped while the daemon was down")
+			return be.Destroy(ctx, h)
+		}
+		inst := newInstance(rec, be, h)
+		inst.paused = true
+		m.mu.Lock()
+		m.live[rec.ID] = inst
+		m.mu.Unlock()
+		m.log.Info("sandbox recovered, paused", attrSandbox, rec.ID)
+		return nil
 	case store.StateRunning:
 		err := be.Recover(ctx, h)
 		if err == nil {

@@ -27,6 +27,7 @@ type Store interface {
 const (
 	StateCreating = "creating"
 	StateRunning  = "running"
+	StatePaused   = "paused" // frozen; any call thaws it
 	StateStopped  = "stopped"
 	StateError    = "error"
 )

@@ -117,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DiskLimit", s.testDiskLimit)
 	t.Run("Isolation", s.testIsolation)
 	t.Run("Builder", s.testBuilder)
+	t.Run("Pause", s.testPause)
 
 	ids, err := s.backend.List(context.Background())
 	if err != nil {

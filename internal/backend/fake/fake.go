@@ -364,3 +364,50 @@ func writeFiles(root string, files map[string]backend.File) error {
 	}
 	return nil
 }
+
+var _ backend.Pauser = (*Backend)(nil)
+
+// Pause stops the agent and every process under it (SIGSTOP), as a freezer
+// would.
+func (b *Backend) Pause(_ context.Context, h backend.Handle) error {
+	return b.signalTree(h.ID, syscall.SIGSTOP)
+}
+
+// Unpause continues what Pause stopped.
+func (b *Backend) Unpause(_ context.Context, h backend.Handle) error {
+	return b.signalTree(h.ID, syscall.SIGCONT)
+}
+
+// signalTree sends sig to the sandbox's agent and all its descendants.
+func (b *Backend) signalTree(id string, sig syscall.Signal) error {
+	pid, alive := b.agentPid(id)
+	if !alive {
+		return errdefs.NotFound("the agent of sandbox %s is not running", id)
+	}
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The parent's pid follows the command name and the state.
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				if ppid, err := strconv.Atoi(f[1]); err == nil {
+					children[ppid] = append(children[ppid], p)
+				}
+			}
+		}
+	}
+	for todo := []int{pid}; len(todo) > 0; {
+		p := todo[0]
+		todo = append(todo[1:], children[p]...)
+		_ = syscall.Kill(p, sig) // one may have just exited
+	}
+	return nil
+}

@@ -30,6 +30,7 @@ import (
 var (
 	_ backend.Backend = (*Runtime)(nil)
 	_ backend.Builder = (*Runtime)(nil)
+	_ backend.Pauser  = (*Runtime)(nil)
 )
 
 // Config configures a Runtime.
@@ -331,13 +332,13 @@ func listenAgent(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Recover checks that the sandbox's container still runs.
+// Recover checks that the sandbox's container still runs (or is paused).
 func (r *Runtime) Recover(ctx context.Context, h backend.Handle) error {
 	st, err := r.state(ctx, h.ID)
 	if err != nil {
 		return err
 	}
-	if st.Status != "running" {
+	if st.Status != "running" && st.Status != "paused" {
 		return errdefs.NotFound("container of sandbox %s is %s", h.ID, st.Status)
 	}
 	return nil
@@ -515,4 +516,31 @@ func tailOf(path string) string {
 		b = b[len(b)-max:]
 	}
 	return ": " + strings.TrimSpace(string(b))
+}
+
+// Pause freezes the sandbox's container: runc with the cgroup freezer,
+// runsc by stopping its kernel's tasks.
+func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
+	return r.pauseCommand(ctx, h, "pause")
+}
+
+// Unpause thaws what Pause froze.
+func (r *Runtime) Unpause(ctx context.Context, h backend.Handle) error {
+	return r.pauseCommand(ctx, h, "resume")
+}
+
+func (r *Runtime) pauseCommand(ctx context.Context, h backend.Handle, verb string) error {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	var stderr bytes.Buffer
+	cmd := r.command(ctx, verb, containerID(h.ID))
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(stderr.String(), "does not exist") {
+			return errdefs.NotFound("container of sandbox %s does not exist", h.ID)
+		}
+		return fmt.Errorf("%s %s %s: %w: %s", r.cfg.Name, verb, h.ID, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }

@@ -1,0 +1,66 @@
+package backendtest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+)
+
+// testPause freezes a sandbox: its agent answers nothing, and a counter
+// its process writes stands still, until Unpause; a restarted backend
+// finds it paused.
+func (s *suite) testPause(t *testing.T) {
+	pauser, ok := s.backend.(backend.Pauser)
+	if !ok {
+		t.Skip("the backend does not pause sandboxes")
+	}
+	sb := s.create(t)
+	// A counter ticking in the background, outliving its command.
+	sb.mustSh(t, `(i=0; while :; do i=$((i+1)); echo $i > /tmp/tick; sleep 0.02; done) >/dev/null 2>&1 &`)
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	if err := pauser.Pause(ctx, sb.handle); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := sb.agent.Health(hctx)
+	hcancel()
+	if err == nil {
+		t.Error("the agent of a paused sandbox answered")
+	}
+	// A restarted daemon recovers it, paused.
+	if err := s.h.New(t).Recover(ctx, sb.handle); err != nil {
+		t.Errorf("Recover of a paused sandbox: %v", err)
+	}
+	if err := pauser.Unpause(ctx, sb.handle); err != nil {
+		t.Fatalf("Unpause: %v", err)
+	}
+	sb.agent.CloseIdleConnections()
+	tick := func() int {
+		n, err := strconv.Atoi(strings.TrimSpace(sb.mustSh(t, "cat /tmp/tick")))
+		if err != nil {
+			t.Fatalf("the counter: %v", err)
+		}
+		return n
+	}
+	// Running, the counter moves; paused, it stands still (but for the
+	// ticks of the reads around the pause).
+	before := tick()
+	time.Sleep(300 * time.Millisecond)
+	running := tick() - before
+	if err := pauser.Pause(ctx, sb.handle); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := pauser.Unpause(ctx, sb.handle); err != nil {
+		t.Fatalf("Unpause: %v", err)
+	}
+	paused := tick() - before - running
+	if running < 5 || paused > running/2 {
+		t.Errorf("counter ticks in 300 ms: %d running, %d paused; want it to stand still paused", running, paused)
+	}
+}

@@ -1,0 +1,94 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Pause freezes a running sandbox: its processes keep their memory and get
+// no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
+// so explicitly. Pausing a paused sandbox does nothing.
+func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
+	inst, pauser, err := m.pausable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	inst.wake.Lock()
+	defer inst.wake.Unlock()
+	if !inst.isPaused() {
+		if err := pauser.Pause(ctx, inst.handle); err != nil {
+			return nil, err
+		}
+		inst.setPaused(true)
+		if err := m.recordState(ctx, id, store.StatePaused, "paused by request"); err != nil {
+			return nil, err
+		}
+		m.log.Info("sandbox paused", attrSandbox, id)
+	}
+	return m.store.GetSandbox(ctx, id)
+}
+
+// Unpause thaws a paused sandbox. Unpausing a running one does nothing.
+func (m *Manager) Unpause(ctx context.Context, id string) (*store.Sandbox, error) {
+	inst, _, err := m.pausable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
+		return nil, err
+	}
+	return m.store.GetSandbox(ctx, id)
+}
+
+// pausable returns a live sandbox and its backend's Pauser.
+func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.Pauser, error) {
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst == nil {
+		_, err := m.instance(ctx, id) // why not: unknown, or not running
+		return nil, nil, err
+	}
+	pauser, ok := inst.backend.(backend.Pauser)
+	if !ok {
+		return nil, nil, errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
+	}
+	return inst, pauser, nil
+}
+
+// thaw unpauses inst if it is paused, saying why.
+func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error {
+	inst.wake.Lock()
+	defer inst.wake.Unlock()
+	if !inst.isPaused() {
+		return nil
+	}
+	pauser, ok := inst.backend.(backend.Pauser)
+	if !ok {
+		return errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
+	}
+	// Even when the caller has gone: a half-thawed sandbox helps no one.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := pauser.Unpause(tctx, inst.handle); err != nil {
+		return err
+	}
+	inst.setPaused(false)
+	inst.touch()
+	m.log.Info("sandbox unpaused", attrSandbox, inst.id, "reason", reason)
+	return m.recordState(tctx, inst.id, store.StateRunning, reason)
+}
+
+// recordState records a sandbox's new state and why.
+func (m *Manager) recordState(ctx context.Context, id, state, reason string) error {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	rec.State, rec.StateReason, rec.UpdatedAt = state, reason, time.Now().UTC()
+	return m.store.UpdateSandbox(ctx, rec)
+}
