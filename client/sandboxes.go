@@ -77,6 +77,18 @@ func (c *Client) UnpauseSandbox(ctx context.Context, id string) (*Sandbox, error
 	return c.sandboxAction(ctx, id, "unpause")
 }
 
+// SuspendSandbox stops a sandbox so that it uses no memory and no CPU,
+// keeping its files; its processes are gone. Any call that needs it (exec,
+// code, files) resumes it first.
+func (c *Client) SuspendSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "suspend")
+}
+
+// ResumeSandbox starts a suspended sandbox again.
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "resume")
+}
+
 func (c *Client) sandboxAction(ctx context.Context, id, action string) (*Sandbox, error) {
 	if err := checkID(id); err != nil {
 		return nil, err

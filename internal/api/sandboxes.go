@@ -100,6 +100,16 @@ func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, s.m.Unpause)
 }
 
+func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+		return s.m.Suspend(ctx, id, "suspended by request")
+	})
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	s.answerSandbox(w, r, s.m.Resume)
+}
+
 // answerSandbox answers with the sandbox an action on it left.
 func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*store.Sandbox, error)) {
 	sb, err := action(r.Context(), r.PathValue("id"))

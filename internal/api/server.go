@@ -57,6 +57,8 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", s.sandboxStats)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", s.pauseSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspendSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resumeSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/code", s.runCode)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)

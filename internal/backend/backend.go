@@ -61,6 +61,17 @@ type Pauser interface {
 	Unpause(ctx context.Context, h Handle) error
 }
 
+// Suspender stops a sandbox so that it uses no memory and no CPU, keeping
+// its writable layer, and starts it again from there. Its processes are
+// gone (a resumed sandbox has its agent alone) and its files as they were.
+// The handle stays good for Resume and Destroy, across daemon restarts.
+type Suspender interface {
+	Suspend(ctx context.Context, h Handle) error
+	// Resume starts a suspended sandbox with spec, the one it was created
+	// with (its Files are in its layer already and are not written again).
+	Resume(ctx context.Context, h Handle, spec Spec) error
+}
+
 // Builder is what a backend offers template builds, which run their steps
 // (an npm install, a Hutchfile's RUN) in a sandbox made from the root being
 // built and keep what the step changed.

@@ -37,6 +37,19 @@ func (a *app) newUnpauseCmd() *cobra.Command {
 		"Thaw each paused sandbox, printing its ID.", (*client.Client).UnpauseSandbox)
 }
 
+func (a *app) newSuspendCmd() *cobra.Command {
+	return a.newSandboxActionCmd("suspend", "Stop sandboxes, keeping their files",
+		"Suspend each sandbox, printing its ID: it uses no memory and no CPU, its\n"+
+			"files are kept and its processes are gone. The next exec or file call\n"+
+			"resumes it, as does hutch resume.",
+		(*client.Client).SuspendSandbox)
+}
+
+func (a *app) newResumeCmd() *cobra.Command {
+	return a.newSandboxActionCmd("resume", "Start suspended sandboxes again",
+		"Resume each suspended sandbox, printing its ID.", (*client.Client).ResumeSandbox)
+}
+
 // newSandboxActionCmd is a command that does act to each sandbox named.
 func (a *app) newSandboxActionCmd(name, short, long string, act func(*client.Client, context.Context, string) (*client.Sandbox, error)) *cobra.Command {
 	return &cobra.Command{

@@ -102,6 +102,8 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newRmCmd(),
 		a.newPauseCmd(),
 		a.newUnpauseCmd(),
+		a.newSuspendCmd(),
+		a.newResumeCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

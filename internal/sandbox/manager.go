@@ -78,8 +78,9 @@ type Manager struct {
 
 	pool *warmPool
 
-	mu   sync.Mutex
-	live map[string]*instance // sandboxes with a running container
+	mu        sync.Mutex
+	live      map[string]*instance // sandboxes with a running container
+	wakeLocks map[string]*wakeLock // sandboxes being suspended or resumed
 }
 
 // New returns a Manager. Call Recover before serving and Run for the timers.
@@ -95,6 +96,7 @@ func New(cfg Config) (*Manager, error) {
 		log:          cfg.Logger,
 		reapEvery:    cfg.ReapInterval,
 		live:         map[string]*instance{},
+		wakeLocks:    map[string]*wakeLock{},
 		pool:         newWarmPool(cfg.Pools, cfg.Default),
 	}
 	if m.log == nil {
@@ -370,8 +372,7 @@ func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst == nil {
-		_, err := m.instance(ctx, id) // why not: unknown, or not running
-		return backend.Stats{}, err
+		return backend.Stats{}, m.notLive(ctx, id) // a suspended sandbox is not woken to be measured
 	}
 	return inst.backend.Stats(ctx, inst.handle)
 }
@@ -393,7 +394,42 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, errdefs.FailedPrecondition("sandbox %s is %s, not running%s", id, rec.State, reasonSuffix(rec.StateReason))
+	if rec.State != store.StateSuspended {
+		return nil, notRunning(rec)
+	}
+	// A suspended one too, once: calls that come meanwhile wait for it.
+	unlock := m.lockWake(id)
+	defer unlock()
+	m.mu.Lock()
+	inst = m.live[id]
+	m.mu.Unlock()
+	if inst == nil {
+		if rec, err = m.store.GetSandbox(ctx, id); err != nil {
+			return nil, err
+		}
+		if rec.State != store.StateSuspended {
+			return nil, notRunning(rec)
+		}
+		if inst, err = m.resume(ctx, rec, "woken by a call"); err != nil {
+			return nil, err
+		}
+	}
+	inst.touch()
+	return inst, nil
+}
+
+// notRunning is the error of a call to a sandbox that is not running.
+func notRunning(rec *store.Sandbox) error {
+	return errdefs.FailedPrecondition("sandbox %s is %s, not running%s", rec.ID, rec.State, reasonSuffix(rec.StateReason))
+}
+
+// notLive says why sandbox id is not live, without waking it.
+func (m *Manager) notLive(ctx context.Context, id string) error {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return notRunning(rec)
 }
 
 // lostAgent is what a call whose connection to the agent broke returns.
@@ -411,6 +447,10 @@ func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) erro
 	}
 	const reason = "its agent stopped while a command ran (a gVisor sandbox stops like this when it exhausts its memory or process limit)"
 	m.mu.Lock()
+	if m.live[inst.id] != inst {
+		m.mu.Unlock()
+		return err // suspended or deleted meanwhile: not lost
+	}
 	delete(m.live, inst.id)
 	m.mu.Unlock()
 	inst.close()

@@ -50,8 +50,7 @@ func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.P
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst == nil {
-		_, err := m.instance(ctx, id) // why not: unknown, or not running
-		return nil, nil, err
+		return nil, nil, m.notLive(ctx, id)
 	}
 	pauser, ok := inst.backend.(backend.Pauser)
 	if !ok {

@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -48,6 +50,59 @@ func TestPauseAndWake(t *testing.T) {
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatalf("Delete of a paused sandbox: %v", err)
+	}
+	if d.listed(t, sb.ID) {
+		t.Error("the backend still has the deleted sandbox")
+	}
+}
+
+// A suspended sandbox keeps its files, wakes for the next call (not for
+// stats), stays suspended across a daemon restart, and can be deleted.
+func TestSuspendAndResume(t *testing.T) {
+	state := newDaemonState(t)
+	d := state.start(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{Env: map[string]string{"KEPT": "env"}})
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := d.m.Suspend(ctx, sb.ID, "suspended by request")
+	if err != nil || rec.State != store.StateSuspended {
+		t.Fatalf("Suspend: %+v, %v", rec, err)
+	}
+	if _, err := d.m.Stats(ctx, sb.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Stats of a suspended sandbox: %v, want failed precondition", err)
+	}
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateSuspended {
+		t.Fatalf("Stats woke the sandbox: %s", got.State)
+	}
+	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: `cat note; echo "$KEPT"`})
+	if err != nil || out != "kept\nenv\n" {
+		t.Fatalf("exec in a suspended sandbox: %q, %v", out, err)
+	}
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning || got.StateReason != "woken by a call" {
+		t.Errorf("after the exec: %s (%s)", got.State, got.StateReason)
+	}
+
+	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+	d = state.start(t)
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateSuspended {
+		t.Fatalf("after a restart: %+v, %v; want suspended", got, err)
+	}
+	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.StateRunning {
+		t.Fatalf("Resume: %+v, %v", rec, err)
+	}
+	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+		t.Errorf("after Resume: %q, %v", out, err)
+	}
+	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatalf("Delete of a suspended sandbox: %v", err)
 	}
 	if d.listed(t, sb.ID) {
 		t.Error("the backend still has the deleted sandbox")

@@ -25,11 +25,12 @@ type Store interface {
 
 // Sandbox states.
 const (
-	StateCreating = "creating"
-	StateRunning  = "running"
-	StatePaused   = "paused" // frozen; any call thaws it
-	StateStopped  = "stopped"
-	StateError    = "error"
+	StateCreating  = "creating"
+	StateRunning   = "running"
+	StatePaused    = "paused"    // frozen; any call thaws it
+	StateSuspended = "suspended" // stopped, files kept; any call resumes it
+	StateStopped   = "stopped"
+	StateError     = "error"
 )
 
 // Sandbox is a sandbox's stored record.

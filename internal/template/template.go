@@ -159,6 +159,37 @@ func (s *Store) Get(name string) (Template, error) {
 	return s.template(info), nil
 }
 
+// Version returns one version of a template, current or not, as a sandbox
+// made from it needs it again (to resume). The host template has one.
+func (s *Store) Version(name, version string) (Template, error) {
+	if name == HostName {
+		return s.host, nil
+	}
+	if !validName.MatchString(name) || !validVersion(version) {
+		return Template{}, errdefs.NotFound("template %s version %q not found", name, version)
+	}
+	// #nosec G304 -- a file of the store, under a validated name and version
+	b, err := os.ReadFile(filepath.Join(s.dir, name, version, "template.json"))
+	if err != nil {
+		return Template{}, errdefs.NotFound("template %s version %s is gone: %v", name, version, err)
+	}
+	var info Info
+	if err := json.Unmarshal(b, &info); err != nil {
+		return Template{}, fmt.Errorf("read template.json: %w", err)
+	}
+	return s.template(info), nil
+}
+
+// validVersion is a version's form: digits, T and Z (20261122T071729280Z).
+func validVersion(v string) bool {
+	for _, c := range v {
+		if (c < '0' || c > '9') && c != 'T' && c != 'Z' {
+			return false
+		}
+	}
+	return v != ""
+}
+
 // Info returns what the store knows of a template's current version.
 func (s *Store) Info(name string) (Info, error) {
 	if name == HostName {

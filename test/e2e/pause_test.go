@@ -43,3 +43,46 @@ func TestPause(t *testing.T) {
 		t.Errorf("pause of an unknown sandbox: %d %q", code, stderr)
 	}
 }
+
+// TestSuspend stops a sandbox with the CLI under each runtime: files and
+// installed packages stay, processes go, the next exec resumes it, and a
+// suspended sandbox can be removed.
+func TestSuspend(t *testing.T) {
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Env: map[string]string{"KEPT": "env"}})
+		res := d.exec(sb.ID, `mkdir -p ~/.local/lib && echo pkg > ~/.local/lib/pkg.py && echo work > notes.txt`)
+		if res.ExitCode != 0 {
+			t.Fatalf("write files: %+v", res)
+		}
+		if out, stderr, code := d.cli("", "suspend", sb.ID); code != 0 || out != sb.ID+"\n" {
+			t.Fatalf("hutch suspend: %d %q %q", code, out, stderr)
+		}
+		got, err := d.client.GetSandbox(t.Context(), sb.ID)
+		if err != nil || got.State != client.StateSuspended {
+			t.Fatalf("a suspended sandbox: %+v, %v", got, err)
+		}
+		if _, err := d.client.Stats(t.Context(), sb.ID); err == nil {
+			t.Error("stats of a suspended sandbox answered (and woke it?)")
+		}
+		res = d.exec(sb.ID, `cat ~/.local/lib/pkg.py notes.txt; echo "$KEPT"`)
+		if res.ExitCode != 0 || res.Stdout != "pkg\nwork\nenv\n" {
+			t.Fatalf("exec in a suspended sandbox: %+v", res)
+		}
+		if got, _ := d.client.GetSandbox(t.Context(), sb.ID); got.State != client.StateRunning || got.StateReason != "woken by a call" {
+			t.Errorf("after the exec: %s (%s)", got.State, got.StateReason)
+		}
+		if _, err := d.client.SuspendSandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if out, stderr, code := d.cli("", "resume", sb.ID); code != 0 || out != sb.ID+"\n" {
+			t.Fatalf("hutch resume: %d %q %q", code, out, stderr)
+		}
+		if _, err := d.client.SuspendSandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if out, stderr, code := d.cli("", "rm", sb.ID); code != 0 || !strings.Contains(out, sb.ID) {
+			t.Fatalf("rm of a suspended sandbox: %d %q %q", code, out, stderr)
+		}
+	})
+}

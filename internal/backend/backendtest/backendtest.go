@@ -118,6 +118,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Isolation", s.testIsolation)
 	t.Run("Builder", s.testBuilder)
 	t.Run("Pause", s.testPause)
+	t.Run("Suspend", s.testSuspend)
 
 	ids, err := s.backend.List(context.Background())
 	if err != nil {

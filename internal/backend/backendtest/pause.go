@@ -64,3 +64,47 @@ func (s *suite) testPause(t *testing.T) {
 		t.Errorf("counter ticks in 300 ms: %d running, %d paused; want it to stand still paused", running, paused)
 	}
 }
+
+// testSuspend stops a sandbox keeping its files: suspended, its agent is
+// gone; resumed, its files are as they were and its processes gone; a
+// suspended sandbox can be destroyed.
+func (s *suite) testSuspend(t *testing.T) {
+	suspender, ok := s.backend.(backend.Suspender)
+	if !ok {
+		t.Skip("the backend does not suspend sandboxes")
+	}
+	sb := s.create(t)
+	sb.mustSh(t, `echo kept > ~/note; sleep 600 >/dev/null 2>&1 & echo $! > ~/pid`)
+	if r := sb.shAsRoot(t, "echo root-kept > /etc/hutch-note"); r.exitCode != 0 {
+		t.Fatalf("write /etc as root: %+v", r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	if err := suspender.Suspend(ctx, sb.handle); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	sb.agent.CloseIdleConnections()
+	hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := sb.agent.Health(hctx)
+	hcancel()
+	if err == nil {
+		t.Fatal("the agent of a suspended sandbox answered")
+	}
+	if !s.listed(t, s.backend, sb.handle.ID) {
+		t.Error("a suspended sandbox is not listed: a restart would destroy it")
+	}
+	if err := suspender.Resume(ctx, sb.handle, sb.spec); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	out := sb.mustSh(t, `cat ~/note /etc/hutch-note; kill -0 $(cat ~/pid) 2>/dev/null && echo alive || echo gone`)
+	if want := "kept\nroot-kept\ngone\n"; out != want {
+		t.Errorf("after Resume: %q, want %q", out, want)
+	}
+	if host := strings.TrimSpace(sb.mustSh(t, "hostname")); s.h.Isolates && host != sb.spec.Hostname {
+		t.Errorf("resumed with hostname %q, want %q", host, sb.spec.Hostname)
+	}
+	// Suspended again, then destroyed (by the test's cleanup).
+	if err := suspender.Suspend(ctx, sb.handle); err != nil {
+		t.Fatalf("Suspend again: %v", err)
+	}
+}

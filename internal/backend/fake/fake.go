@@ -411,3 +411,26 @@ func (b *Backend) signalTree(id string, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+var _ backend.Suspender = (*Backend)(nil)
+
+// Suspend stops the agent and its commands; the sandbox's directory stays.
+func (b *Backend) Suspend(_ context.Context, h backend.Handle) error {
+	if _, err := os.Stat(b.sandboxDir(h.ID)); err != nil {
+		return errdefs.NotFound("sandbox %s has no directory: %v", h.ID, err)
+	}
+	return b.stop(h.ID, syscall.SIGTERM)
+}
+
+// Resume starts the agent again over the sandbox's directory.
+func (b *Backend) Resume(ctx context.Context, h backend.Handle, s backend.Spec) error {
+	if _, err := os.Stat(b.sandboxDir(h.ID)); err != nil {
+		return errdefs.NotFound("sandbox %s has no directory to resume from: %v", h.ID, err)
+	}
+	_ = os.Remove(b.socket(h.ID)) // the last agent's; missing is fine
+	s.ID = h.ID
+	if err := b.startAgent(s); err != nil {
+		return err
+	}
+	return b.waitAgent(ctx, h)
+}

@@ -84,6 +84,13 @@ func (l sandboxLayout) mount(lower string, binds []backend.Bind, files map[strin
 	if err := writeFiles(l.upper, lower, files, ids); err != nil {
 		return nil, fmt.Errorf("write the sandbox's files: %w", err)
 	}
+	return l.mountOverlay(lower, binds, ns)
+}
+
+// mountOverlay mounts the root over the writable layer as it is: at
+// create, once the layer has its files; at resume, with what the sandbox
+// left in it.
+func (l sandboxLayout) mountOverlay(lower string, binds []backend.Bind, ns *userNS) ([]backend.Bind, error) {
 	if ns != nil {
 		if err := IDMapTree(lower, binds, l.idmapped, ns.file); err != nil {
 			return nil, err

@@ -28,9 +28,10 @@ import (
 )
 
 var (
-	_ backend.Backend = (*Runtime)(nil)
-	_ backend.Builder = (*Runtime)(nil)
-	_ backend.Pauser  = (*Runtime)(nil)
+	_ backend.Backend   = (*Runtime)(nil)
+	_ backend.Builder   = (*Runtime)(nil)
+	_ backend.Pauser    = (*Runtime)(nil)
+	_ backend.Suspender = (*Runtime)(nil)
 )
 
 // Config configures a Runtime.
@@ -228,28 +229,36 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
+	r.log.Debug("sandbox root mounted", "sandbox_id", s.ID, "duration", time.Since(began))
+	return h, r.start(ctx, h, s, layer, ns)
+}
+
+// start writes the bundle of a sandbox whose root is mounted, runs its
+// container and waits for its agent (when it listens itself).
+func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS) error {
+	dir := layer.dir
 	mounted := time.Now()
 	spec := specFor(s, r.cfg, layer.socketDir, ns)
 	if r.cfg.MountsTmpfsAtTmp {
 		tmp, err := layer.tmp()
 		if err != nil {
-			return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
+			return fmt.Errorf("sandbox %s: %w", s.ID, err)
 		}
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "bind", Source: tmp,
 			Options: []string{"bind", "rw", "nosuid", "nodev"}})
 	}
 	cfg, err := json.Marshal(spec)
 	if err != nil {
-		return h, fmt.Errorf("encode bundle config: %w", err)
+		return fmt.Errorf("encode bundle config: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
-		return h, fmt.Errorf("write bundle config: %w", err)
+		return fmt.Errorf("write bundle config: %w", err)
 	}
 
 	// #nosec G304 -- a file in a sandbox directory Hutch made
 	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return h, fmt.Errorf("open agent log: %w", err)
+		return fmt.Errorf("open agent log: %w", err)
 	}
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
@@ -258,7 +267,7 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	var listener *os.File
 	if !r.cfg.AgentListens {
 		if listener, err = listenAgent(layer.socket); err != nil {
-			return h, err
+			return err
 		}
 		defer listener.Close() // the agent has its own copy
 		// The listener becomes the agent's descriptor 3 (see specFor).
@@ -271,20 +280,20 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	}
 	prepared := time.Now()
 	if err := cmd.Run(); err != nil {
-		return h, fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
+		return fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
 	ran := time.Now()
 	if err := layer.unmountIDMapped(); err != nil {
-		return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
 	if r.cfg.AgentListens {
 		if err := r.waitAgent(ctx, h); err != nil {
-			return h, err
+			return err
 		}
 	}
-	r.log.Debug("sandbox started", "sandbox_id", s.ID, "mount", mounted.Sub(began),
+	r.log.Debug("sandbox started", "sandbox_id", s.ID,
 		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "agent", time.Since(ran))
-	return h, nil
+	return nil
 }
 
 // waitAgent polls until an agent that listens itself accepts connections.
@@ -406,21 +415,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
 	var errs []error
-	st, _ := r.state(ctx, h.ID) // for the init pid; a missing container is fine
-	var stderr bytes.Buffer
-	cmd := r.command(ctx, "delete", "--force", containerID(h.ID))
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
-		errs = append(errs, fmt.Errorf("%s delete %s: %w: %s", r.cfg.Name, h.ID, err, strings.TrimSpace(stderr.String())))
-	}
-	if st.Pid > 0 {
-		// delete --force sends SIGKILL; the caller is promised that the
-		// processes are gone, not dying.
-		if err := waitExited(ctx, st.Pid); err != nil {
-			errs = append(errs, fmt.Errorf("sandbox %s: %w", h.ID, err))
-		}
-	}
-	if err := removeCgroups("hutch/" + h.ID); err != nil {
+	if err := r.deleteContainer(ctx, h.ID); err != nil {
 		errs = append(errs, err)
 	}
 	dir := r.dir(h.ID)
@@ -543,4 +538,88 @@ func (r *Runtime) pauseCommand(ctx context.Context, h backend.Handle, verb strin
 		return fmt.Errorf("%s %s %s: %w: %s", r.cfg.Name, verb, h.ID, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// Suspend deletes the sandbox's container (its processes and cgroups) and
+// unmounts its root, keeping its directory and its disk, on which the
+// writable layer is.
+func (r *Runtime) Suspend(ctx context.Context, h backend.Handle) error {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	if _, err := os.Stat(r.dir(h.ID)); err != nil {
+		return errdefs.NotFound("sandbox %s has no directory: %v", h.ID, err)
+	}
+	if err := r.deleteContainer(ctx, h.ID); err != nil {
+		return err
+	}
+	layer := r.layout(h.ID)
+	return errors.Join(layer.unmountIDMapped(), layer.unmount())
+}
+
+// Resume mounts a suspended sandbox's root again over its writable layer,
+// with the same ids, and starts its container as Create does.
+func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) (err error) {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	dir := r.dir(h.ID)
+	if _, err := os.Stat(dir); err != nil {
+		return errdefs.NotFound("sandbox %s has no directory to resume from: %v", h.ID, err)
+	}
+	layer := r.layout(h.ID)
+	defer func() {
+		if err != nil { // suspended again, as it was
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			err = errors.Join(err, r.deleteContainer(cctx, h.ID), layer.unmountIDMapped(), layer.unmount())
+		}
+	}()
+	var ns *userNS
+	if r.cfg.UserNamespace {
+		ids, ok := mappingOf(dir)
+		if !ok {
+			return fmt.Errorf("sandbox %s: its directory has lost its id range", h.ID)
+		}
+		file, err := r.ids.userns(ids)
+		if err != nil {
+			return err
+		}
+		ns = &userNS{ids: ids, file: file}
+	}
+	if s.Binds, err = layer.mountOverlay(s.RootDir, s.Binds, ns); err != nil {
+		return fmt.Errorf("mount root of sandbox %s: %w", h.ID, err)
+	}
+	// The last agent's socket goes: the new one (the daemon's, or the
+	// agent's own) takes its name.
+	if err := os.Remove(layer.socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	s.ID = h.ID
+	return r.start(ctx, h, s, layer, ns)
+}
+
+// deleteContainer kills a sandbox's container, deletes it from the runtime
+// and removes its cgroups, waiting until its processes are gone. A missing
+// container is fine.
+func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
+	st, _ := r.state(ctx, id) // for the init pid; a missing container is fine
+	var stderr bytes.Buffer
+	cmd := r.command(ctx, "delete", "--force", containerID(id))
+	cmd.Stderr = &stderr
+	var errs []error
+	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
+		errs = append(errs, fmt.Errorf("%s delete %s: %w: %s", r.cfg.Name, id, err, strings.TrimSpace(stderr.String())))
+	}
+	if st.Pid > 0 {
+		// delete --force sends SIGKILL; the caller is promised that the
+		// processes are gone, not dying.
+		if err := waitExited(ctx, st.Pid); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
+		}
+	}
+	if err := removeCgroups("hutch/" + id); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -1,0 +1,129 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Suspend stops a running (or paused) sandbox so that it uses no memory and
+// no CPU, keeping its files. Its processes are gone. Any call that needs
+// it (exec, code, files) resumes it first; Resume does so explicitly.
+// Suspending a suspended sandbox does nothing.
+func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+	unlock := m.lockWake(id)
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == store.StateSuspended {
+		return rec, nil
+	}
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst == nil {
+		return nil, errdefs.FailedPrecondition("sandbox %s is %s, not running%s", id, rec.State, reasonSuffix(rec.StateReason))
+	}
+	suspender, ok := inst.backend.(backend.Suspender)
+	if !ok {
+		return nil, errdefs.NotImplemented("runtime %s cannot suspend sandboxes", inst.backend.Name())
+	}
+	inst.mu.Lock()
+	running := inst.running
+	inst.mu.Unlock()
+	if running > 0 {
+		return nil, errdefs.Conflict("sandbox %s runs %d command(s); suspending would kill them: wait for them, or delete the sandbox", id, running)
+	}
+	// Whatever the caller does next, the sandbox ends up wholly suspended
+	// or still running.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	m.mu.Lock()
+	delete(m.live, id)
+	m.mu.Unlock()
+	inst.close()
+	if err := suspender.Suspend(sctx, inst.handle); err != nil {
+		m.setState(sctx, rec, store.StateError, "suspend failed: "+err.Error())
+		return nil, err
+	}
+	m.setState(sctx, rec, store.StateSuspended, reason)
+	m.log.Info("sandbox suspended", attrSandbox, id, "reason", reason)
+	return copyRecord(rec), nil
+}
+
+// Resume starts a suspended sandbox again, with its files as they were.
+// Resuming a running one does nothing (a paused one is thawed).
+func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
+	if _, err := m.instance(ctx, id); err != nil {
+		return nil, err
+	}
+	return m.store.GetSandbox(ctx, id)
+}
+
+// resume brings a suspended sandbox back and makes it live; the caller
+// holds its wake lock.
+func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
+	be, ok := m.backends[rec.Backend]
+	if !ok {
+		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+	}
+	suspender, ok := be.(backend.Suspender)
+	if !ok {
+		return nil, errdefs.NotImplemented("runtime %s cannot resume sandboxes", be.Name())
+	}
+	tmpl, err := m.templates.Version(rec.Template, rec.TemplateVersion)
+	if err != nil {
+		return nil, err
+	}
+	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB}
+	// The resume finishes even if the caller goes: half-resumed helps no one.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
+		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be resumed; it stays suspended", rec.ID))
+	}
+	inst := newInstance(rec, be, h)
+	m.mu.Lock()
+	m.live[rec.ID] = inst
+	m.mu.Unlock()
+	m.setState(rctx, rec, store.StateRunning, reason)
+	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))
+	return inst, nil
+}
+
+// lockWake takes the lock that serialises suspending and resuming sandbox
+// id, and returns its unlock.
+func (m *Manager) lockWake(id string) func() {
+	m.mu.Lock()
+	l, ok := m.wakeLocks[id]
+	if !ok {
+		l = &wakeLock{}
+		m.wakeLocks[id] = l
+	}
+	l.users++
+	m.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(m.wakeLocks, id)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// wakeLock is a sandbox's lock for suspend and resume, kept while used.
+type wakeLock struct {
+	mu    sync.Mutex
+	users int
+}
