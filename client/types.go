@@ -57,6 +57,7 @@ type Sandbox struct {
 	Pids         int64             `json:"pids"`
 	DiskMB       int64             `json:"disk_mb"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
+	IdleAction   string            `json:"idle_action"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
 	UpdatedAt    time.Time         `json:"updated_at"`
@@ -78,7 +79,16 @@ type CreateSandboxRequest struct {
 	Env          map[string]string `json:"env,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	IdleTimeoutS int64             `json:"idle_timeout_s,omitempty"`
+	// IdleAction is what the idle timeout does: IdleSuspend (the default:
+	// files kept, the next call resumes it) or IdleDelete.
+	IdleAction string `json:"idle_action,omitempty"`
 }
+
+// What the idle timeout does to a sandbox.
+const (
+	IdleSuspend = "suspend"
+	IdleDelete  = "delete"
+)
 
 // Users a command or file operation can run as.
 const (

@@ -22,7 +22,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 	return client.Sandbox{
 		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
-		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), Metadata: meta,
+		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
 }
@@ -40,6 +40,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	sb, err := s.m.Create(r.Context(), sandbox.CreateOptions{
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+		IdleAction: req.IdleAction,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -21,6 +21,7 @@ type createFlags struct {
 	env         []string
 	meta        []string
 	idleTimeout time.Duration
+	idleAction  string
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -33,17 +34,19 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.Int64Var(&f.diskMB, "disk", 0, "size limit of the sandbox's files in MiB, /tmp included (default 2048)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable `K=V` (or K, taken from here); repeatable")
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
-	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "stop the sandbox after this long without activity (default 5m)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend (or delete) the sandbox after this long without activity (default 5m)")
+	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
 }
 
 func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxRequest, error) {
 	req := client.CreateSandboxRequest{
-		Template: f.template,
-		Runtime:  f.runtime,
-		CPUs:     f.cpus,
-		MemoryMB: f.memoryMB,
-		Pids:     f.pids,
-		DiskMB:   f.diskMB,
+		Template:   f.template,
+		Runtime:    f.runtime,
+		CPUs:       f.cpus,
+		MemoryMB:   f.memoryMB,
+		Pids:       f.pids,
+		DiskMB:     f.diskMB,
+		IdleAction: f.idleAction,
 	}
 	if f.idleTimeout < 0 {
 		return req, usageErrorf(cmd, "--idle-timeout must not be negative")

@@ -154,6 +154,9 @@ type CreateOptions struct {
 	Env         map[string]string
 	Metadata    map[string]string
 	IdleTimeout time.Duration
+	// IdleAction is what the idle timeout does: store.IdleSuspend (the
+	// default) or store.IdleDelete.
+	IdleAction string
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -177,6 +180,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
+	if o.IdleAction == "" {
+		o.IdleAction = store.IdleSuspend
+	}
 	var errs []error
 	if n := float64(runtime.NumCPU()); o.CPUs < 0.01 || o.CPUs > n {
 		errs = append(errs, fmt.Errorf("cpus must be between 0.01 and %g (this host's CPUs), got %g", n, o.CPUs))
@@ -189,6 +195,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	}
 	if o.DiskMB < minDiskMB || o.DiskMB > maxDiskMB {
 		errs = append(errs, fmt.Errorf("disk_mb must be between %d and %d, got %d", minDiskMB, maxDiskMB, o.DiskMB))
+	}
+	if o.IdleAction != store.IdleSuspend && o.IdleAction != store.IdleDelete {
+		errs = append(errs, fmt.Errorf("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, o.IdleAction))
 	}
 	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
@@ -229,7 +238,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
@@ -295,7 +304,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*st
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.StateRunning,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {

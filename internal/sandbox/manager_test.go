@@ -117,6 +117,17 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 	return slices.Contains(ids, id)
 }
 
+// runTimers runs the Manager's timers (Run) until the test ends.
+func (d *testDaemon) runTimers(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
 	t.Helper()
 	sb, err := d.m.Create(t.Context(), opts)
@@ -262,14 +273,8 @@ func TestRecoverAfterRestart(t *testing.T) {
 
 func TestIdleSandboxIsDeleted(t *testing.T) {
 	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	d.runTimers(t)
+	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleDelete})
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err := d.m.Get(t.Context(), sb.ID); errors.Is(err, errdefs.ErrNotFound) {
 			if d.listed(t, sb.ID) {
@@ -279,4 +284,52 @@ func TestIdleSandboxIsDeleted(t *testing.T) {
 		}
 	}
 	t.Fatal("a sandbox idle for 1 s was not deleted within 5 s")
+}
+
+// By default an idle sandbox is suspended, on time, and a running command
+// keeps it awake.
+func TestIdleSandboxIsSuspended(t *testing.T) {
+	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	d.runTimers(t)
+	busy := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	idle := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	created := time.Now()
+	slept := make(chan error, 1)
+	go func() {
+		_, _, err := d.exec(t, busy.ID, ExecRequest{Command: "sleep 3"})
+		slept <- err
+	}()
+	for {
+		got, err := d.m.Get(t.Context(), idle.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == store.StateSuspended {
+			// Suspended is recorded once the backend is done: the fake's
+			// agent stops gracefully, which takes a moment (seconds under
+			// the race detector).
+			if after := time.Since(created); after < time.Second || after > 4500*time.Millisecond {
+				t.Errorf("suspended %v after its last call, want 1 s and the time to stop", after)
+			}
+			if got.StateReason != "idle for 1s" {
+				t.Errorf("reason %q", got.StateReason)
+			}
+			break
+		}
+		if time.Since(created) > 6*time.Second {
+			t.Fatal("a sandbox idle for 1 s was not suspended within 6 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, _ := d.m.Get(t.Context(), busy.ID); got.State != store.StateRunning {
+		t.Errorf("the sandbox running sleep 3 is %s", got.State)
+	}
+	if err := <-slept; err != nil {
+		t.Errorf("the long command: %v", err)
+	}
+	for _, id := range []string{busy.ID, idle.ID} {
+		if err := d.m.Delete(t.Context(), id); err != nil {
+			t.Error(err)
+		}
+	}
 }

@@ -122,8 +122,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// reapIdle deletes sandboxes that had no call and no running command for
-// their idle timeout. (Suspending instead comes with the lifecycle work.)
+// reapIdle suspends (or deletes, as each asked) sandboxes that had no call
+// and no running command for their idle timeout.
 func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	var idle []string
@@ -134,6 +134,17 @@ func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	}
 	m.mu.Unlock()
 	for _, id := range idle {
+		rec, err := m.store.GetSandbox(ctx, id)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		if rec.IdleAction == store.IdleSuspend {
+			why := fmt.Sprintf("idle for %s", rec.IdleTimeout)
+			if _, err := m.Suspend(ctx, id, why); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
+				m.log.Error("suspend idle sandbox", attrSandbox, id, "error", err)
+			}
+			continue
+		}
 		m.log.Info("deleting idle sandbox", attrSandbox, id)
 		if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)

@@ -33,6 +33,12 @@ const (
 	StateError     = "error"
 )
 
+// What the idle timer does to a sandbox.
+const (
+	IdleSuspend = "suspend"
+	IdleDelete  = "delete"
+)
+
 // Sandbox is a sandbox's stored record.
 type Sandbox struct {
 	ID       string
@@ -50,6 +56,8 @@ type Sandbox struct {
 	Pids        int64
 	DiskMB      int64
 	IdleTimeout time.Duration
+	// IdleAction is what the idle timer does: IdleSuspend or IdleDelete.
+	IdleAction string
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string

@@ -11,36 +11,61 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// A sandbox with no call and no running command for its idle timeout goes;
-// one running a command stays.
+// A sandbox with no call and no running command for its idle timeout is
+// suspended on time (±2 s), under each runtime; one running a command
+// stays awake; the next call wakes the idle one with its files, ~/.local
+// included. With idle_action delete, it goes instead.
 func TestIdleTimeout(t *testing.T) {
 	d := startDaemon(t)
-	idle := d.create(client.CreateSandboxRequest{IdleTimeoutS: 1})
-	busy := d.create(client.CreateSandboxRequest{IdleTimeoutS: 1})
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.client.Exec(t.Context(), busy.ID, client.ExecRequest{Command: "sleep 4"})
-		done <- err
-	}()
-
-	deadline := time.Now().Add(4 * time.Second)
-	for {
-		_, err := d.client.GetSandbox(t.Context(), idle.ID)
-		if client.IsNotFound(err) {
-			break
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		idle := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
+		busy := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
+		if res := d.exec(idle.ID, `mkdir -p ~/.local/lib/python3/site-packages && echo 'VALUE = 42' > ~/.local/lib/python3/site-packages/mypkg.py`); res.ExitCode != 0 {
+			t.Fatalf("install into ~/.local: %+v", res)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idle sandbox still there after 4 s (idle timeout 1 s): %v", err)
+		lastCall := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.client.Exec(t.Context(), busy.ID, client.ExecRequest{Command: "sleep 5"})
+			done <- err
+		}()
+		for {
+			sb, err := d.client.GetSandbox(t.Context(), idle.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.State == client.StateSuspended {
+				if after := time.Since(lastCall); after < 2*time.Second || after > 4*time.Second {
+					t.Errorf("suspended %v after the last call, idle timeout 2 s", after.Round(100*time.Millisecond))
+				}
+				break
+			}
+			if time.Since(lastCall) > 6*time.Second {
+				t.Fatalf("idle sandbox still %s 6 s after its last call (idle timeout 2 s)", sb.State)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("the busy sandbox's command was cut short: %v", err)
-	}
-	if _, err := d.client.GetSandbox(t.Context(), busy.ID); err != nil {
-		t.Fatalf("a sandbox running a command was taken as idle: %v", err)
-	}
+		if err := <-done; err != nil {
+			t.Fatalf("the busy sandbox's command was cut short: %v", err)
+		}
+		if sb, err := d.client.GetSandbox(t.Context(), busy.ID); err != nil || sb.State != client.StateRunning {
+			t.Fatalf("a sandbox running a command was taken as idle: %+v, %v", sb, err)
+		}
+		res := d.exec(idle.ID, `PYTHONPATH=~/.local/lib/python3/site-packages python3 -c 'import mypkg; print(mypkg.VALUE)'`)
+		if res.ExitCode != 0 || res.Stdout != "42\n" {
+			t.Fatalf("the woken sandbox: %+v", res)
+		}
+
+		gone := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 1, IdleAction: client.IdleDelete})
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if _, err := d.client.GetSandbox(t.Context(), gone.ID); client.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a sandbox with idle_action delete still there 5 s after its idle timeout of 1 s")
+			}
+		}
+	})
 }
 
 // Streaming a flood of output goes at the reader's pace without the daemon
