@@ -40,8 +40,10 @@ const (
 	StateRunning   = "running"
 	StatePaused    = "paused"
 	StateSuspended = "suspended"
-	StateStopped   = "stopped"
-	StateError     = "error"
+	// StateSuspending is on its way to suspended.
+	StateSuspending = "suspending"
+	StateStopped    = "stopped"
+	StateError      = "error"
 )
 
 // Sandbox is a sandbox as the API describes it. Its environment is never
@@ -58,6 +60,7 @@ type Sandbox struct {
 	DiskMB       int64             `json:"disk_mb"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
 	IdleAction   string            `json:"idle_action"`
+	Key          string            `json:"key,omitempty"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
 	UpdatedAt    time.Time         `json:"updated_at"`
@@ -82,6 +85,10 @@ type CreateSandboxRequest struct {
 	// IdleAction is what the idle timeout does: IdleSuspend (the default:
 	// files kept, the next call resumes it) or IdleDelete.
 	IdleAction string `json:"idle_action,omitempty"`
+	// Key makes the create a get-or-create: the sandbox with this key is
+	// returned (woken if suspended) when there is one, else made with it.
+	// One per conversation, per agent, or per team.
+	Key string `json:"key,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.

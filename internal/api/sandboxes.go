@@ -22,7 +22,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 	return client.Sandbox{
 		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
-		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Metadata: meta,
+		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
 	}
 }
@@ -37,16 +37,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s must be positive"))
 		return
 	}
-	sb, err := s.m.Create(r.Context(), sandbox.CreateOptions{
+	sb, created, err := s.m.Open(r.Context(), sandbox.CreateOptions{
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
-		IdleAction: req.IdleAction,
+		IdleAction: req.IdleAction, Key: req.Key,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, sandboxJSON(sb))
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK // the key's sandbox, there already
+	}
+	writeJSON(w, status, sandboxJSON(sb))
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ type createFlags struct {
 	meta        []string
 	idleTimeout time.Duration
 	idleAction  string
+	key         string
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -35,6 +36,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable `K=V` (or K, taken from here); repeatable")
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend (or delete) the sandbox after this long without activity (default 5m)")
+	fl.StringVar(&f.key, "key", "", "get or create: the sandbox with this key if there is one (woken if suspended), else a new one with it")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
 }
 
@@ -47,6 +49,7 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		Pids:       f.pids,
 		DiskMB:     f.diskMB,
 		IdleAction: f.idleAction,
+		Key:        f.key,
 	}
 	if f.idleTimeout < 0 {
 		return req, usageErrorf(cmd, "--idle-timeout must not be negative")

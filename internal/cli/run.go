@@ -48,6 +48,14 @@ func (a *app) newRunCmd() *cobra.Command {
 	cmd.Flags().SetInterspersed(false)
 	cf.register(cmd)
 	ef.register(cmd, false)
+	// run deletes its sandbox: a kept one is hutch create --key's.
+	_ = cmd.Flags().MarkHidden("key")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cf.key != "" {
+			return usageErrorf(cmd, "--key goes with hutch create, whose sandbox stays; run deletes its own")
+		}
+		return nil
+	}
 	return cmd
 }
 

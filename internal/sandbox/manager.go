@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"context"
+	"unicode"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -157,6 +158,8 @@ type CreateOptions struct {
 	// IdleAction is what the idle timeout does: store.IdleSuspend (the
 	// default) or store.IdleDelete.
 	IdleAction string
+	// Key makes a create a get-or-create (see Open).
+	Key string
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -195,6 +198,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	}
 	if o.DiskMB < minDiskMB || o.DiskMB > maxDiskMB {
 		errs = append(errs, fmt.Errorf("disk_mb must be between %d and %d, got %d", minDiskMB, maxDiskMB, o.DiskMB))
+	}
+	if len(o.Key) > 256 || strings.ContainsFunc(o.Key, unicode.IsControl) {
+		errs = append(errs, fmt.Errorf("key must be at most 256 characters, none of them control characters"))
 	}
 	if o.IdleAction != store.IdleSuspend && o.IdleAction != store.IdleDelete {
 		errs = append(errs, fmt.Errorf("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, o.IdleAction))
@@ -238,7 +244,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
@@ -304,7 +310,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*st
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.StateRunning,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
@@ -403,10 +409,11 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec.State != store.StateSuspended {
+	if rec.State != store.StateSuspended && rec.State != store.StateSuspending {
 		return nil, notRunning(rec)
 	}
-	// A suspended one too, once: calls that come meanwhile wait for it.
+	// A suspended one too, once (one being suspended once that is done):
+	// calls that come meanwhile wait for it.
 	unlock := m.lockWake(id)
 	defer unlock()
 	m.mu.Lock()

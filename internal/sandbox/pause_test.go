@@ -108,3 +108,36 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Error("the backend still has the deleted sandbox")
 	}
 }
+
+// A daemon killed in the middle of a suspend finishes it when it starts
+// again: the sandbox is wholly suspended, and wakes with its files.
+func TestSuspendFinishedAfterRestart(t *testing.T) {
+	state := newDaemonState(t)
+	d := state.start(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{})
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+		t.Fatal(err)
+	}
+	// What a daemon killed right after deciding to suspend leaves.
+	rec, err := d.db.GetSandbox(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.StateReason = store.StateSuspending, "idle for 1s"
+	if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+	d = state.start(t)
+	got, err := d.m.Get(ctx, sb.ID)
+	if err != nil || got.State != store.StateSuspended || got.StateReason != "idle for 1s" {
+		t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
+	}
+	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+		t.Errorf("the woken sandbox: %q, %v", out, err)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,6 +66,19 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			return err
 		}
 		return m.store.DeleteSandbox(ctx, rec.ID)
+	case store.StateSuspending:
+		// Caught half-way: finish, then it is suspended as asked.
+		suspender, ok := be.(backend.Suspender)
+		if !ok {
+			return fmt.Errorf("sandbox %s was being suspended by a runtime that cannot", rec.ID)
+		}
+		if err := suspender.Suspend(ctx, h); err != nil {
+			m.setState(ctx, rec, store.StateError, "finishing its suspend after a restart failed: "+err.Error())
+			return err
+		}
+		m.setState(ctx, rec, store.StateSuspended, rec.StateReason)
+		m.log.Info("sandbox suspend finished after a restart", attrSandbox, rec.ID)
+		return nil
 	case store.StatePaused:
 		// Frozen, its agent answers nothing: found is enough.
 		if err := be.Recover(ctx, h); err != nil {

@@ -45,6 +45,10 @@ func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbo
 	// or still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	// Suspending is recorded first: a daemon that dies half-way finishes
+	// the suspend when it starts again (Recover), and the time of the
+	// decision shows at once, however long the runtime takes to tear down.
+	m.setState(sctx, rec, store.StateSuspending, reason)
 	m.mu.Lock()
 	delete(m.live, id)
 	m.mu.Unlock()

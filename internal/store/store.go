@@ -18,6 +18,8 @@ type Store interface {
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
 	// UpdateSandbox replaces the stored record with sb; ErrNotFound if absent.
 	UpdateSandbox(ctx context.Context, sb *Sandbox) error
+	// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
+	GetSandboxByKey(ctx context.Context, key string) (*Sandbox, error)
 	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
 	DeleteSandbox(ctx context.Context, id string) error
 	Close() error
@@ -28,7 +30,8 @@ const (
 	StateCreating  = "creating"
 	StateRunning   = "running"
 	StatePaused    = "paused"    // frozen; any call thaws it
-	StateSuspended = "suspended" // stopped, files kept; any call resumes it
+	StateSuspended  = "suspended"  // stopped, files kept; any call resumes it
+	StateSuspending = "suspending" // on its way there; a restart finishes it
 	StateStopped   = "stopped"
 	StateError     = "error"
 )
@@ -58,6 +61,8 @@ type Sandbox struct {
 	IdleTimeout time.Duration
 	// IdleAction is what the idle timer does: IdleSuspend or IdleDelete.
 	IdleAction string
+	// Key, when not empty, is what get-or-create finds it by; unique.
+	Key string
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string

@@ -86,3 +86,29 @@ func TestSuspend(t *testing.T) {
 		}
 	})
 }
+
+// TestKey: hutch create --key is get-or-create, and wakes a suspended
+// sandbox of its key.
+func TestKey(t *testing.T) {
+	d := startDaemon(t)
+	first, stderr, code := d.cli("", "create", "--key", "chat-7")
+	if code != 0 || first == "" {
+		t.Fatalf("create --key: %d %q %q", code, first, stderr)
+	}
+	id := strings.TrimSpace(first)
+	d.sandboxIDs = append(d.sandboxIDs, id) // the harness deletes it
+	if _, err := d.client.SuspendSandbox(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	again, stderr, code := d.cli("", "create", "--key", "chat-7")
+	if code != 0 || strings.TrimSpace(again) != id {
+		t.Fatalf("create --key again: %d %q %q, want %s", code, again, stderr, id)
+	}
+	sb, err := d.client.GetSandbox(t.Context(), id)
+	if err != nil || sb.State != client.StateRunning || sb.Key != "chat-7" {
+		t.Errorf("the key's sandbox: %+v, %v", sb, err)
+	}
+	if _, stderr, code := d.cli("", "run", "--key", "x", "--", "true"); code != 2 || !strings.Contains(stderr, "--key goes with hutch create") {
+		t.Errorf("run --key: %d %q", code, stderr)
+	}
+}

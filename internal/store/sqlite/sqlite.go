@@ -94,7 +94,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (d *DB) Close() error { return d.db.Close() }
 
 const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action`
+	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key`
 
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	args, err := sandboxArgs(sb)
@@ -102,8 +102,11 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.key") {
+			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)
+		}
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return errdefs.AlreadyExists("sandbox %s already exists", sb.ID)
 		}
@@ -120,6 +123,19 @@ func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
+func (d *DB) GetSandboxByKey(ctx context.Context, key string) (*store.Sandbox, error) {
+	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE key = ?`, key)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errdefs.NotFound("no sandbox has key %q", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox by key: %w", err)
 	}
 	return sb, nil
 }
@@ -149,7 +165,7 @@ func (d *DB) UpdateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET
 		template = ?2, backend = ?3, state = ?4, state_reason = ?5, handle = ?6, cpus = ?7,
 		memory_mb = ?8, pids = ?9, idle_timeout_s = ?10, env = ?11, metadata = ?12,
-		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17
+		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17, key = ?18
 		WHERE id = ?1`, args...)
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
@@ -188,8 +204,16 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 	return []any{
 		sb.ID, sb.Template, sb.Backend, sb.State, sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
-		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction,
+		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
 	}, nil
+}
+
+// nullable is s, or NULL when s is empty.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func nonNil(m map[string]string) map[string]string {
@@ -207,13 +231,15 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		idle             int64
 		env, meta        string
 		created, updated int64
+		key              sql.NullString
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction)
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key)
 	if err != nil {
 		return nil, err
 	}
 	sb.IdleTimeout = time.Duration(idle) * time.Second
+	sb.Key = key.String
 	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
 		return nil, fmt.Errorf("decode env of %s: %w", sb.ID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func sample(id string) *store.Sandbox {
 		ID: id, Template: "host", TemplateVersion: "20261122T070000123Z", Backend: "runc", State: store.StateRunning,
 		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
-		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now,
+		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
 	}
 }
 
@@ -151,5 +152,41 @@ func TestDatabaseIsOwnerOnly(t *testing.T) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v, want 0600", filepath.Base(p), fi.Mode().Perm())
 		}
+	}
+}
+
+// A key finds its sandbox, belongs to one at most, and is free again once
+// that sandbox goes; sandboxes without keys are many.
+func TestSandboxKeys(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	a, b, c, d := sample("a"), sample("b"), sample("c"), sample("d")
+	a.Key, b.Key = "conversation-1", "conversation-1"
+	if err := db.CreateSandbox(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateSandbox(ctx, b); !errors.Is(err, errdefs.ErrAlreadyExists) || !strings.Contains(err.Error(), "conversation-1") {
+		t.Errorf("a second sandbox with key conversation-1: %v, want already exists", err)
+	}
+	for _, sb := range []*store.Sandbox{c, d} {
+		if err := db.CreateSandbox(ctx, sb); err != nil {
+			t.Fatalf("sandboxes without keys: %v", err)
+		}
+	}
+	got, err := db.GetSandboxByKey(ctx, "conversation-1")
+	if err != nil || got.ID != "a" || got.Key != "conversation-1" {
+		t.Fatalf("GetSandboxByKey: %+v, %v", got, err)
+	}
+	if got, _ := db.GetSandbox(ctx, "c"); got.Key != "" {
+		t.Errorf("a sandbox without a key reads back key %q", got.Key)
+	}
+	if err := db.DeleteSandbox(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetSandboxByKey(ctx, "conversation-1"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the key of a deleted sandbox: %v, want not found", err)
+	}
+	if err := db.CreateSandbox(ctx, b); err != nil {
+		t.Errorf("the key again, once free: %v", err)
 	}
 }

@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Open is create with scopes: without a Key it creates; with one it is
+// get-or-create. The sandbox that has the key is returned, woken first if
+// suspended or paused; one that failed (state error) is replaced; only when
+// none has the key is one created. created says which. A key's sandbox
+// asked for with another template or runtime is a conflict, not a
+// surprise.
+//
+// This is how a sandbox per conversation ("chat-42"), per agent
+// ("agent-7") or shared by a team ("team-data") is kept.
+func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, created bool, err error) {
+	if opts.Key == "" {
+		sb, err := m.Create(ctx, opts)
+		return sb, err == nil, err
+	}
+	unlock := m.lockWake("key:" + opts.Key) // one get-or-create per key at a time
+	defer unlock()
+	rec, err := m.store.GetSandboxByKey(ctx, opts.Key)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		sb, err := m.Create(ctx, opts)
+		return sb, err == nil, err
+	case err != nil:
+		return nil, false, err
+	}
+	if opts.Template != "" && opts.Template != rec.Template || opts.Runtime != "" && opts.Runtime != rec.Backend {
+		return nil, false, errdefs.Conflict("key %q names sandbox %s, of template %s on %s; this asks for %s on %s",
+			opts.Key, rec.ID, rec.Template, rec.Backend, orDefault(opts.Template, rec.Template), orDefault(opts.Runtime, rec.Backend))
+	}
+	if rec.State == store.StateError {
+		m.log.Info("replacing failed sandbox of key", attrSandbox, rec.ID, "reason", rec.StateReason)
+		if err := m.Delete(ctx, rec.ID); err != nil {
+			return nil, false, err
+		}
+		sb, err := m.Create(ctx, opts)
+		return sb, err == nil, err
+	}
+	if _, err := m.instance(ctx, rec.ID); err != nil { // wakes it
+		return nil, false, err
+	}
+	sb, err = m.store.GetSandbox(ctx, rec.ID)
+	return sb, false, err
+}
