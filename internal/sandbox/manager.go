@@ -5,7 +5,6 @@ package sandbox
 
 import (
 	"context"
-	"unicode"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -82,6 +82,8 @@ type Manager struct {
 	mu        sync.Mutex
 	live      map[string]*instance // sandboxes with a running container
 	wakeLocks map[string]*wakeLock // sandboxes being suspended or resumed
+	reaping   map[string]bool      // idle sandboxes being suspended or deleted
+	reaps     sync.WaitGroup       // of those, for Close
 }
 
 // New returns a Manager. Call Recover before serving and Run for the timers.
@@ -98,6 +100,7 @@ func New(cfg Config) (*Manager, error) {
 		reapEvery:    cfg.ReapInterval,
 		live:         map[string]*instance{},
 		wakeLocks:    map[string]*wakeLock{},
+		reaping:      map[string]bool{},
 		pool:         newWarmPool(cfg.Pools, cfg.Default),
 	}
 	if m.log == nil {

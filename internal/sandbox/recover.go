@@ -141,33 +141,51 @@ func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	var idle []string
 	for id, inst := range m.live {
-		if inst.idle(now) {
+		if inst.idle(now) && !m.reaping[id] {
 			idle = append(idle, id)
+			m.reaping[id] = true
 		}
 	}
 	m.mu.Unlock()
+	// Each in a goroutine of its own: a runtime's teardown takes seconds
+	// (gVisor's), which must not make the next sandbox late.
 	for _, id := range idle {
-		rec, err := m.store.GetSandbox(ctx, id)
-		if err != nil {
-			continue // deleted meanwhile
+		m.reaps.Add(1)
+		go func() {
+			defer func() {
+				m.mu.Lock()
+				delete(m.reaping, id)
+				m.mu.Unlock()
+				m.reaps.Done()
+			}()
+			m.reap(ctx, id)
+		}()
+	}
+}
+
+// reap suspends or deletes an idle sandbox, as it asked.
+func (m *Manager) reap(ctx context.Context, id string) {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return // deleted meanwhile
+	}
+	if rec.IdleAction == store.IdleSuspend {
+		why := fmt.Sprintf("idle for %s", rec.IdleTimeout)
+		if _, err := m.Suspend(ctx, id, why); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
+			m.log.Error("suspend idle sandbox", attrSandbox, id, "error", err)
 		}
-		if rec.IdleAction == store.IdleSuspend {
-			why := fmt.Sprintf("idle for %s", rec.IdleTimeout)
-			if _, err := m.Suspend(ctx, id, why); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
-				m.log.Error("suspend idle sandbox", attrSandbox, id, "error", err)
-			}
-			continue
-		}
-		m.log.Info("deleting idle sandbox", attrSandbox, id)
-		if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
-		}
+		return
+	}
+	m.log.Info("deleting idle sandbox", attrSandbox, id)
+	if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
 	}
 }
 
 // Close destroys the warm pools' sandboxes and drops agent connections.
 // Users' sandboxes keep running: the next daemon recovers them.
 func (m *Manager) Close() {
+	m.reaps.Wait()
 	m.drainPools()
 	m.mu.Lock()
 	defer m.mu.Unlock()

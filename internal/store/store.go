@@ -27,13 +27,13 @@ type Store interface {
 
 // Sandbox states.
 const (
-	StateCreating  = "creating"
-	StateRunning   = "running"
-	StatePaused    = "paused"    // frozen; any call thaws it
+	StateCreating   = "creating"
+	StateRunning    = "running"
+	StatePaused     = "paused"     // frozen; any call thaws it
 	StateSuspended  = "suspended"  // stopped, files kept; any call resumes it
 	StateSuspending = "suspending" // on its way there; a restart finishes it
-	StateStopped   = "stopped"
-	StateError     = "error"
+	StateStopped    = "stopped"
+	StateError      = "error"
 )
 
 // What the idle timer does to a sandbox.

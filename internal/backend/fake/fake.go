@@ -167,7 +167,7 @@ func (b *Backend) waitAgent(ctx context.Context, h backend.Handle) error {
 		if err == nil {
 			return conn.Close()
 		}
-		if _, alive := b.agentPid(h.ID); !alive {
+		if !b.started(h.ID) {
 			return errdefs.Unavailable("the agent of sandbox %s exited: %s", h.ID, b.logTail(h.ID))
 		}
 		select {
@@ -234,6 +234,22 @@ func (b *Backend) stop(id string, sig syscall.Signal) error {
 		}
 	}
 	return fmt.Errorf("the agent of sandbox %s (pid %d) survived SIGKILL", id, pid)
+}
+
+// started reports whether the agent just started for sandbox id is still
+// there: its process exists and has not exited. (Its command line is not
+// the agent's yet between fork and exec, so agentPid would say no.)
+func (b *Backend) started(id string) bool {
+	data, err := os.ReadFile(b.pidFile(id))
+	if err != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(data)) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // agentPid returns the pid of the sandbox's agent while it runs. The pid
