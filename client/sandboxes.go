@@ -99,3 +99,16 @@ func (c *Client) sandboxAction(ctx context.Context, id, action string) (*Sandbox
 	}
 	return &sb, nil
 }
+
+// UpdateSandbox sets a sandbox's idle timeout, counted from now, and
+// optionally its idle action: a keepalive.
+func (c *Client) UpdateSandbox(ctx context.Context, id string, req UpdateSandboxRequest) (*Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var sb Sandbox
+	if err := c.call(ctx, request{method: http.MethodPatch, path: sandboxPath(id), json: req}, &sb); err != nil {
+		return nil, err
+	}
+	return &sb, nil
+}

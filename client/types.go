@@ -91,6 +91,13 @@ type CreateSandboxRequest struct {
 	Key string `json:"key,omitempty"`
 }
 
+// UpdateSandboxRequest changes a sandbox's idle timeout, from now on (a
+// keepalive, as E2B's setTimeout), and optionally its idle action.
+type UpdateSandboxRequest struct {
+	IdleTimeoutS int64  `json:"idle_timeout_s"`
+	IdleAction   string `json:"idle_action,omitempty"`
+}
+
 // What the idle timeout does to a sandbox.
 const (
 	IdleSuspend = "suspend"

@@ -124,3 +124,15 @@ func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action fu
 	}
 	writeJSON(w, http.StatusOK, sandboxJSON(sb))
 }
+
+// updateSandbox changes a sandbox's idle timeout (and action): a keepalive.
+func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.UpdateSandboxRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction)
+	})
+}

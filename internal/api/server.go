@@ -54,6 +54,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes", s.listSandboxes)
 	mux.HandleFunc("GET /v1/sandboxes/{id}", s.getSandbox)
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
+	mux.HandleFunc("PATCH /v1/sandboxes/{id}", s.updateSandbox)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", s.sandboxStats)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", s.pauseSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/spf13/cobra"
@@ -48,6 +49,39 @@ func (a *app) newSuspendCmd() *cobra.Command {
 func (a *app) newResumeCmd() *cobra.Command {
 	return a.newSandboxActionCmd("resume", "Start suspended sandboxes again",
 		"Resume each suspended sandbox, printing its ID.", (*client.Client).ResumeSandbox)
+}
+
+func (a *app) newKeepaliveCmd() *cobra.Command {
+	var (
+		timeout time.Duration
+		action  string
+	)
+	cmd := &cobra.Command{
+		Use:   "keepalive ID... --idle-timeout D",
+		Short: "Set sandboxes' idle timeout, from now",
+		Long: "Set each sandbox's idle timeout, counted from now, printing its ID: a\n" +
+			"keepalive for a sandbox an agent will come back to. --idle-action changes\n" +
+			"what the timeout does (suspend or delete).",
+		Example: "  hutch keepalive abc123 --idle-timeout 2h",
+		Args:    minArgs(1, "one or more sandbox IDs"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < time.Second {
+				return usageErrorf(cmd, "--idle-timeout must be at least 1s")
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			req := client.UpdateSandboxRequest{IdleTimeoutS: seconds(timeout), IdleAction: action}
+			return a.forEach(cmd, args, func(ctx context.Context, id string) error {
+				_, err := c.UpdateSandbox(ctx, id, req)
+				return err
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "idle-timeout", 0, "the new idle timeout, from now (required)")
+	cmd.Flags().StringVar(&action, "idle-action", "", "suspend or delete (default: unchanged)")
+	return cmd
 }
 
 // newSandboxActionCmd is a command that does act to each sandbox named.

@@ -104,6 +104,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newUnpauseCmd(),
 		a.newSuspendCmd(),
 		a.newResumeCmd(),
+		a.newKeepaliveCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

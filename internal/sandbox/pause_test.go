@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
@@ -136,6 +137,34 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("the woken sandbox: %q, %v", out, err)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A keepalive sets a new idle timeout from now: a sandbox whose 1 s
+// timeout became an hour is not suspended.
+func TestKeepalive(t *testing.T) {
+	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	d.runTimers(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete)
+	if err != nil || rec.IdleTimeout != time.Hour || rec.IdleAction != store.IdleDelete {
+		t.Fatalf("Keepalive: %+v, %v", rec, err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateRunning {
+		t.Errorf("1.5 s after a keepalive of an hour: %+v, %v", got, err)
+	}
+	for _, bad := range []struct {
+		timeout time.Duration
+		action  string
+	}{{0, ""}, {time.Hour, "nap"}, {31 * 24 * time.Hour, ""}} {
+		if _, err := d.m.Keepalive(ctx, sb.ID, bad.timeout, bad.action); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Keepalive(%v, %q): %v, want invalid argument", bad.timeout, bad.action, err)
+		}
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)

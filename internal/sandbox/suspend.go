@@ -131,3 +131,36 @@ type wakeLock struct {
 	mu    sync.Mutex
 	users int
 }
+
+// Keepalive changes a sandbox's idle timeout and, when action is not
+// empty, its idle action, and counts as activity: the new timeout runs from
+// now (E2B's setTimeout). It does not wake a suspended sandbox.
+func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string) (*store.Sandbox, error) {
+	if timeout < time.Second || timeout > maxIdleTimeout {
+		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(timeout.Seconds()))
+	}
+	if action != "" && action != store.IdleSuspend && action != store.IdleDelete {
+		return nil, errdefs.InvalidArgument("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, action)
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec.IdleTimeout = timeout
+	if action != "" {
+		rec.IdleAction = action
+	}
+	rec.UpdatedAt = time.Now().UTC()
+	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst != nil {
+		inst.mu.Lock()
+		inst.idleTimeout, inst.lastActive = timeout, time.Now()
+		inst.mu.Unlock()
+	}
+	return copyRecord(rec), nil
+}
