@@ -81,10 +81,10 @@ func readProcStat(pid int) (procEntry, bool) {
 	return procEntry{pid: pid, ppid: ppid, state: fields[0][0]}, true
 }
 
-// liveDescendants returns the pids of every descendant of root that is not a
+// LiveDescendants returns the pids of every descendant of root that is not a
 // zombie. Zombies need no killing: they are dead and their children have
 // already been re-parented.
-func liveDescendants(root int) ([]int, error) {
+func LiveDescendants(root int) ([]int, error) {
 	procs, err := scanProcs()
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func treeOf(procs []procEntry, root int, cut func(pid int) bool) []procEntry {
 // space belongs to the sandbox, so the risk is a stray SIGKILL to a process
 // of the same sandbox in a window of microseconds.
 func killDescendants(root int, timeout time.Duration) error {
-	if err := killUntilGone(func() ([]int, error) { return liveDescendants(root) }, timeout); err != nil {
+	if err := killUntilGone(func() ([]int, error) { return LiveDescendants(root) }, timeout); err != nil {
 		return fmt.Errorf("kill processes under pid %d: %w", root, err)
 	}
 	return nil

@@ -23,9 +23,6 @@ type instance struct {
 	backend backend.Backend
 	handle  backend.Handle
 
-	// wake serialises pausing and thawing.
-	wake sync.Mutex
-
 	mu         sync.Mutex
 	paused     bool // frozen: calls thaw it first
 	lastActive time.Time

@@ -17,8 +17,11 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 	if err != nil {
 		return nil, err
 	}
-	inst.wake.Lock()
-	defer inst.wake.Unlock()
+	unlock := m.lockWake(id) // as suspend and resume: one change of state at a time
+	defer unlock()
+	if !m.isLive(inst) {
+		return nil, m.notLive(ctx, id) // suspended or deleted meanwhile
+	}
 	if !inst.isPaused() {
 		if err := pauser.Pause(ctx, inst.handle); err != nil {
 			return nil, err
@@ -59,12 +62,16 @@ func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.P
 	return inst, pauser, nil
 }
 
-// thaw unpauses inst if it is paused, saying why.
+// thaw unpauses inst if it is paused, saying why. It is on the way of
+// every call to a sandbox: a running one costs a look at a flag.
 func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error {
-	inst.wake.Lock()
-	defer inst.wake.Unlock()
 	if !inst.isPaused() {
 		return nil
+	}
+	unlock := m.lockWake(inst.id)
+	defer unlock()
+	if !inst.isPaused() {
+		return nil // thawed meanwhile
 	}
 	pauser, ok := inst.backend.(backend.Pauser)
 	if !ok {
@@ -80,6 +87,13 @@ func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error
 	inst.touch()
 	m.log.Info("sandbox unpaused", attrSandbox, inst.id, "reason", reason)
 	return m.recordState(tctx, inst.id, store.StateRunning, reason)
+}
+
+// isLive reports whether inst is still its sandbox's live instance.
+func (m *Manager) isLive(inst *instance) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[inst.id] == inst
 }
 
 // recordState records a sandbox's new state and why.

@@ -104,8 +104,8 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	return inst, nil
 }
 
-// lockWake takes the lock that serialises suspending and resuming sandbox
-// id, and returns its unlock.
+// lockWake takes the lock that serialises changes of state of sandbox id
+// (pause, thaw, suspend, resume), and returns its unlock.
 func (m *Manager) lockWake(id string) func() {
 	m.mu.Lock()
 	l, ok := m.wakeLocks[id]

@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/agent"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/template"
@@ -400,29 +401,11 @@ func (b *Backend) signalTree(id string, sig syscall.Signal) error {
 	if !alive {
 		return errdefs.NotFound("the agent of sandbox %s is not running", id)
 	}
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The parent's pid follows the command name and the state.
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
-			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
-				if ppid, err := strconv.Atoi(f[1]); err == nil {
-					children[ppid] = append(children[ppid], p)
-				}
-			}
-		}
+	tree, err := agent.LiveDescendants(pid)
+	if err != nil {
+		return err
 	}
-	for todo := []int{pid}; len(todo) > 0; {
-		p := todo[0]
-		todo = append(todo[1:], children[p]...)
+	for _, p := range append([]int{pid}, tree...) {
 		_ = syscall.Kill(p, sig) // one may have just exited
 	}
 	return nil
