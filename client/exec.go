@@ -87,21 +87,9 @@ func (c *Client) runStream(ctx context.Context, id, what string, req any, fn fun
 		}
 		switch ev.name {
 		case Stdout, Stderr:
-			var out struct {
-				Data       *string `json:"data"`
-				DataBase64 *string `json:"data_base64"`
-			}
-			if err := json.Unmarshal(ev.data, &out); err != nil {
-				return nil, fmt.Errorf("exec: decode %s event: %w", ev.name, err)
-			}
-			var chunk []byte
-			switch {
-			case out.Data != nil:
-				chunk = []byte(*out.Data)
-			case out.DataBase64 != nil:
-				if chunk, err = base64.StdEncoding.DecodeString(*out.DataBase64); err != nil {
-					return nil, fmt.Errorf("exec: decode %s event: %w", ev.name, err)
-				}
+			chunk, err := outputOf(ev)
+			if err != nil {
+				return nil, fmt.Errorf("exec: %w", err)
 			}
 			if len(chunk) == 0 {
 				continue
@@ -252,4 +240,27 @@ func (s *sseReader) readLine() ([]byte, error) {
 		line = line[:n-1]
 	}
 	return line, nil
+}
+
+// outputOf decodes the data of a stdout or stderr event: text, or base64
+// for bytes that are not UTF-8.
+func outputOf(ev sseEvent) ([]byte, error) {
+	var out struct {
+		Data       *string `json:"data"`
+		DataBase64 *string `json:"data_base64"`
+	}
+	if err := json.Unmarshal(ev.data, &out); err != nil {
+		return nil, fmt.Errorf("decode %s event: %w", ev.name, err)
+	}
+	switch {
+	case out.Data != nil:
+		return []byte(*out.Data), nil
+	case out.DataBase64 != nil:
+		chunk, err := base64.StdEncoding.DecodeString(*out.DataBase64)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s event: %w", ev.name, err)
+		}
+		return chunk, nil
+	}
+	return nil, nil
 }

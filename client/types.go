@@ -297,3 +297,65 @@ type BuildProgress struct {
 	Total   int    `json:"total"`
 	Message string `json:"message"`
 }
+
+// StartProcessRequest starts a background process: a command that outlives
+// the request, such as a dev server. Give Cmd or Command.
+type StartProcessRequest struct {
+	// Name finds it again; default: the command's name and a suffix.
+	Name    string            `json:"name,omitempty"`
+	Cmd     []string          `json:"cmd,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	User    string            `json:"user,omitempty"`
+	// Port is the port it listens on, if any.
+	Port int `json:"port,omitempty"`
+}
+
+// Process statuses.
+const (
+	ProcessRunning = "running"
+	ProcessExited  = "exited"
+	// ProcessSuspended: its sandbox is suspended; a resume starts it
+	// again with the same command and env.
+	ProcessSuspended = "suspended"
+)
+
+// Process is a background process. Its env's values are never returned.
+type Process struct {
+	Name      string    `json:"name"`
+	Cmd       []string  `json:"cmd"`
+	Cwd       string    `json:"cwd,omitempty"`
+	User      string    `json:"user,omitempty"`
+	EnvNames  []string  `json:"env_names,omitempty"`
+	Port      int       `json:"port,omitempty"`
+	Status    string    `json:"status"`
+	Pid       uint32    `json:"pid,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ProcessLogs is the answer of a logs call without streaming.
+type ProcessLogs struct {
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// SignalRequest names a signal: HUP, INT, QUIT, KILL, USR1, USR2 or TERM.
+type SignalRequest struct {
+	Signal string `json:"signal"`
+}
+
+// Activity says why a sandbox counts as busy or idle, and what its idle
+// timer does when.
+type Activity struct {
+	State          string    `json:"state"`
+	Busy           bool      `json:"busy"`
+	Reasons        []string  `json:"reasons"`
+	LastActivityAt time.Time `json:"last_activity_at"`
+	IdleTimeoutS   int64     `json:"idle_timeout_s"`
+	IdleAction     string    `json:"idle_action"`
+	// ActionAt is when the idle timer acts if nothing happens meanwhile;
+	// nil when it will not (busy, or not running).
+	ActionAt *time.Time `json:"action_at,omitempty"`
+}

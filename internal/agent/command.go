@@ -107,6 +107,7 @@ type spawnSpec struct {
 	dir   string
 	env   []string
 	stdin bool
+	keep  int // bytes of output to keep for replay (see output)
 }
 
 // spawn starts a command, in the direct slot when it is free, else under a
@@ -151,7 +152,7 @@ func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.F
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c = &command{svc: p, pid: pid, tree: tree, stdin: stdinW, out: newOutput(), gone: make(chan struct{})}
+	c = &command{svc: p, pid: pid, tree: tree, stdin: stdinW, out: newOutput(spec.keep), gone: make(chan struct{})}
 	return c, stdoutR, stderrR, nil
 }
 

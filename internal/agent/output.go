@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
@@ -18,6 +19,10 @@ const subscriberQueue = 4
 // while a subscriber whose stream has ended is dropped at once. With no
 // subscriber, output is discarded: a process never blocks because nobody
 // listens. Memory stays bounded by subscriberQueue chunks per subscriber.
+//
+// An output started with keep > 0 also keeps its last keep bytes (whole
+// events; at least the newest) for subscribers that come later and ask for
+// them (replay): the logs of a background process.
 type output struct {
 	deliverMu sync.Mutex // held for a whole delivery; end waits for it
 
@@ -26,6 +31,10 @@ type output struct {
 	ended    bool
 	endEvent *process.ProcessEvent
 	done     chan struct{} // closed by end
+
+	keep      int
+	kept      []*process.ProcessEvent // data events, oldest first
+	keptBytes int
 }
 
 type subscriber struct {
@@ -33,8 +42,8 @@ type subscriber struct {
 	quit chan struct{} // closed when the stream handler stops reading
 }
 
-func newOutput() *output {
-	return &output{subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+func newOutput(keep int) *output {
+	return &output{subs: map[*subscriber]struct{}{}, done: make(chan struct{}), keep: keep}
 }
 
 // subscribe adds a subscriber; ok is false when the output has ended. The
@@ -50,6 +59,29 @@ func (o *output) subscribe() (s *subscriber, ok bool) {
 	return s, true
 }
 
+// replay returns the kept output and, when subscribe is set and the output
+// has not ended, a new subscriber that receives everything after it:
+// nothing is lost or sent twice between the two. The caller must
+// unsubscribe s when not nil.
+func (o *output) replay(subscribe bool) (kept []*process.ProcessEvent, s *subscriber) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	kept = slices.Clone(o.kept)
+	if o.ended || !subscribe {
+		return kept, nil
+	}
+	s = &subscriber{ch: make(chan *process.ProcessEvent, subscriberQueue), quit: make(chan struct{})}
+	o.subs[s] = struct{}{}
+	return kept, s
+}
+
+// finalEvent returns the EndEvent once the output has ended, else nil.
+func (o *output) finalEvent() *process.ProcessEvent {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.endEvent
+}
+
 func (o *output) unsubscribe(s *subscriber) {
 	o.mu.Lock()
 	delete(o.subs, s)
@@ -63,6 +95,9 @@ func (o *output) publish(ev *process.ProcessEvent) {
 	o.deliverMu.Lock()
 	defer o.deliverMu.Unlock()
 	o.mu.Lock()
+	if !o.ended && o.keep > 0 {
+		o.remember(ev)
+	}
 	if o.ended || len(o.subs) == 0 {
 		o.mu.Unlock()
 		return
@@ -93,4 +128,21 @@ func (o *output) end(ev *process.ProcessEvent) {
 	o.ended = true
 	o.endEvent = ev
 	close(o.done)
+}
+
+// remember keeps ev, dropping the oldest events beyond keep bytes; the
+// caller holds o.mu.
+func (o *output) remember(ev *process.ProcessEvent) {
+	o.kept = append(o.kept, ev)
+	o.keptBytes += dataLen(ev)
+	for len(o.kept) > 1 && o.keptBytes > o.keep {
+		o.keptBytes -= dataLen(o.kept[0])
+		o.kept[0] = nil
+		o.kept = o.kept[1:]
+	}
+}
+
+func dataLen(ev *process.ProcessEvent) int {
+	d := ev.GetData()
+	return len(d.GetStdout()) + len(d.GetStderr())
 }

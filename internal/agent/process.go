@@ -29,7 +29,21 @@ const (
 	// SIGKILL; 0 kills the tree at the deadline.
 	HeaderKillGrace = "Hutch-Kill-Grace-Ms"
 
+	// HeaderKeepOutput (bytes, at most maxKeepOutput) on a Start with a tag
+	// makes the agent keep that much of the command's latest output, also
+	// after it ended, until the tag's next Start: a Connect to the tag with
+	// HeaderReplay sends it first, then (ReplayFollow) follows the command
+	// to its end, or (ReplayTail) ends the stream, after the EndEvent if
+	// the command has ended. These are a background process's logs.
+	HeaderKeepOutput = "Hutch-Keep-Output"
+	HeaderReplay     = "Hutch-Replay"
+	ReplayTail       = "tail"
+	ReplayFollow     = "follow"
+
 	defaultKillGrace = 2 * time.Second
+	maxKeepOutput    = 4 << 20
+	// maxKept bounds how many tags' output is kept; the oldest Start's goes.
+	maxKept = 64
 )
 
 // processService implements process.Process.
@@ -41,12 +55,14 @@ type processService struct {
 	cmds     map[*command]struct{}
 	starting map[string]struct{} // tags of Starts in progress
 	closed   bool                // shutting down: commands still being added are killed
+	kept     map[string]*command // by tag: the latest with output kept (HeaderKeepOutput)
+	keptTags []string            // those tags, oldest Start first
 }
 
 var _ processconnect.ProcessHandler = (*processService)(nil)
 
 func newProcessService(srv *server) *processService {
-	return &processService{srv: srv, cmds: map[*command]struct{}{}, starting: map[string]struct{}{}}
+	return &processService{srv: srv, cmds: map[*command]struct{}{}, starting: map[string]struct{}{}, kept: map[string]*command{}}
 }
 
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
@@ -62,6 +78,10 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return err
 	}
 	timeout, grace, err := parseTimeout(req.Header())
+	if err != nil {
+		return err
+	}
+	keep, err := parseKeep(req.Header(), msg.Tag)
 	if err != nil {
 		return err
 	}
@@ -92,6 +112,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		dir:   dir,
 		env:   p.srv.processEnv(acct, pc.GetEnvs()),
 		stdin: msg.Stdin == nil || *msg.Stdin,
+		keep:  keep,
 	})
 	if err != nil {
 		if tag != nil {
@@ -102,6 +123,9 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	c.config, c.tag = pc, tag
 	sub, _ := c.out.subscribe()
 	p.add(c)
+	if keep > 0 {
+		p.keep(*tag, c)
+	}
 	if timeout > 0 {
 		c.setTimeout(timeout, grace)
 	}
@@ -109,12 +133,26 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	p.srv.log.Debug("started process", logPID, c.pid, logSupervisor, c.tree, logUser, acct.Name)
 
 	// The client going away does not stop the process (envd semantics).
-	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
+	return p.follow(ctx, c, nil, sub, func(ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
 }
 
 func (p *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
+	send := func(ev *process.ProcessEvent) error {
+		return stream.Send(&process.ConnectResponse{Event: ev})
+	}
+	if mode := req.Header().Get(HeaderReplay); mode != "" {
+		if mode != ReplayTail && mode != ReplayFollow {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s must be %s or %s, got %q", HeaderReplay, ReplayTail, ReplayFollow, mode))
+		}
+		c, err := p.findKept(req.Msg.GetProcess())
+		if err != nil {
+			return err
+		}
+		kept, sub := c.out.replay(mode == ReplayFollow)
+		return p.follow(ctx, c, kept, sub, send)
+	}
 	c, err := p.find(req.Msg.GetProcess())
 	if err != nil {
 		return err
@@ -123,17 +161,30 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[proce
 	if !ok {
 		return notFound(req.Msg.GetProcess())
 	}
-	return p.follow(ctx, c, sub, func(ev *process.ProcessEvent) error {
-		return stream.Send(&process.ConnectResponse{Event: ev})
-	})
+	return p.follow(ctx, c, nil, sub, send)
 }
 
-// follow sends a StartEvent, then the command's output and EndEvent, with
-// keepalives when it stays silent, until the end or until ctx is done.
-func (p *processService) follow(ctx context.Context, c *command, sub *subscriber, send func(*process.ProcessEvent) error) error {
-	defer c.out.unsubscribe(sub)
+// follow sends a StartEvent, the kept events, then the command's output and
+// EndEvent, with keepalives when it stays silent, until the end or until
+// ctx is done. With a nil sub only the EndEvent, if the command has ended,
+// follows what was kept.
+func (p *processService) follow(ctx context.Context, c *command, kept []*process.ProcessEvent, sub *subscriber, send func(*process.ProcessEvent) error) error {
+	if sub != nil {
+		defer c.out.unsubscribe(sub)
+	}
 	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: c.pid}}}); err != nil {
 		return err
+	}
+	for _, ev := range kept {
+		if err := send(ev); err != nil {
+			return err
+		}
+	}
+	if sub == nil {
+		if end := c.out.finalEvent(); end != nil {
+			return send(end)
+		}
+		return nil
 	}
 	keepAlive := time.NewTimer(p.srv.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -241,8 +292,10 @@ func (p *processService) CloseStdin(_ context.Context, req *connect.Request[proc
 // pid or tag whose main process ended but that left processes behind.
 func (p *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
 	sig := req.Msg.GetSignal()
-	if sig != process.Signal_SIGNAL_SIGTERM && sig != process.Signal_SIGNAL_SIGKILL {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %s", sig))
+	// envd names SIGTERM and SIGKILL; its enum holds signal numbers, so
+	// Hutch's clients may send the others a process is told things by.
+	if sig != process.Signal_SIGNAL_SIGKILL && !slices.Contains(mainSignals, syscall.Signal(sig)) {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %d", sig))
 	}
 	cmds, err := p.findAll(req.Msg.GetProcess(), sig == process.Signal_SIGNAL_SIGKILL)
 	if err != nil {
@@ -250,15 +303,19 @@ func (p *processService) SendSignal(_ context.Context, req *connect.Request[proc
 	}
 	var wg sync.WaitGroup
 	for _, c := range cmds {
-		if sig == process.Signal_SIGNAL_SIGTERM {
-			c.signalMain(syscall.SIGTERM)
-		} else {
+		if sig == process.Signal_SIGNAL_SIGKILL {
 			wg.Go(c.kill)
+		} else {
+			c.signalMain(syscall.Signal(sig))
 		}
 	}
 	wg.Wait()
 	return connect.NewResponse(&process.SendSignalResponse{}), nil
 }
+
+// mainSignals are the signals SendSignal gives a command's main process;
+// SIGKILL kills its whole tree.
+var mainSignals = []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM}
 
 // find returns the running command sel names.
 func (p *processService) find(sel *process.ProcessSelector) (*command, error) {
@@ -303,6 +360,37 @@ func (p *processService) findAll(sel *process.ProcessSelector, lingering bool) (
 		return nil, notFound(sel)
 	}
 	return left, nil
+}
+
+// keep makes c the command whose output tag's replays send.
+func (p *processService) keep(tag string, c *command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.kept[tag]; ok {
+		p.keptTags = slices.DeleteFunc(p.keptTags, func(t string) bool { return t == tag })
+	}
+	p.kept[tag] = c
+	p.keptTags = append(p.keptTags, tag)
+	if len(p.keptTags) > maxKept {
+		delete(p.kept, p.keptTags[0])
+		p.keptTags = p.keptTags[1:]
+	}
+}
+
+// findKept returns the latest command started with sel's tag and its
+// output kept, running or not.
+func (p *processService) findKept(sel *process.ProcessSelector) (*command, error) {
+	s, ok := sel.GetSelector().(*process.ProcessSelector_Tag)
+	if !ok {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a replay selects its process by tag"))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.kept[s.Tag]
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no output is kept for tag %q", s.Tag))
+	}
+	return c, nil
 }
 
 func notFound(sel *process.ProcessSelector) error {
@@ -397,6 +485,22 @@ func parseTimeout(h http.Header) (timeout, grace time.Duration, err error) {
 		return 0, 0, err
 	}
 	return timeout, grace, nil
+}
+
+// parseKeep reads HeaderKeepOutput, which needs a tag to find the output by.
+func parseKeep(h http.Header, tag *string) (int, error) {
+	v := h.Get(HeaderKeepOutput)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxKeepOutput {
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s must be a byte count up to %d, got %q", HeaderKeepOutput, maxKeepOutput, v))
+	}
+	if n > 0 && tag == nil {
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s needs a tag to find the output by", HeaderKeepOutput))
+	}
+	return n, nil
 }
 
 func checkEnv(envs map[string]string) error {

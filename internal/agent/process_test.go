@@ -617,3 +617,130 @@ func TestStartLatency(t *testing.T) {
 		t.Logf("  %-20s %9s/%-9s | %9s/%s", r.name, r.back[runs/2], r.back[runs*9/10], r.paced[runs/2], r.paced[runs*9/10])
 	}
 }
+
+// A tagged command started with its output kept replays it to a Connect
+// that asks, while it runs (then follows it) and after it ended, until the
+// tag's next Start.
+func TestReplayKeptOutput(t *testing.T) {
+	a := startAgent(t)
+	replay := func(tag string, then func()) (*result, error) {
+		req := connect.NewRequest(&process.ConnectRequest{Process: tagSelector(tag)})
+		req.Header().Set(HeaderReplay, ReplayFollow)
+		stream, err := a.client.Process.Connect(t.Context(), req)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = stream.Close() }()
+		res := &result{}
+		for stream.Receive() {
+			collect(res, stream.Msg().GetEvent())
+			if then != nil && strings.Count(res.stdout.String(), "\n") == 2 {
+				then()
+				then = nil
+			}
+		}
+		return res, stream.Err()
+	}
+	tag := "web"
+	req := sh(`echo one; echo two; read _; echo three; echo err >&2`)
+	req.Msg.Tag = &tag
+	req.Header().Set(HeaderKeepOutput, "1000")
+	p := a.start(t, req)
+	for read := ""; !strings.Contains(read, "two"); {
+		read += p.readLine(t)
+	}
+	closeStdin := func() {
+		if _, err := a.client.Process.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: tagSelector(tag)})); err != nil {
+			t.Error(err)
+		}
+	}
+	running, err := replay(tag, closeStdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	if running.stdout.String() != "one\ntwo\nthree\n" || running.stderr.String() != "err\n" || running.end.GetStatus() != "exit status 0" {
+		t.Errorf("replay while running: stdout %q, stderr %q, end %v", running.stdout.String(), running.stderr.String(), running.end)
+	}
+	after, err := replay(tag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.stdout.String() != "one\ntwo\nthree\n" || after.stderr.String() != "err\n" || after.end.GetStatus() != "exit status 0" {
+		t.Errorf("replay after the end: stdout %q, stderr %q, end %v", after.stdout.String(), after.stderr.String(), after.end)
+	}
+
+	// A tail of a running command ends after what was kept.
+	tail := sh("echo first; exec sleep 1000")
+	tail.Msg.Tag = &tag
+	tail.Header().Set(HeaderKeepOutput, "1000")
+	pt := a.start(t, tail)
+	if got := pt.readLine(t); got != "first" {
+		t.Fatalf("start stream read %q", got)
+	}
+	tailReq := connect.NewRequest(&process.ConnectRequest{Process: tagSelector(tag)})
+	tailReq.Header().Set(HeaderReplay, ReplayTail)
+	stream, err := a.client.Process.Connect(t.Context(), tailReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &result{}
+	for stream.Receive() {
+		collect(res, stream.Msg().GetEvent())
+	}
+	if stream.Err() != nil || res.stdout.String() != "first\n" || res.end != nil {
+		t.Errorf("tail of a running command: %q, end %v, err %v", res.stdout.String(), res.end, stream.Err())
+	}
+	a.kill(t, tagSelector(tag))
+	pt.wait(t)
+
+	again := sh("echo second")
+	again.Msg.Tag = &tag
+	again.Header().Set(HeaderKeepOutput, "1000")
+	a.run(t, again)
+	if res, err := replay(tag, nil); err != nil || res.stdout.String() != "second\n" {
+		t.Errorf("replay after the next start: %v, %v", res, err)
+	}
+
+	if _, err := replay("other", nil); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("replay of an unknown tag: %v, want not found", err)
+	}
+	untagged := sh("true")
+	untagged.Header().Set(HeaderKeepOutput, "10")
+	if _, err := a.tryRun(t.Context(), untagged); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("kept output without a tag: %v, want invalid argument", err)
+	}
+}
+
+// An output keeps its newest events within its byte budget, and always the
+// newest one.
+func TestOutputKeepsNewest(t *testing.T) {
+	data := func(s string) *process.ProcessEvent {
+		return &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: &process.ProcessEvent_DataEvent{
+			Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: []byte(s)}}}}
+	}
+	o := newOutput(10)
+	kept := func() []string {
+		var got []string
+		evs, _ := o.replay(true)
+		for _, ev := range evs {
+			got = append(got, string(ev.GetData().GetStdout()))
+		}
+		return got
+	}
+	for _, s := range []string{"aaaa", "bbbb", "cccc"} {
+		o.publish(data(s))
+	}
+	if got := kept(); !slices.Equal(got, []string{"bbbb", "cccc"}) {
+		t.Errorf("kept %v, want [bbbb cccc]", got)
+	}
+	o.publish(data("dddddddddddddddd"))
+	if got := kept(); !slices.Equal(got, []string{"dddddddddddddddd"}) {
+		t.Errorf("kept %v, want only the newest", got)
+	}
+	o.end(&process.ProcessEvent{})
+	o.publish(data("late"))
+	if evs, sub := o.replay(true); len(evs) != 1 || sub != nil {
+		t.Errorf("after the end: kept %d events, subscriber %v", len(evs), sub)
+	}
+}

@@ -59,19 +59,12 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 // sent events as it writes when the client accepts them, else one JSON
 // result at the end.
 func (s *Server) answerExec(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
-	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if acceptsEvents(r) {
 		s.execStream(w, r, run)
 		return
 	}
 	var stdout, stderr capped
-	res, err := run(r.Context(), func(st sandbox.Stream, data []byte) error {
-		if st == sandbox.Stdout {
-			stdout.Write(data)
-		} else {
-			stderr.Write(data)
-		}
-		return nil
-	})
+	res, err := run(r.Context(), collect(&stdout, &stderr))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -89,6 +82,18 @@ type capped struct {
 	truncated bool
 }
 
+// collect is an Output into stdout and stderr.
+func collect(stdout, stderr *capped) sandbox.Output {
+	return func(st sandbox.Stream, data []byte) error {
+		if st == sandbox.Stdout {
+			stdout.Write(data)
+		} else {
+			stderr.Write(data)
+		}
+		return nil
+	}
+}
+
 func (c *capped) Write(p []byte) {
 	room := maxOutput - c.Len()
 	if len(p) > room {
@@ -102,36 +107,64 @@ func (c *capped) Write(p []byte) {
 // event.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
 	sse := &sseWriter{w: w}
-	carry := map[sandbox.Stream][]byte{}
+	text := utf8Carry{}
 	res, err := run(r.Context(), func(st sandbox.Stream, data []byte) error {
-		text, rest := splitUTF8(append(carry[st], data...))
-		carry[st] = rest
-		if len(text) == 0 {
-			return nil
-		}
-		return sse.event(string(st), outputEvent(text))
+		return text.send(sse, st, data)
 	})
 	if err == nil {
-		for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
-			if len(carry[st]) > 0 {
-				err = sse.event(string(st), outputEvent(carry[st]))
+		err = text.flush(sse)
+	}
+	s.endStream(w, r, sse, err, "exit", client.ExecExit{
+		ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
+		TimedOut: res.TimedOut, KilledBy: res.KilledBy,
+	})
+}
+
+// acceptsEvents says whether the client asked for server-sent events.
+func acceptsEvents(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// utf8Carry sends output as stdout and stderr events, holding back a
+// character cut between two chunks until the rest of it comes.
+type utf8Carry map[sandbox.Stream][]byte
+
+func (c utf8Carry) send(sse *sseWriter, st sandbox.Stream, data []byte) error {
+	text, rest := splitUTF8(append(c[st], data...))
+	c[st] = rest
+	if len(text) == 0 {
+		return nil
+	}
+	return sse.event(string(st), outputEvent(text))
+}
+
+// flush sends what was held back.
+func (c utf8Carry) flush(sse *sseWriter) error {
+	for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
+		if len(c[st]) > 0 {
+			if err := sse.event(string(st), outputEvent(c[st])); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// endStream ends an event stream: with the last event, name and v, or with
+// err. An error before the first event is a plain JSON error; a later one
+// is an "error" event.
+func (s *Server) endStream(w http.ResponseWriter, r *http.Request, sse *sseWriter, err error, name string, v any) {
 	switch {
 	case err != nil && !sse.started:
 		writeError(w, r, s.log, err)
 	case err != nil:
 		status, _ := statusOf(err)
 		if status == http.StatusInternalServerError {
-			s.log.Error("exec stream failed", "path", r.URL.Path, "error", err)
+			s.log.Error("event stream failed", "path", r.URL.Path, "error", err)
 		}
 		_ = sse.event("error", errorBody{Error: describe(err)})
 	default:
-		_ = sse.event("exit", client.ExecExit{
-			ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
-			TimedOut: res.TimedOut, KilledBy: res.KilledBy,
-		})
+		_ = sse.event(name, v)
 	}
 }
 

@@ -66,6 +66,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("GET /v1/sandboxes", f.list)
 	mux.HandleFunc("GET /v1/sandboxes/{id}", f.withSandbox(f.get))
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", f.withSandbox(f.delete))
+	mux.HandleFunc("GET /v1/sandboxes/{id}/activity", f.withSandbox(f.activity))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", f.withSandbox(f.exec))
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", f.withSandbox(f.readFile))
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", f.withSandbox(f.writeFile))
@@ -225,6 +226,14 @@ func (f *fakeDaemon) get(w http.ResponseWriter, r *http.Request, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	writeJSON(w, 200, f.sandboxes[id])
+}
+
+func (f *fakeDaemon) activity(w http.ResponseWriter, r *http.Request, id string) {
+	at := fakeNow.Add(5 * time.Minute)
+	writeJSON(w, 200, client.Activity{
+		State: "running", Reasons: []string{"idle for 0s: no command, background process or CPU use"},
+		LastActivityAt: fakeNow, IdleTimeoutS: 300, IdleAction: "suspend", ActionAt: &at,
+	})
 }
 
 func (f *fakeDaemon) delete(w http.ResponseWriter, r *http.Request, id string) {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hutchdev/hutch/client"
 )
 
 func (a *app) newInspectCmd() *cobra.Command {
@@ -24,8 +26,15 @@ func (a *app) newInspectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			act, err := c.Activity(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
 			if a.jsonOutput() {
-				return a.printJSON(sb)
+				return a.printJSON(struct {
+					*client.Sandbox
+					Activity *client.Activity `json:"activity"`
+				}{sb, act})
 			}
 			t := newTable(a.stdout, "ID:", sb.ID)
 			t.row("Template:", sb.Template)
@@ -39,6 +48,18 @@ func (a *app) newInspectCmd() *cobra.Command {
 			t.row("Pids:", strconv.FormatInt(sb.Pids, 10))
 			t.row("Disk:", fmt.Sprintf("%d MiB", sb.DiskMB))
 			t.row("Idle timeout:", (time.Duration(sb.IdleTimeoutS) * time.Second).String())
+			t.row("Idle action:", sb.IdleAction)
+			busy := "idle"
+			if act.Busy {
+				busy = "busy"
+			}
+			t.row("Activity:", busy+", last "+act.LastActivityAt.Local().Format(time.RFC3339))
+			for _, r := range act.Reasons {
+				t.row("", r)
+			}
+			if act.ActionAt != nil {
+				t.row("Idle action at:", act.ActionAt.Local().Format(time.RFC3339))
+			}
 			t.row("Created:", sb.CreatedAt.Local().Format(time.RFC3339))
 			t.row("Updated:", sb.UpdatedAt.Local().Format(time.RFC3339))
 			if len(sb.Metadata) > 0 {

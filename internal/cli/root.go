@@ -105,6 +105,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newSuspendCmd(),
 		a.newResumeCmd(),
 		a.newKeepaliveCmd(),
+		a.newProcessCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

@@ -119,8 +119,9 @@ func TestInspect(t *testing.T) {
 		wantOut  []string
 		wantErr  string
 	}{
-		{"table", []string{"inspect", "abc"}, 0, []string{"ID:", "abc", "State:", "running", "Memory:", "512 MiB", "Idle timeout:", "5m0s"}, ""},
-		{"json", []string{"inspect", "abc", "-o", "json"}, 0, []string{`"id": "abc"`, `"idle_timeout_s": 300`}, ""},
+		{"table", []string{"inspect", "abc"}, 0, []string{"ID:", "abc", "State:", "running", "Memory:", "512 MiB", "Idle timeout:", "5m0s",
+			"Activity:", "idle, last", "no command, background process or CPU use", "Idle action at:"}, ""},
+		{"json", []string{"inspect", "abc", "-o", "json"}, 0, []string{`"id": "abc"`, `"idle_timeout_s": 300`, `"activity": {`, `"busy": false`}, ""},
 		{"not found", []string{"inspect", "nope"}, 1, nil, "hutch: sandbox nope not found\n"},
 		{"no id", []string{"inspect"}, 2, nil, "takes a sandbox ID"},
 	}

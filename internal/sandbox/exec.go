@@ -162,14 +162,7 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 				go m.feedStdin(context.WithoutCancel(sctx), inst, id, pid, *req.Stdin)
 			}
 		case *process.ProcessEvent_Data:
-			var err error
-			switch d := e.Data.GetOutput().(type) {
-			case *process.ProcessEvent_DataEvent_Stdout:
-				err = out(Stdout, d.Stdout)
-			case *process.ProcessEvent_DataEvent_Stderr:
-				err = out(Stderr, d.Stderr)
-			}
-			if err != nil {
+			if err := deliver(out, e.Data); err != nil {
 				kill()
 				return ExecResult{}, err
 			}
@@ -190,6 +183,17 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 		return ExecResult{}, m.lostAgent(ctx, inst, fmt.Errorf("exec in sandbox %s: %w", id, err))
 	}
 	return ExecResult{}, m.lostAgent(ctx, inst, errdefs.Unavailable("the agent of sandbox %s ended the command's stream early", id))
+}
+
+// deliver sends a data event's output to out.
+func deliver(out Output, d *process.ProcessEvent_DataEvent) error {
+	switch o := d.GetOutput().(type) {
+	case *process.ProcessEvent_DataEvent_Stdout:
+		return out(Stdout, o.Stdout)
+	case *process.ProcessEvent_DataEvent_Stderr:
+		return out(Stderr, o.Stderr)
+	}
+	return nil
 }
 
 // feedStdin writes the request's stdin and closes it. It runs beside the

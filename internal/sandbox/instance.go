@@ -28,6 +28,11 @@ type instance struct {
 	lastActive time.Time
 	running    int               // execs in flight
 	limitHits  backend.LimitHits // limit hits already put down to a command
+	// The last CPU sample (see sampleCPU), and the share of a CPU used
+	// between it and the one before.
+	cpuAt    time.Time
+	cpuTime  time.Duration
+	cpuShare float64
 }
 
 func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *instance {

@@ -127,6 +127,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
+			m.sampleCPU(ctx, now)
 			m.reapIdle(ctx, now)
 			m.fillPools(ctx)
 		case <-m.pool.kick:
@@ -135,8 +136,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// reapIdle suspends (or deletes, as each asked) sandboxes that had no call
-// and no running command for their idle timeout.
+// reapIdle suspends (or deletes, as each asked) sandboxes that had no call,
+// no running command, no running background process and no CPU use (see
+// sampleCPU) for their idle timeout.
 func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	var idle []string
@@ -163,11 +165,21 @@ func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	}
 }
 
-// reap suspends or deletes an idle sandbox, as it asked.
+// reap suspends or deletes an idle sandbox, as it asked, unless a
+// background process runs in it: that is activity.
 func (m *Manager) reap(ctx context.Context, id string) {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return // deleted meanwhile
+	}
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst != nil && !inst.isPaused() {
+		if procs, err := m.runningProcesses(ctx, inst); err == nil && len(procs) > 0 {
+			inst.touch()
+			return
+		}
 	}
 	if rec.IdleAction == store.IdleSuspend {
 		why := fmt.Sprintf("idle for %s", rec.IdleTimeout)

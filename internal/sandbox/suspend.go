@@ -45,6 +45,9 @@ func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbo
 	// or still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
+	if !inst.isPaused() { // a frozen agent answers nothing: the records stand
+		m.noteRunningProcesses(sctx, inst)
+	}
 	// Suspending is recorded first: a daemon that dies half-way finishes
 	// the suspend when it starts again (Recover), and the time of the
 	// decision shows at once, however long the runtime takes to tear down.
@@ -96,6 +99,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be resumed; it stays suspended", rec.ID))
 	}
 	inst := newInstance(rec, be, h)
+	m.restartProcesses(rctx, inst)
 	m.mu.Lock()
 	m.live[rec.ID] = inst
 	m.mu.Unlock()

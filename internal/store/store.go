@@ -22,6 +22,15 @@ type Store interface {
 	GetSandboxByKey(ctx context.Context, key string) (*Sandbox, error)
 	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
 	DeleteSandbox(ctx context.Context, id string) error
+
+	// PutProcess inserts or replaces a background process of a sandbox;
+	// ErrNotFound if the sandbox is absent.
+	PutProcess(ctx context.Context, p *Process) error
+	// ListProcesses returns a sandbox's background processes, oldest first.
+	ListProcesses(ctx context.Context, sandboxID string) ([]*Process, error)
+	// DeleteProcess removes one; ErrNotFound if absent. Deleting a sandbox
+	// deletes its processes.
+	DeleteProcess(ctx context.Context, sandboxID, name string) error
 	Close() error
 }
 
@@ -69,4 +78,21 @@ type Sandbox struct {
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// Process is a background process started through the API (a service, with
+// Port): a resume starts it again, with the same command and env, if it was
+// Running when its sandbox was suspended.
+type Process struct {
+	SandboxID string
+	Name      string
+	Argv      []string
+	Cwd       string
+	User      string
+	// Env holds values that may be secret: never log or return them.
+	Env  map[string]string
+	Port int
+	// Running says whether it ran when last seen by a suspend or a start.
+	Running   bool
+	CreatedAt time.Time
 }

@@ -13,13 +13,21 @@ import (
 
 // A sandbox with no call and no running command for its idle timeout is
 // suspended on time (±2 s), under each runtime; one running a command
-// stays awake; the next call wakes the idle one with its files, ~/.local
-// included. With idle_action delete, it goes instead.
+// stays awake, and so does one running `sleep 600` as a background
+// process, which a suspend and resume start again; the next call wakes the
+// idle one with its files, ~/.local included. With idle_action delete, it
+// goes instead.
 func TestIdleTimeout(t *testing.T) {
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		idle := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
 		busy := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
+		background := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
+		if _, err := d.client.StartProcess(t.Context(), background.ID, client.StartProcessRequest{
+			Name: "sleeper", Command: "echo started; exec sleep 600",
+		}); err != nil {
+			t.Fatal(err)
+		}
 		if res := d.exec(idle.ID, `mkdir -p ~/.local/lib/python3/site-packages && echo 'VALUE = 42' > ~/.local/lib/python3/site-packages/mypkg.py`); res.ExitCode != 0 {
 			t.Fatalf("install into ~/.local: %+v", res)
 		}
@@ -61,6 +69,7 @@ func TestIdleTimeout(t *testing.T) {
 		if sb, err := d.client.GetSandbox(t.Context(), busy.ID); err != nil || sb.State != client.StateRunning {
 			t.Fatalf("a sandbox running a command was taken as idle: %+v, %v", sb, err)
 		}
+		checkBackgroundProcess(t, d, background.ID)
 		res := d.exec(idle.ID, `PYTHONPATH=~/.local/lib/python3/site-packages python3 -c 'import mypkg; print(mypkg.VALUE)'`)
 		if res.ExitCode != 0 || res.Stdout != "42\n" {
 			t.Fatalf("the woken sandbox: %+v", res)
@@ -76,6 +85,50 @@ func TestIdleTimeout(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkBackgroundProcess checks that sandbox id, running the background
+// process "sleeper" past its idle timeout, is awake and says why, and that
+// a suspend and resume start the process again.
+func checkBackgroundProcess(t *testing.T, d *daemon, id string) {
+	t.Helper()
+	if sb, err := d.client.GetSandbox(t.Context(), id); err != nil || sb.State != client.StateRunning {
+		t.Fatalf("a sandbox running a background process was taken as idle: %+v, %v", sb, err)
+	}
+	act, err := d.client.Activity(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !act.Busy || act.ActionAt != nil || !strings.Contains(strings.Join(act.Reasons, "; "), `background process "sleeper"`) {
+		t.Errorf("activity of the sandbox running a background process: %+v", act)
+	}
+	if _, err := d.client.SuspendSandbox(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	procs, err := d.client.ListProcesses(t.Context(), id)
+	if err != nil || len(procs) != 1 || procs[0].Status != client.ProcessSuspended {
+		t.Fatalf("processes of the suspended sandbox: %+v, %v", procs, err)
+	}
+	if _, err := d.client.ResumeSandbox(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	procs, err = d.client.ListProcesses(t.Context(), id)
+	if err != nil || len(procs) != 1 || procs[0].Status != client.ProcessRunning {
+		t.Fatalf("processes after the resume: %+v, %v", procs, err)
+	}
+	if res := d.exec(id, "ps -eo args | grep -c '^sleep 600'"); res.Stdout != "1\n" {
+		t.Errorf("sleep 600 after the resume: %+v", res)
+	}
+	var logs strings.Builder
+	if err := d.client.ProcessLogs(t.Context(), id, "sleeper", false, func(ev client.ExecEvent) error {
+		logs.Write(ev.Data)
+		return nil
+	}); err != nil || logs.String() != "started\n" {
+		t.Errorf("logs after the resume: %q, %v", logs.String(), err)
+	}
+	if err := d.client.DeleteProcess(t.Context(), id, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Streaming a flood of output goes at the reader's pace without the daemon

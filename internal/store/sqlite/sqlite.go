@@ -251,6 +251,71 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	return &sb, nil
 }
 
+// PutProcess inserts or replaces a sandbox's background process.
+func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
+	argv, err := json.Marshal(p.Argv)
+	if err != nil {
+		return err
+	}
+	env, err := json.Marshal(nonNil(p.Env))
+	if err != nil {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes
+		(sandbox_id, name, argv, cwd, user, env, port, running, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano())
+	if err != nil {
+		if strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
+			return errdefs.NotFound("sandbox %s not found", p.SandboxID)
+		}
+		return fmt.Errorf("put process %s of sandbox %s: %w", p.Name, p.SandboxID, err)
+	}
+	return nil
+}
+
+// ListProcesses returns a sandbox's background processes, oldest first.
+func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at
+		FROM processes WHERE sandbox_id = ? ORDER BY created_at, name`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
+	}
+	defer rows.Close()
+	var out []*store.Process
+	for rows.Next() {
+		p := store.Process{SandboxID: sandboxID}
+		var argv, env string
+		var created int64
+		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created); err != nil {
+			return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
+		}
+		if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
+			return nil, fmt.Errorf("decode command of process %s: %w", p.Name, err)
+		}
+		if err := json.Unmarshal([]byte(env), &p.Env); err != nil {
+			return nil, fmt.Errorf("decode env of process %s: %w", p.Name, err)
+		}
+		p.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, &p)
+	}
+	return out, rows.Err()
+}
+
+// DeleteProcess removes a sandbox's background process.
+func (d *DB) DeleteProcess(ctx context.Context, sandboxID, name string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM processes WHERE sandbox_id = ? AND name = ?`, sandboxID, name)
+	if err != nil {
+		return fmt.Errorf("delete process %s of sandbox %s: %w", name, sandboxID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return errdefs.NotFound("sandbox %s has no process %q", sandboxID, name)
+	}
+	return nil
+}
+
 // ownerOnly makes the database file, if it is not there, and its journal
 // files readable by their owner alone. SQLite gives the journal files it
 // makes the database file's permissions.

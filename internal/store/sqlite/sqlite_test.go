@@ -190,3 +190,51 @@ func TestSandboxKeys(t *testing.T) {
 		t.Errorf("the key again, once free: %v", err)
 	}
 }
+
+func TestProcesses(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	if err := db.CreateSandbox(ctx, sample("abc")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	web := &store.Process{SandboxID: "abc", Name: "web", Argv: []string{"python3", "-m", "http.server"},
+		Cwd: "site", User: "user", Env: map[string]string{"TOKEN": "x"}, Port: 8000, Running: true, CreatedAt: now}
+	worker := &store.Process{SandboxID: "abc", Name: "worker", Argv: []string{"sleep", "600"}, CreatedAt: now.Add(time.Second)}
+	for _, p := range []*store.Process{worker, web} {
+		if err := db.PutProcess(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	web.Running = false // a put replaces
+	if err := db.PutProcess(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ListProcesses(ctx, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "web" || got[1].Name != "worker" {
+		t.Fatalf("list = %+v, want web then worker", got)
+	}
+	if p := got[0]; strings.Join(p.Argv, " ") != "python3 -m http.server" || p.Cwd != "site" || p.User != "user" ||
+		p.Env["TOKEN"] != "x" || p.Port != 8000 || p.Running || !p.CreatedAt.Equal(now) {
+		t.Errorf("round trip changed the record: %+v", p)
+	}
+
+	if err := db.PutProcess(ctx, &store.Process{SandboxID: "nope", Name: "x", Argv: []string{"true"}}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("put to a missing sandbox: %v, want not found", err)
+	}
+	if err := db.DeleteProcess(ctx, "abc", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteProcess(ctx, "abc", "web"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("delete twice: %v, want not found", err)
+	}
+	if err := db.DeleteSandbox(ctx, "abc"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.ListProcesses(ctx, "abc"); err != nil || len(got) != 0 {
+		t.Errorf("processes outlived their sandbox: %+v, %v", got, err)
+	}
+}

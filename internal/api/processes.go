@@ -1,0 +1,132 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+func processJSON(p sandbox.ProcessInfo) client.Process {
+	return client.Process{
+		Name: p.Name, Cmd: p.Argv, Cwd: p.Cwd, User: p.User, EnvNames: p.EnvNames,
+		Port: p.Port, Status: p.Status, Pid: p.Pid, CreatedAt: p.CreatedAt,
+	}
+}
+
+func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
+	var req client.StartProcessRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	p, err := s.m.StartProcess(r.Context(), r.PathValue("id"), sandbox.ProcessRequest{
+		Name: req.Name, Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User, Port: req.Port,
+	})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, processJSON(p))
+}
+
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
+	procs, err := s.m.ListProcesses(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Processes []client.Process `json:"processes"`
+	}{Processes: []client.Process{}}
+	for _, p := range procs {
+		out.Processes = append(out.Processes, processJSON(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// processLogs answers with a process's kept output: server-sent events
+// (stdout, stderr, then end) when the client accepts them, which follow
+// the process with ?follow=true; else one JSON object.
+func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
+	id, name := r.PathValue("id"), r.PathValue("name")
+	follow := false
+	if v := r.URL.Query().Get("follow"); v != "" {
+		var err error
+		if follow, err = strconv.ParseBool(v); err != nil {
+			writeError(w, r, s.log, errdefs.InvalidArgument("follow must be true or false, got %q", v))
+			return
+		}
+	}
+	if !acceptsEvents(r) {
+		if follow {
+			writeError(w, r, s.log, errdefs.InvalidArgument("follow needs Accept: text/event-stream"))
+			return
+		}
+		var stdout, stderr capped
+		if err := s.m.ProcessLogs(r.Context(), id, name, false, collect(&stdout, &stderr)); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, client.ProcessLogs{Stdout: stdout.String(), Stderr: stderr.String(), Truncated: stdout.truncated || stderr.truncated})
+		return
+	}
+	sse := &sseWriter{w: w}
+	text := utf8Carry{}
+	err := s.m.ProcessLogs(r.Context(), id, name, follow, func(st sandbox.Stream, data []byte) error {
+		return text.send(sse, st, data)
+	})
+	if err == nil {
+		err = text.flush(sse)
+	}
+	s.endStream(w, r, sse, err, "end", struct{}{})
+}
+
+func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
+	var req client.SignalRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if err := s.m.SignalProcess(r.Context(), r.PathValue("id"), r.PathValue("name"), req.Signal); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) restartProcess(w http.ResponseWriter, r *http.Request) {
+	p, err := s.m.RestartProcess(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, processJSON(p))
+}
+
+func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.DeleteProcess(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) sandboxActivity(w http.ResponseWriter, r *http.Request) {
+	a, err := s.m.Activity(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := client.Activity{
+		State: a.State, Busy: a.Busy, Reasons: a.Reasons, LastActivityAt: a.LastActivity.UTC(),
+		IdleTimeoutS: int64(a.IdleTimeout.Seconds()), IdleAction: a.IdleAction,
+	}
+	if !a.ActionAt.IsZero() {
+		at := a.ActionAt.UTC()
+		out.ActionAt = &at
+	}
+	writeJSON(w, http.StatusOK, out)
+}
