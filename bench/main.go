@@ -7,6 +7,7 @@
 //	(c) memory per idle sandbox: cgroup usage, agent PSS, daemon RSS growth
 //	(d), (e): (a) and (b) with gVisor
 //	(f) create → first output from a warm pool, runc and gVisor
+//	(g) suspend, and resume → first output, runc and gVisor, beside a cold create
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
@@ -126,9 +127,9 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	var err error
 	measures := []func(context.Context) (section, error){b.measureCreate, b.measureExec, b.measureMemory}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
-		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec, b.measurePool)
+		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec, b.measurePool, b.measureSuspend)
 	} else {
-		measures = append(measures, b.measurePool)
+		measures = append(measures, b.measurePool, b.measureSuspend)
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
 	for _, measure := range measures {

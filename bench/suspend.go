@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// holder64 is a background process holding 64 MiB of touched memory: what
+// row (g) suspends and resumes under gVisor.
+const holder64 = `import os, time
+b = bytearray(os.urandom(1 << 20)) * 64
+print(len(b), flush=True)
+time.sleep(1 << 30)`
+
+// measureSuspend is row (g): suspend, and resume → first output of `echo
+// hi`, of one sandbox over and over, beside a cold create → first output of
+// the same runtime, which is what a resume saves. Under runc the sandbox
+// holds only files; under gVisor it also runs a background Python process
+// holding 64 MiB, which the resume brings back.
+func (b *bench) measureSuspend(ctx context.Context) (section, error) {
+	s := section{title: "(g) suspend and resume: one sandbox, resumed → first output of `echo hi`, beside a cold create"}
+	runtimes := []string{"runc"}
+	if b.runsc != "" && b.cfg.gvisorN > 0 {
+		runtimes = append(runtimes, "gvisor")
+	}
+	for _, rt := range runtimes {
+		rows, err := b.suspendRows(ctx, rt)
+		if err != nil {
+			return section{}, err
+		}
+		s.rows = append(s.rows, rows...)
+	}
+	return s, nil
+}
+
+func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err error) {
+	c := b.d.client
+	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	defer func() { err = errors.Join(err, deleteSandbox(ctx, c, sb.ID)) }()
+	if _, err := c.Exec(ctx, sb.ID, client.ExecRequest{Command: "head -c 10000000 /dev/urandom > state.bin"}); err != nil {
+		return nil, err
+	}
+	what := "files only"
+	if runtime == "gvisor" {
+		what = "files + a 64 MiB process"
+		if _, err := c.StartProcess(ctx, sb.ID, client.StartProcessRequest{Name: "holder", Cmd: []string{"python3", "-c", holder64}}); err != nil {
+			return nil, err
+		}
+	}
+	n := b.cfg.createN
+	if runtime == "gvisor" {
+		n = b.cfg.gvisorN
+	}
+	var suspends []time.Duration
+	resume := &peer{name: "resume", run: func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		if _, err := c.SuspendSandbox(ctx, sb.ID); err != nil {
+			return 0, err
+		}
+		suspends = append(suspends, time.Since(start))
+		start = time.Now()
+		if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
+			return 0, err
+		}
+		var first time.Duration
+		if _, err := c.ExecStream(ctx, sb.ID, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
+			if first == 0 {
+				first = time.Since(start)
+			}
+			return nil
+		}); err != nil {
+			return 0, err
+		}
+		return first, nil
+	}}
+	create := &peer{name: "create", run: func(ctx context.Context) (time.Duration, error) {
+		_, first, err := hutchCreate(ctx, c, runtime)
+		return first, err
+	}}
+	if err := b.interleave(ctx, "(g) suspend/resume "+runtime, n, resume, create); err != nil {
+		return nil, err
+	}
+	m := median(resume.samples)
+	limit, want := 100*time.Millisecond, "≤ 100 ms"
+	if runtime == "gvisor" {
+		limit, want = 300*time.Millisecond, "≤ 300 ms"
+	}
+	return []row{
+		durationRow(fmt.Sprintf("hutch (%s, %s): POST suspend", runtime, what), suspends[b.cfg.warmup:]),
+		durationRow(fmt.Sprintf("hutch (%s): POST resume + exec echo, to first stdout", runtime), resume.samples),
+		durationRow(fmt.Sprintf("hutch (%s): cold create + exec echo, to first stdout", runtime), create.samples),
+		{label: "  ratio resume / cold create", median: fmtRatio(ratio(m, median(create.samples)))},
+		{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
+	}, nil
+}
