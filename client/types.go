@@ -42,6 +42,8 @@ const (
 	StateSuspended = "suspended"
 	// StateSuspending is on its way to suspended.
 	StateSuspending = "suspending"
+	// StateResuming is on its way back to running.
+	StateResuming = "resuming"
 	StateStopped    = "stopped"
 	StateError      = "error"
 )

@@ -46,7 +46,7 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	m.mu.Unlock()
 	if inst == nil {
 		a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
-		if rec.State != store.StateSuspended && rec.State != store.StateSuspending {
+		if rec.State != store.StateSuspended && rec.State != store.StateSuspending && rec.State != store.StateResuming {
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs", rec.State)}
 		}
 		return a, nil

@@ -412,7 +412,7 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rec.State != store.StateSuspended && rec.State != store.StateSuspending {
+	if rec.State != store.StateSuspended && rec.State != store.StateSuspending && rec.State != store.StateResuming {
 		return nil, notRunning(rec)
 	}
 	// A suspended one too, once (one being suspended once that is done):

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -140,6 +142,63 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A daemon killed in the middle of a resume leaves, after its restart, a
+// wholly suspended sandbox that the next call wakes with its files: both
+// when the runtime had started it again and when it had not begun.
+func TestResumeInterruptedByRestart(t *testing.T) {
+	for _, started := range []bool{true, false} {
+		t.Run(map[bool]string{true: "runtime started", false: "nothing started"}[started], func(t *testing.T) {
+			state := newDaemonState(t)
+			d := state.start(t)
+			ctx := t.Context()
+			sb := d.create(t, CreateOptions{})
+			if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+				t.Fatal(err)
+			}
+			// What a daemon killed half-way through a resume leaves.
+			rec, err := d.db.GetSandbox(ctx, sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.State, rec.StateReason = store.StateResuming, "woken by a call"
+			if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			if started {
+				tmpl, err := state.templates.Version(rec.Template, rec.TemplateVersion)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+				if err := d.backend.Resume(ctx, h, d.m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, CreateOptions{})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d.stop(t)
+			d = state.start(t)
+			got, err := d.m.Get(ctx, sb.ID)
+			if err != nil || got.State != store.StateSuspended || !strings.Contains(got.StateReason, "cut short by a daemon restart") {
+				t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
+			}
+			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Backend}); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("the half-resumed sandbox's agent after the restart: %v, want it gone", err)
+			}
+			if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+				t.Errorf("the woken sandbox: %q, %v", out, err)
+			}
+			if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning {
+				t.Errorf("after the call: %s", got.State)
+			}
+			if err := d.m.Delete(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -79,6 +79,20 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		m.setState(ctx, rec, store.StateSuspended, rec.StateReason)
 		m.log.Info("sandbox suspend finished after a restart", attrSandbox, rec.ID)
 		return nil
+	case store.StateResuming:
+		// Caught half-way back: undo what was started, so that it is
+		// wholly suspended; the next call resumes it.
+		suspender, ok := be.(backend.Suspender)
+		if !ok {
+			return fmt.Errorf("sandbox %s was being resumed by a runtime that cannot suspend", rec.ID)
+		}
+		if err := suspender.Suspend(ctx, h); err != nil {
+			m.setState(ctx, rec, store.StateError, "undoing its interrupted resume after a restart failed: "+err.Error())
+			return err
+		}
+		m.setState(ctx, rec, store.StateSuspended, "its resume was cut short by a daemon restart; the next call resumes it")
+		m.log.Info("sandbox suspended again after an interrupted resume", attrSandbox, rec.ID)
+		return nil
 	case store.StatePaused:
 		// Frozen, its agent answers nothing: found is enough.
 		if err := be.Recover(ctx, h); err != nil {

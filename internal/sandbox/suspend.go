@@ -95,7 +95,13 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	began := time.Now()
+	// Resuming is recorded first: a daemon that dies half-way suspends it
+	// again when it starts (Recover), so that the next call resumes it
+	// whole.
+	suspendedFor := rec.StateReason
+	m.setState(rctx, rec, store.StateResuming, reason)
 	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
+		m.setState(rctx, rec, store.StateSuspended, suspendedFor)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be resumed; it stays suspended", rec.ID))
 	}
 	inst := newInstance(rec, be, h)

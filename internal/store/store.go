@@ -41,6 +41,7 @@ const (
 	StatePaused     = "paused"     // frozen; any call thaws it
 	StateSuspended  = "suspended"  // stopped, files kept; any call resumes it
 	StateSuspending = "suspending" // on its way there; a restart finishes it
+	StateResuming   = "resuming"   // on its way back; a restart suspends it again
 	StateStopped    = "stopped"
 	StateError      = "error"
 )

@@ -122,3 +122,83 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d did not end", pid)
 }
+
+// A daemon killed with SIGKILL in the middle of a suspend, or of a resume,
+// leaves after its restart a sandbox that is wholly suspended (never half)
+// and that the next call wakes with its files.
+func TestKillMidSuspendAndResume(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		d.exec(sb.ID, "echo kept > state.txt")
+		for _, step := range []struct {
+			name, midway string
+			call         func(context.Context, string) (*client.Sandbox, error)
+		}{
+			{"suspend", client.StateSuspending, d.client.SuspendSandbox},
+			{"resume", client.StateResuming, d.client.ResumeSandbox},
+		} {
+			// The suspend of the resume step, whole.
+			if step.name == "resume" {
+				if _, err := d.client.SuspendSandbox(t.Context(), sb.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !killDuring(t, d, sb.ID, step.midway, step.call) {
+				t.Fatalf("never saw the sandbox %s in 5 tries", step.midway)
+			}
+			d.start()
+			got, err := d.client.GetSandbox(t.Context(), sb.ID)
+			if err != nil || got.State != client.StateSuspended {
+				t.Fatalf("after a kill mid-%s and a restart: %+v, %v; want suspended", step.name, got, err)
+			}
+			if res := d.exec(sb.ID, "cat state.txt"); res.Stdout != "kept\n" {
+				t.Fatalf("woken after a kill mid-%s: %+v", step.name, res)
+			}
+		}
+	})
+}
+
+// killDuring makes call on sandbox id and kills the daemon with SIGKILL as
+// soon as the sandbox shows state midway, trying again (with the call
+// undone by the next one) until it catches it; it reports whether it did.
+// The daemon is left dead.
+func killDuring(t *testing.T, d *daemon, id, midway string, call func(context.Context, string) (*client.Sandbox, error)) bool {
+	t.Helper()
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = call(ctx, id) // cut short by the kill, or done
+		}()
+		caught := false
+		for !caught {
+			select {
+			case <-done:
+			default:
+				sb, err := d.client.GetSandbox(t.Context(), id)
+				if err == nil && sb.State == midway {
+					d.kill()
+					caught = true
+				}
+				continue
+			}
+			break
+		}
+		cancel()
+		<-done
+		if caught {
+			return true
+		}
+		// Too quick to catch: undo it and try again.
+		if midway == client.StateSuspending {
+			if _, err := d.client.ResumeSandbox(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := d.client.SuspendSandbox(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return false
+}
