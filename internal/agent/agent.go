@@ -165,9 +165,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = cfg.withDefaults()
 	s := newServer(cfg)
-	ln, err := listen(cfg)
-	if err != nil {
-		return err
+	var (
+		ln     net.Listener
+		reopen *reopenable
+		err    error
+	)
+	if cfg.Listener != nil {
+		ln = cfg.Listener
+	} else {
+		if reopen, err = newReopenable(cfg.Socket); err != nil {
+			return err
+		}
+		ln = reopen
 	}
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -192,6 +201,9 @@ func Run(ctx context.Context, cfg Config) error {
 			case <-runCtx.Done():
 			}
 		}()
+		if reopen != nil {
+			go s.relisten(runCtx, reopen)
+		}
 	}
 	if pid1 || cfg.reapOrphans {
 		direct := !cfg.noDirect
@@ -241,12 +253,34 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// listen returns what the agent serves on: cfg.Listener, or else a new
-// listener on cfg.Socket, which only root can connect to.
-func listen(cfg Config) (net.Listener, error) {
-	if cfg.Listener != nil {
-		return cfg.Listener, nil
+// relisten closes and reopens the agent's listener on SignalUnlisten and
+// SignalRelisten (see reopenable) until ctx is done.
+func (s *server) relisten(ctx context.Context, r *reopenable) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 {
+				r.unlisten()
+				s.log.Info("listener closed for a checkpoint")
+				continue
+			}
+			if err := r.open(); err != nil {
+				s.log.Error("listen again after a restore", logError, err)
+				continue
+			}
+			s.log.Info("listening again after a restore", logSocket, r.path)
+		case <-ctx.Done():
+			return
+		}
 	}
+}
+
+// listen returns a new listener on cfg.Socket, which only root can connect
+// to.
+func listen(cfg Config) (net.Listener, error) {
 	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale socket %s: %w", cfg.Socket, err)
 	}

@@ -444,16 +444,24 @@ func (m *Manager) noteRunningProcesses(ctx context.Context, inst *instance) {
 }
 
 // restartProcesses starts again, after a resume, the background processes
-// that ran when the sandbox was suspended. One that fails to start is
-// logged and marked not running; the sandbox is up regardless.
+// that ran when the sandbox was suspended and do not run now (a restored
+// checkpoint keeps them running). One that fails to start is logged and
+// marked not running; the sandbox is up regardless.
 func (m *Manager) restartProcesses(ctx context.Context, inst *instance) {
 	known, err := m.store.ListProcesses(ctx, inst.id)
+	if err != nil || len(known) == 0 {
+		if err != nil {
+			m.log.Error("list processes to restart", attrSandbox, inst.id, "error", err)
+		}
+		return
+	}
+	running, err := m.runningProcesses(ctx, inst)
 	if err != nil {
-		m.log.Error("list processes to restart", attrSandbox, inst.id, "error", err)
+		m.log.Error("list running processes after resume", attrSandbox, inst.id, "error", err)
 		return
 	}
 	for _, p := range known {
-		if !p.Running {
+		if _, ok := running[p.Name]; ok || !p.Running {
 			continue
 		}
 		pid, err := m.startProcess(ctx, inst, p)

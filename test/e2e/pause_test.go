@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
@@ -116,5 +117,58 @@ func TestKey(t *testing.T) {
 	}
 	if _, stderr, code := d.cli("", "run", "--key", "x", "--", "true"); code != 2 || !strings.Contains(stderr, "--key goes with hutch create") {
 		t.Errorf("run --key: %d %q", code, stderr)
+	}
+}
+
+// Under gVisor a suspend keeps memory and processes (checkpoint and
+// restore): a Python process holding a value in memory answers with the
+// same value after the sandbox was suspended and woken, under the same pid.
+func TestSuspendKeepsMemoryUnderGvisor(t *testing.T) {
+	if runscBin == "" {
+		t.Skip("needs gVisor's runsc (make runsc)")
+	}
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor"})
+	const holder = `import os, signal, time
+value = os.urandom(8).hex()
+ballast = bytearray(os.urandom(1 << 20)) * 64
+def say(*_):
+    with open("/home/user/said", "w") as f:
+        f.write(value)
+signal.signal(signal.SIGUSR1, say)
+print(value, flush=True)
+while True:
+    time.sleep(1)`
+	p, err := d.client.StartProcess(t.Context(), sb.ID, client.StartProcessRequest{Name: "holder", Cmd: []string{"python3", "-c", holder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var value string
+	for deadline := time.Now().Add(20 * time.Second); value == ""; time.Sleep(50 * time.Millisecond) {
+		var logs strings.Builder
+		if err := d.client.ProcessLogs(t.Context(), sb.ID, "holder", false, func(ev client.ExecEvent) error {
+			logs.Write(ev.Data)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		value = strings.TrimSpace(logs.String())
+		if time.Now().After(deadline) {
+			t.Fatal("the holder printed no value in 20 s")
+		}
+	}
+	if got, err := d.client.SuspendSandbox(t.Context(), sb.ID); err != nil || got.State != client.StateSuspended {
+		t.Fatalf("suspend: %+v, %v", got, err)
+	}
+	if err := d.client.SignalProcess(t.Context(), sb.ID, "holder", "USR1"); err != nil {
+		t.Fatalf("signal the holder in the woken sandbox: %v", err)
+	}
+	res := d.exec(sb.ID, `i=0; while [ ! -s ~/said ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; cat ~/said`)
+	if res.Stdout != value {
+		t.Errorf("the value after suspend and resume: %q, want %q (%+v)", res.Stdout, value, res)
+	}
+	procs, err := d.client.ListProcesses(t.Context(), sb.ID)
+	if err != nil || len(procs) != 1 || procs[0].Pid != p.Pid || procs[0].Status != client.ProcessRunning {
+		t.Errorf("processes after the resume: %+v, %v; want holder running as pid %d", procs, err, p.Pid)
 	}
 }

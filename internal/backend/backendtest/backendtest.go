@@ -58,6 +58,11 @@ type Harness struct {
 	// processes, files and network. False skips the isolation tests.
 	Isolates bool
 
+	// KeepsProcesses says a suspend keeps the sandbox's processes and their
+	// memory, and the resume brings them back (gVisor's checkpoint); else
+	// the resume finds them gone.
+	KeepsProcesses bool
+
 	// Limits says the backend enforces Spec.Limits and reports use in
 	// Stats. False skips the limit tests.
 	Limits bool

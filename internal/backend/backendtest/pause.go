@@ -74,7 +74,11 @@ func (s *suite) testSuspend(t *testing.T) {
 		t.Skip("the backend does not suspend sandboxes")
 	}
 	sb := s.create(t)
-	sb.mustSh(t, `echo kept > ~/note; sleep 600 >/dev/null 2>&1 & echo $! > ~/pid`)
+	// A shell holding a value in its memory only, which it writes out on
+	// SIGUSR1; and a sleep.
+	sb.mustSh(t, `echo kept > ~/note; sleep 600 >/dev/null 2>&1 & echo $! > ~/pid
+		sh -c 'v=$$-$(date +%N); trap "echo \$v > ~/said" USR1; echo "$v" > ~/value; while :; do sleep 0.1; done' >/dev/null 2>&1 &
+		echo $! > ~/holder; while [ ! -s ~/value ]; do sleep 0.01; done`)
 	if r := sb.shAsRoot(t, "echo root-kept > /etc/hutch-note"); r.exitCode != 0 {
 		t.Fatalf("write /etc as root: %+v", r)
 	}
@@ -98,8 +102,19 @@ func (s *suite) testSuspend(t *testing.T) {
 	}
 	// By its command line: its pid may be another process's now.
 	out := sb.mustSh(t, `cat ~/note /etc/hutch-note; [ "$(tr '\0' ' ' < /proc/$(cat ~/pid)/cmdline 2>/dev/null)" = "sleep 600 " ] && echo alive || echo gone`)
-	if want := "kept\nroot-kept\ngone\n"; out != want {
+	want := "kept\nroot-kept\ngone\n"
+	if s.h.KeepsProcesses {
+		want = "kept\nroot-kept\nalive\n"
+	}
+	if out != want {
 		t.Errorf("after Resume: %q, want %q", out, want)
+	}
+	if s.h.KeepsProcesses {
+		// The value was in the holder's memory only.
+		said := sb.mustSh(t, `kill -USR1 $(cat ~/holder); i=0; while [ ! -s ~/said ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; cat ~/said ~/value`)
+		if lines := strings.Split(said, "\n"); len(lines) < 2 || lines[0] == "" || lines[0] != lines[1] {
+			t.Errorf("the value held in memory across Suspend and Resume: said, then stored: %q", said)
+		}
 	}
 	if host := strings.TrimSpace(sb.mustSh(t, "hostname")); s.h.Isolates && host != sb.spec.Hostname {
 		t.Errorf("resumed with hostname %q, want %q", host, sb.spec.Hostname)

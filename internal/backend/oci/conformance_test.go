@@ -44,7 +44,7 @@ func TestConformanceGvisor(t *testing.T) {
 	if runsc == "" {
 		t.Skip("gVisor's runsc is neither in bin/ nor in PATH: make runsc (./setup does)")
 	}
-	runConformance(t, GvisorConfig(runsc), backendtest.Harness{ExtraPids: gvisorHostTasks})
+	runConformance(t, GvisorConfig(runsc), backendtest.Harness{ExtraPids: gvisorHostTasks, KeepsProcesses: true})
 }
 
 func requireRoot(t *testing.T) {

@@ -24,6 +24,7 @@ func GvisorConfig(binary string) Config {
 		// that gVisor does not survive filling the disk.
 		Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"},
 		AgentListens:          true,
+		Checkpoints:           true,
 		MountsTmpfsAtTmp:      true,
 		KernelCountsProcesses: true,
 		OwnNetwork:            true,

@@ -46,6 +46,10 @@ type Config struct {
 	// Flags go before the subcommand of every invocation, after --root
 	// (runsc: --platform=systrap, --host-uds=all).
 	Flags []string
+	// Checkpoints: a suspend saves the sandbox's memory and processes
+	// (runsc checkpoint) and the resume restores them (runsc restore).
+	// Needs AgentListens: the agent closes its listener for the checkpoint.
+	Checkpoints bool
 	// AgentListens makes the agent listen on a socket of its own, in a host
 	// directory bind-mounted into the sandbox, where by default the daemon
 	// makes the socket and the runtime hands it over (see listenAgent).
@@ -238,27 +242,9 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS) error {
 	dir := layer.dir
 	mounted := time.Now()
-	spec := specFor(s, r.cfg, layer.socketDir, ns)
-	if r.cfg.MountsTmpfsAtTmp {
-		tmp, err := layer.tmp()
-		if err != nil {
-			return fmt.Errorf("sandbox %s: %w", s.ID, err)
-		}
-		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "bind", Source: tmp,
-			Options: []string{"bind", "rw", "nosuid", "nodev"}})
-	}
-	cfg, err := json.Marshal(spec)
+	logFile, err := r.writeBundle(s, layer, ns)
 	if err != nil {
-		return fmt.Errorf("encode bundle config: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o600); err != nil {
-		return fmt.Errorf("write bundle config: %w", err)
-	}
-
-	// #nosec G304 -- a file in a sandbox directory Hutch made
-	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open agent log: %w", err)
+		return err
 	}
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
@@ -294,6 +280,33 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	r.log.Debug("sandbox started", "sandbox_id", s.ID,
 		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "agent", time.Since(ran))
 	return nil
+}
+
+// writeBundle writes the bundle's config.json for a sandbox whose root is
+// mounted and opens its agent log, for the runtime's output.
+func (r *Runtime) writeBundle(s backend.Spec, layer sandboxLayout, ns *userNS) (*os.File, error) {
+	spec := specFor(s, r.cfg, layer.socketDir, ns)
+	if r.cfg.MountsTmpfsAtTmp {
+		tmp, err := layer.tmp()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "bind", Source: tmp,
+			Options: []string{"bind", "rw", "nosuid", "nodev"}})
+	}
+	cfg, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode bundle config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(layer.dir, "config.json"), cfg, 0o600); err != nil {
+		return nil, fmt.Errorf("write bundle config: %w", err)
+	}
+	// #nosec G304 -- a file in a sandbox directory Hutch made
+	logFile, err := os.OpenFile(filepath.Join(layer.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open agent log: %w", err)
+	}
+	return logFile, nil
 }
 
 // waitAgent polls until an agent that listens itself accepts connections.
@@ -550,10 +563,17 @@ func (r *Runtime) Suspend(ctx context.Context, h backend.Handle) error {
 	if _, err := os.Stat(r.dir(h.ID)); err != nil {
 		return errdefs.NotFound("sandbox %s has no directory: %v", h.ID, err)
 	}
+	layer := r.layout(h.ID)
+	if r.cfg.Checkpoints {
+		// Memory and processes too, when the checkpoint works; else files
+		// only, as without.
+		if err := r.checkpoint(ctx, h.ID, layer); err != nil {
+			r.log.Warn("checkpoint failed; the sandbox keeps its files only", "sandbox_id", h.ID, "error", err)
+		}
+	}
 	if err := r.deleteContainer(ctx, h.ID); err != nil {
 		return err
 	}
-	layer := r.layout(h.ID)
 	return errors.Join(layer.unmountIDMapped(), layer.unmount())
 }
 
@@ -596,6 +616,17 @@ func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) 
 		return err
 	}
 	s.ID = h.ID
+	if _, err := os.Stat(layer.checkpoint()); err == nil {
+		rerr := r.restore(ctx, h, s, layer, ns)
+		if rerr == nil {
+			return nil
+		}
+		// A fresh start keeps the files, as without a checkpoint.
+		r.log.Warn("restore failed; starting the sandbox afresh with its files", "sandbox_id", h.ID, "error", rerr)
+		if err := errors.Join(r.deleteContainer(ctx, h.ID), os.RemoveAll(layer.checkpoint())); err != nil {
+			return errors.Join(rerr, err)
+		}
+	}
 	return r.start(ctx, h, s, layer, ns)
 }
 

@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"net"
+	"sync"
+)
+
+// Signals that close and reopen the listener of an agent that listens on a
+// socket path itself (under gVisor). A gVisor checkpoint cannot save a
+// socket listening on a host path, so the daemon closes it first
+// (SignalUnlisten) and has it made again once the sandbox is restored
+// (SignalRelisten). Connections and everything else go on meanwhile.
+const (
+	SignalUnlisten = "USR1"
+	SignalRelisten = "USR2"
+)
+
+// reopenable is a listener on a unix socket path that can be closed and
+// made again while the server that accepts from it goes on.
+type reopenable struct {
+	path  string
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	close sync.Once
+
+	mu sync.Mutex
+	ln net.Listener // nil while closed
+}
+
+func newReopenable(path string) (*reopenable, error) {
+	r := &reopenable{path: path, conns: make(chan net.Conn), done: make(chan struct{})}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// open listens on the path again (a stale socket file goes first); open
+// when open does nothing.
+func (r *reopenable) open() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		return nil
+	}
+	ln, err := listen(Config{Socket: r.path})
+	if err != nil {
+		return err
+	}
+	r.ln, r.addr = ln, ln.Addr()
+	go r.accept(ln)
+	return nil
+}
+
+// unlisten closes the listening socket, which removes its file.
+func (r *reopenable) unlisten() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		_ = r.ln.Close()
+		r.ln = nil
+	}
+}
+
+// accept hands ln's connections to Accept until ln is closed.
+func (r *reopenable) accept(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case r.conns <- c:
+		case <-r.done:
+			_ = c.Close()
+			return
+		}
+	}
+}
+
+func (r *reopenable) Accept() (net.Conn, error) {
+	select {
+	case c := <-r.conns:
+		return c, nil
+	case <-r.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (r *reopenable) Close() error {
+	r.close.Do(func() { close(r.done) })
+	r.unlisten()
+	return nil
+}
+
+func (r *reopenable) Addr() net.Addr { return r.addr }

@@ -1,0 +1,114 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/backend"
+)
+
+// Checkpoints (Config.Checkpoints, gVisor): a suspend saves the sandbox's
+// memory and processes into an image in its directory, and the resume
+// restores them, so that a process holding state answers as before.
+//
+// gVisor cannot save a socket listening on a host path, and the agent's is
+// one: the agent closes it before the checkpoint and listens again after
+// the restore, told by signals (agent.SignalUnlisten, SignalRelisten).
+// Connections open at the checkpoint end; the daemon dials again.
+
+// checkpointWait bounds the wait for the agent to close or reopen its
+// listener.
+const checkpointWait = 5 * time.Second
+
+func (l sandboxLayout) checkpoint() string { return filepath.Join(l.dir, "checkpoint") }
+
+// checkpoint saves sandbox id's memory and processes into its checkpoint
+// image. The sandbox stops, whether the checkpoint worked or not.
+func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout) error {
+	img, partial := layer.checkpoint(), layer.checkpoint()+".partial"
+	if _, err := os.Stat(img); err == nil {
+		// A daemon stopped between the checkpoint and the delete (Recover
+		// finishes the suspend): the image stands while nothing runs.
+		if st, err := r.state(ctx, id); err != nil || st.Status != "running" {
+			return nil
+		}
+	}
+	if err := errors.Join(os.RemoveAll(img), os.RemoveAll(partial)); err != nil {
+		return err
+	}
+	if err := r.run(ctx, "kill", containerID(id), agent.SignalUnlisten); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, func() bool { _, err := os.Lstat(layer.socket); return errors.Is(err, os.ErrNotExist) }); err != nil {
+		return fmt.Errorf("the agent did not close its listener: %w", err)
+	}
+	began := time.Now()
+	if err := r.run(ctx, "checkpoint", "--image-path", partial, containerID(id)); err != nil {
+		return errors.Join(err, os.RemoveAll(partial))
+	}
+	r.log.Debug("sandbox checkpointed", "sandbox_id", id, "duration", time.Since(began))
+	return os.Rename(partial, img)
+}
+
+// restore starts a suspended sandbox, whose root is mounted, from its
+// checkpoint image, and waits for its agent. The image goes once restored.
+func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS) error {
+	began := time.Now()
+	logFile, err := r.writeBundle(s, layer, ns)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	// The runtime's output goes to the log: restore --detach hands its
+	// stdio to the sandbox, so no pipe may tie it to us.
+	cmd := r.command(ctx, "restore", "--detach", "--image-path", layer.checkpoint(), "--bundle", layer.dir, containerID(h.ID))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s restore: %w%s", r.cfg.Name, err, tailOf(filepath.Join(layer.dir, "agent.log")))
+	}
+	restored := time.Now()
+	if err := layer.unmountIDMapped(); err != nil {
+		return err
+	}
+	if err := r.run(ctx, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
+		return err
+	}
+	if err := r.waitAgent(ctx, h); err != nil {
+		return err
+	}
+	r.log.Debug("sandbox restored", "sandbox_id", h.ID, "restore", restored.Sub(began), "agent", time.Since(restored))
+	return os.RemoveAll(layer.checkpoint())
+}
+
+// run runs the runtime with args, its stderr in the error.
+func (r *Runtime) run(ctx context.Context, args ...string) error {
+	var stderr bytes.Buffer
+	cmd := r.command(ctx, args...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", r.cfg.Name, args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// waitFor polls cond every millisecond until it holds, for up to
+// checkpointWait.
+func waitFor(ctx context.Context, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, checkpointWait)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
