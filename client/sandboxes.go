@@ -78,8 +78,9 @@ func (c *Client) UnpauseSandbox(ctx context.Context, id string) (*Sandbox, error
 }
 
 // SuspendSandbox stops a sandbox so that it uses no memory and no CPU,
-// keeping its files; its processes are gone. Any call that needs it (exec,
-// code, files) resumes it first.
+// keeping its files; under gVisor its memory and processes too, under runc
+// they are gone. Any call that needs it (exec, code, files) resumes it
+// first.
 func (c *Client) SuspendSandbox(ctx context.Context, id string) (*Sandbox, error) {
 	return c.sandboxAction(ctx, id, "suspend")
 }

@@ -41,8 +41,8 @@ func (a *app) newUnpauseCmd() *cobra.Command {
 func (a *app) newSuspendCmd() *cobra.Command {
 	return a.newSandboxActionCmd("suspend", "Stop sandboxes, keeping their files",
 		"Suspend each sandbox, printing its ID: it uses no memory and no CPU, its\n"+
-			"files are kept and its processes are gone. The next exec or file call\n"+
-			"resumes it, as does hutch resume.",
+			"files are kept, and under gVisor its memory and processes too (under runc\n"+
+			"they are gone). The next exec or file call resumes it, as does hutch resume.",
 		(*client.Client).SuspendSandbox)
 }
 

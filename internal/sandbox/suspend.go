@@ -12,8 +12,10 @@ import (
 )
 
 // Suspend stops a running (or paused) sandbox so that it uses no memory and
-// no CPU, keeping its files. Its processes are gone. Any call that needs
-// it (exec, code, files) resumes it first; Resume does so explicitly.
+// no CPU, keeping its files, and its memory and processes where the
+// runtime checkpoints (gVisor); elsewhere they are gone, and the resume
+// starts again the background processes that ran. Any call that needs it
+// (exec, code, files) resumes it first; Resume does so explicitly.
 // Suspending a suspended sandbox does nothing.
 func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbox, error) {
 	unlock := m.lockWake(id)

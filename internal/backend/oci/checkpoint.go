@@ -43,6 +43,12 @@ func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout
 	if err := errors.Join(os.RemoveAll(img), os.RemoveAll(partial)); err != nil {
 		return err
 	}
+	// A frozen agent cannot close its listener: thawed, it can.
+	if st, err := r.state(ctx, id); err == nil && st.Status == "paused" {
+		if err := r.run(ctx, "resume", containerID(id)); err != nil {
+			return err
+		}
+	}
 	if err := r.run(ctx, "kill", containerID(id), agent.SignalUnlisten); err != nil {
 		return err
 	}
