@@ -62,6 +62,8 @@ type Sandbox struct {
 	DiskMB       int64             `json:"disk_mb"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
 	IdleAction   string            `json:"idle_action"`
+	// ExpiresAt is the end of its max lifetime: it is deleted then.
+	ExpiresAt time.Time `json:"expires_at"`
 	Key          string            `json:"key,omitempty"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
@@ -91,13 +93,18 @@ type CreateSandboxRequest struct {
 	// returned (woken if suspended) when there is one, else made with it.
 	// One per conversation, per agent, or per team.
 	Key string `json:"key,omitempty"`
+	// MaxLifetimeS is how long it lives at most, running or suspended,
+	// before it is deleted (default 30 days).
+	MaxLifetimeS int64 `json:"max_lifetime_s,omitempty"`
 }
 
 // UpdateSandboxRequest changes a sandbox's idle timeout, from now on (a
-// keepalive, as E2B's setTimeout), and optionally its idle action.
+// keepalive, as E2B's setTimeout), and optionally its idle action, and its
+// max lifetime, counted from now; give one or both.
 type UpdateSandboxRequest struct {
-	IdleTimeoutS int64  `json:"idle_timeout_s"`
+	IdleTimeoutS int64  `json:"idle_timeout_s,omitempty"`
 	IdleAction   string `json:"idle_action,omitempty"`
+	MaxLifetimeS int64  `json:"max_lifetime_s,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.

@@ -23,7 +23,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
-		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
 	}
 }
 
@@ -33,14 +33,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if req.IdleTimeoutS < 0 {
-		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s must be positive"))
+	if req.IdleTimeoutS < 0 || req.MaxLifetimeS < 0 {
+		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s and max_lifetime_s must be positive"))
 		return
 	}
 	sb, created, err := s.m.Open(r.Context(), sandbox.CreateOptions{
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
-		IdleAction: req.IdleAction, Key: req.Key,
+		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -133,6 +133,6 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
-		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction)
+		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)
 	})
 }

@@ -23,6 +23,7 @@ type createFlags struct {
 	idleTimeout time.Duration
 	idleAction  string
 	key         string
+	maxLifetime time.Duration
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -37,6 +38,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend (or delete) the sandbox after this long without activity (default 5m)")
 	fl.StringVar(&f.key, "key", "", "get or create: the sandbox with this key if there is one (woken if suspended), else a new one with it")
+	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
 }
 
@@ -51,10 +53,10 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		IdleAction: f.idleAction,
 		Key:        f.key,
 	}
-	if f.idleTimeout < 0 {
-		return req, usageErrorf(cmd, "--idle-timeout must not be negative")
+	if f.idleTimeout < 0 || f.maxLifetime < 0 {
+		return req, usageErrorf(cmd, "--idle-timeout and --max-lifetime must not be negative")
 	}
-	req.IdleTimeoutS = seconds(f.idleTimeout)
+	req.IdleTimeoutS, req.MaxLifetimeS = seconds(f.idleTimeout), seconds(f.maxLifetime)
 	var err error
 	if req.Env, err = parseEnv(a, cmd, f.env); err != nil {
 		return req, err

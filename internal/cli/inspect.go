@@ -49,6 +49,9 @@ func (a *app) newInspectCmd() *cobra.Command {
 			t.row("Disk:", fmt.Sprintf("%d MiB", sb.DiskMB))
 			t.row("Idle timeout:", (time.Duration(sb.IdleTimeoutS) * time.Second).String())
 			t.row("Idle action:", sb.IdleAction)
+			if !sb.ExpiresAt.IsZero() {
+				t.row("Expires:", sb.ExpiresAt.Local().Format(time.RFC3339))
+			}
 			busy := "idle"
 			if act.Busy {
 				busy = "busy"

@@ -53,33 +53,38 @@ func (a *app) newResumeCmd() *cobra.Command {
 
 func (a *app) newKeepaliveCmd() *cobra.Command {
 	var (
-		timeout time.Duration
-		action  string
+		timeout, lifetime time.Duration
+		action            string
 	)
 	cmd := &cobra.Command{
-		Use:   "keepalive ID... --idle-timeout D",
-		Short: "Set sandboxes' idle timeout, from now",
+		Use:   "keepalive ID... --idle-timeout D | --max-lifetime D",
+		Short: "Set sandboxes' idle timeout or max lifetime, from now",
 		Long: "Set each sandbox's idle timeout, counted from now, printing its ID: a\n" +
 			"keepalive for a sandbox an agent will come back to. --idle-action changes\n" +
-			"what the timeout does (suspend or delete).",
-		Example: "  hutch keepalive abc123 --idle-timeout 2h",
+			"what the timeout does (suspend or delete). --max-lifetime moves the time\n" +
+			"the sandbox is deleted at, running or suspended, to that long from now.",
+		Example: "  hutch keepalive abc123 --idle-timeout 2h\n  hutch keepalive abc123 --max-lifetime 720h",
 		Args:    minArgs(1, "one or more sandbox IDs"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if timeout < time.Second {
-				return usageErrorf(cmd, "--idle-timeout must be at least 1s")
+			if timeout == 0 && lifetime == 0 {
+				return usageErrorf(cmd, "give --idle-timeout, --max-lifetime or both")
+			}
+			if (timeout != 0 && timeout < time.Second) || (lifetime != 0 && lifetime < time.Second) {
+				return usageErrorf(cmd, "--idle-timeout and --max-lifetime must be at least 1s")
 			}
 			c, err := a.connect()
 			if err != nil {
 				return err
 			}
-			req := client.UpdateSandboxRequest{IdleTimeoutS: seconds(timeout), IdleAction: action}
+			req := client.UpdateSandboxRequest{IdleTimeoutS: seconds(timeout), IdleAction: action, MaxLifetimeS: seconds(lifetime)}
 			return a.forEach(cmd, args, func(ctx context.Context, id string) error {
 				_, err := c.UpdateSandbox(ctx, id, req)
 				return err
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "idle-timeout", 0, "the new idle timeout, from now (required)")
+	cmd.Flags().DurationVar(&timeout, "idle-timeout", 0, "the new idle timeout, from now")
+	cmd.Flags().DurationVar(&lifetime, "max-lifetime", 0, "delete the sandbox this long from now")
 	cmd.Flags().StringVar(&action, "idle-action", "", "suspend or delete (default: unchanged)")
 	return cmd
 }

@@ -31,6 +31,7 @@ const (
 	DefaultPids        = 256
 	DefaultDiskMB      = 2048
 	DefaultIdleTimeout = 300 * time.Second
+	DefaultMaxLifetime = 30 * 24 * time.Hour
 
 	minMemoryMB    = 32
 	maxMemoryMB    = 1 << 20
@@ -39,6 +40,7 @@ const (
 	minDiskMB      = 64      // ext4's own structures need a few MiB
 	maxDiskMB      = 1 << 20 // 1 TiB
 	maxIdleTimeout = 30 * 24 * time.Hour
+	maxMaxLifetime = 365 * 24 * time.Hour
 )
 
 // Config wires a Manager.
@@ -163,6 +165,9 @@ type CreateOptions struct {
 	IdleAction string
 	// Key makes a create a get-or-create (see Open).
 	Key string
+	// MaxLifetime is how long the sandbox lives at most, running or
+	// suspended: it is deleted then.
+	MaxLifetime time.Duration
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -189,6 +194,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if o.IdleAction == "" {
 		o.IdleAction = store.IdleSuspend
 	}
+	if o.MaxLifetime == 0 {
+		o.MaxLifetime = DefaultMaxLifetime
+	}
 	var errs []error
 	if n := float64(runtime.NumCPU()); o.CPUs < 0.01 || o.CPUs > n {
 		errs = append(errs, fmt.Errorf("cpus must be between 0.01 and %g (this host's CPUs), got %g", n, o.CPUs))
@@ -211,6 +219,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
 	}
+	if err := checkMaxLifetime(o.MaxLifetime); err != nil {
+		errs = append(errs, err)
+	}
 	for k := range o.Env {
 		if !template.ValidEnvName(k) {
 			errs = append(errs, fmt.Errorf("env name %q is not a valid variable name", k))
@@ -220,6 +231,14 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		return o, errdefs.InvalidArgument("%v", errors.Join(errs...))
 	}
 	return o, nil
+}
+
+// checkMaxLifetime checks a max lifetime a call gives.
+func checkMaxLifetime(d time.Duration) error {
+	if d < time.Second || d > maxMaxLifetime {
+		return fmt.Errorf("max_lifetime_s must be between 1 and %d, got %d", int(maxMaxLifetime.Seconds()), int(d.Seconds()))
+	}
+	return nil
 }
 
 // Create makes and starts a sandbox and returns it once its agent answers.
@@ -248,7 +267,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	rec := &store.Sandbox{
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
-		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now,
+		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
 		return nil, err
@@ -315,6 +334,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*st
 		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.StateRunning,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
+		ExpiresAt: now.Add(opts.MaxLifetime),
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
 		go m.destroyPooled(sb)

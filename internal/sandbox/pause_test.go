@@ -202,6 +202,45 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 	}
 }
 
+// A sandbox is deleted at the end of its max lifetime, suspended or not;
+// a keepalive moves the end.
+func TestMaxLifetime(t *testing.T) {
+	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	d.runTimers(t)
+	ctx := t.Context()
+	created := time.Now()
+	running := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
+	suspended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
+	extended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
+	if got := running.ExpiresAt.Sub(running.CreatedAt); got != 2*time.Second {
+		t.Errorf("expires %v after its creation, want 2s", got)
+	}
+	if _, err := d.m.Suspend(ctx, suspended.ID, "suspended by request"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.Keepalive(ctx, extended.ID, 0, "", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{running.ID, suspended.ID} {
+		waitFor(t, "the expired sandbox to go", func() bool {
+			_, err := d.m.Get(ctx, id)
+			return errors.Is(err, errdefs.ErrNotFound)
+		})
+	}
+	if after := time.Since(created); after < 2*time.Second {
+		t.Errorf("deleted %v after its creation, before its max lifetime of 2 s", after)
+	}
+	if d.listed(t, running.ID) || d.listed(t, suspended.ID) {
+		t.Error("the backend still has an expired sandbox")
+	}
+	if got, err := d.m.Get(ctx, extended.ID); err != nil || got.State != store.StateRunning {
+		t.Errorf("the sandbox whose lifetime was extended: %+v, %v", got, err)
+	}
+	if err := d.m.Delete(ctx, extended.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A keepalive sets a new idle timeout from now: a sandbox whose 1 s
 // timeout became an hour is not suspended.
 func TestKeepalive(t *testing.T) {
@@ -209,7 +248,7 @@ func TestKeepalive(t *testing.T) {
 	d.runTimers(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
-	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete)
+	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete, 0)
 	if err != nil || rec.IdleTimeout != time.Hour || rec.IdleAction != store.IdleDelete {
 		t.Fatalf("Keepalive: %+v, %v", rec, err)
 	}
@@ -218,11 +257,12 @@ func TestKeepalive(t *testing.T) {
 		t.Errorf("1.5 s after a keepalive of an hour: %+v, %v", got, err)
 	}
 	for _, bad := range []struct {
-		timeout time.Duration
-		action  string
-	}{{0, ""}, {time.Hour, "nap"}, {31 * 24 * time.Hour, ""}} {
-		if _, err := d.m.Keepalive(ctx, sb.ID, bad.timeout, bad.action); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Keepalive(%v, %q): %v, want invalid argument", bad.timeout, bad.action, err)
+		timeout  time.Duration
+		action   string
+		lifetime time.Duration
+	}{{0, "", 0}, {time.Hour, "nap", 0}, {31 * 24 * time.Hour, "", 0}, {0, "", 400 * 24 * time.Hour}, {-time.Second, "", 0}} {
+		if _, err := d.m.Keepalive(ctx, sb.ID, bad.timeout, bad.action, bad.lifetime); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Keepalive(%v, %q, %v): %v, want invalid argument", bad.timeout, bad.action, bad.lifetime, err)
 		}
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {

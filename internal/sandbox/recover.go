@@ -135,6 +135,8 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.reapEvery)
 	defer t.Stop()
+	var lastExpiry time.Time
+	expiryEvery := max(m.reapEvery, time.Second)
 	m.fillPools(ctx)
 	for {
 		select {
@@ -143,6 +145,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		case now := <-t.C:
 			m.sampleCPU(ctx, now)
 			m.reapIdle(ctx, now)
+			if now.Sub(lastExpiry) >= expiryEvery {
+				lastExpiry = now
+				m.deleteExpired(ctx, now)
+			}
 			m.fillPools(ctx)
 		case <-m.pool.kick:
 			m.fillPools(ctx)
@@ -205,6 +211,41 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	m.log.Info("deleting idle sandbox", attrSandbox, id)
 	if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
+	}
+}
+
+// deleteExpired deletes the sandboxes whose max lifetime has ended,
+// running or suspended, each in a goroutine of its own as reaps are.
+func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
+	recs, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		m.log.Error("list sandboxes for expiry", "error", err)
+		return
+	}
+	for _, rec := range recs {
+		if rec.ExpiresAt.IsZero() || now.Before(rec.ExpiresAt) {
+			continue
+		}
+		m.mu.Lock()
+		if m.reaping[rec.ID] {
+			m.mu.Unlock()
+			continue
+		}
+		m.reaping[rec.ID] = true
+		m.mu.Unlock()
+		m.reaps.Add(1)
+		go func() {
+			defer func() {
+				m.mu.Lock()
+				delete(m.reaping, rec.ID)
+				m.mu.Unlock()
+				m.reaps.Done()
+			}()
+			m.log.Info("deleting sandbox at the end of its max lifetime", attrSandbox, rec.ID, "expired_at", rec.ExpiresAt)
+			if err := m.Delete(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				m.log.Error("delete expired sandbox", attrSandbox, rec.ID, "error", err)
+			}
+		}()
 	}
 }
 

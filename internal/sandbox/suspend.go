@@ -146,10 +146,20 @@ type wakeLock struct {
 
 // Keepalive changes a sandbox's idle timeout and, when action is not
 // empty, its idle action, and counts as activity: the new timeout runs from
-// now (E2B's setTimeout). It does not wake a suspended sandbox.
-func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string) (*store.Sandbox, error) {
-	if timeout < time.Second || timeout > maxIdleTimeout {
+// now (E2B's setTimeout). A lifetime that is not 0 makes the sandbox expire
+// that long from now. It does not wake a suspended sandbox. A timeout of 0
+// leaves the idle timeout as it was.
+func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
+	if timeout == 0 && lifetime == 0 {
+		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
+	}
+	if timeout != 0 && (timeout < time.Second || timeout > maxIdleTimeout) {
 		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(timeout.Seconds()))
+	}
+	if lifetime != 0 {
+		if err := checkMaxLifetime(lifetime); err != nil {
+			return nil, errdefs.InvalidArgument("%v", err)
+		}
 	}
 	if action != "" && action != store.IdleSuspend && action != store.IdleDelete {
 		return nil, errdefs.InvalidArgument("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, action)
@@ -158,11 +168,16 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	rec.IdleTimeout = timeout
+	if timeout != 0 {
+		rec.IdleTimeout = timeout
+	}
 	if action != "" {
 		rec.IdleAction = action
 	}
 	rec.UpdatedAt = time.Now().UTC()
+	if lifetime != 0 {
+		rec.ExpiresAt = rec.UpdatedAt.Add(lifetime)
+	}
 	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -171,7 +186,7 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 	m.mu.Unlock()
 	if inst != nil {
 		inst.mu.Lock()
-		inst.idleTimeout, inst.lastActive = timeout, time.Now()
+		inst.idleTimeout, inst.lastActive = rec.IdleTimeout, time.Now()
 		inst.mu.Unlock()
 	}
 	return copyRecord(rec), nil

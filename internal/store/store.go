@@ -73,6 +73,8 @@ type Sandbox struct {
 	IdleAction string
 	// Key, when not empty, is what get-or-create finds it by; unique.
 	Key string
+	// ExpiresAt is the end of its max lifetime: it is deleted then.
+	ExpiresAt time.Time
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string

@@ -109,11 +109,15 @@ func TestKey(t *testing.T) {
 	if err != nil || sb.State != client.StateRunning || sb.Key != "chat-7" {
 		t.Errorf("the key's sandbox: %+v, %v", sb, err)
 	}
-	if out, stderr, code := d.cli("", "keepalive", id, "--idle-timeout", "2h"); code != 0 || strings.TrimSpace(out) != id {
+	if out, stderr, code := d.cli("", "keepalive", id, "--idle-timeout", "2h", "--max-lifetime", "48h"); code != 0 || strings.TrimSpace(out) != id {
 		t.Errorf("keepalive: %d %q %q", code, out, stderr)
 	}
-	if sb, err := d.client.GetSandbox(t.Context(), id); err != nil || sb.IdleTimeoutS != 7200 {
+	sb, err = d.client.GetSandbox(t.Context(), id)
+	if err != nil || sb.IdleTimeoutS != 7200 {
 		t.Errorf("after keepalive: %+v, %v; want idle_timeout_s 7200", sb, err)
+	}
+	if left := time.Until(sb.ExpiresAt); left < 47*time.Hour || left > 48*time.Hour {
+		t.Errorf("after keepalive --max-lifetime 48h: expires in %v", left)
 	}
 	if _, stderr, code := d.cli("", "run", "--key", "x", "--", "true"); code != 2 || !strings.Contains(stderr, "--key goes with hutch create") {
 		t.Errorf("run --key: %d %q", code, stderr)

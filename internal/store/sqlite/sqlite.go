@@ -94,7 +94,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (d *DB) Close() error { return d.db.Close() }
 
 const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key`
+	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at`
 
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	args, err := sandboxArgs(sb)
@@ -102,7 +102,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.key") {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)
@@ -165,7 +165,8 @@ func (d *DB) UpdateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET
 		template = ?2, backend = ?3, state = ?4, state_reason = ?5, handle = ?6, cpus = ?7,
 		memory_mb = ?8, pids = ?9, idle_timeout_s = ?10, env = ?11, metadata = ?12,
-		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17, key = ?18
+		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17, key = ?18,
+		expires_at = ?19
 		WHERE id = ?1`, args...)
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
@@ -205,6 +206,7 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 		sb.ID, sb.Template, sb.Backend, sb.State, sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
+		sb.ExpiresAt.UnixNano(),
 	}, nil
 }
 
@@ -232,9 +234,10 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		env, meta        string
 		created, updated int64
 		key              sql.NullString
+		expires          int64
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key)
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires)
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +251,7 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	}
 	sb.CreatedAt = time.Unix(0, created).UTC()
 	sb.UpdatedAt = time.Unix(0, updated).UTC()
+	sb.ExpiresAt = time.Unix(0, expires).UTC()
 	return &sb, nil
 }
 

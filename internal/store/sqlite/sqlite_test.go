@@ -33,6 +33,7 @@ func sample(id string) *store.Sandbox {
 		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
+		ExpiresAt: now.Add(time.Hour),
 	}
 }
 
@@ -48,7 +49,8 @@ func TestSandboxRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.CPUs != 1.5 || got.Env["A"] != "b" || got.Metadata["owner"] != "t" ||
-		got.IdleTimeout != 300*time.Second || !got.CreatedAt.Equal(sb.CreatedAt) || string(got.Handle) != `{"dir":"/x"}` {
+		got.IdleTimeout != 300*time.Second || !got.CreatedAt.Equal(sb.CreatedAt) || string(got.Handle) != `{"dir":"/x"}` ||
+		!got.ExpiresAt.Equal(sb.ExpiresAt) {
 		t.Fatalf("round trip changed the record: %+v", got)
 	}
 
