@@ -7,7 +7,7 @@
 //	(c) memory per idle sandbox: cgroup usage, agent PSS, daemon RSS growth
 //	(d), (e): (a) and (b) with gVisor
 //	(f) create → first output from a warm pool, runc and gVisor
-//	(g) suspend, and resume → first output, runc and gVisor, beside a cold create
+//	(g) suspend, resume → first output and fork → first output, runc and gVisor, beside a cold create
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.

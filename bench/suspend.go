@@ -18,11 +18,12 @@ time.sleep(1 << 30)`
 
 // measureSuspend is row (g): suspend, and resume → first output of `echo
 // hi`, of one sandbox over and over, beside a cold create → first output of
-// the same runtime, which is what a resume saves. Under runc the sandbox
+// the same runtime, which is what a resume saves, and a fork of the
+// sandbox (its files, 10 MB of them its own) → first output in the copy. Under runc the sandbox
 // holds only files; under gVisor it also runs a background Python process
 // holding 64 MiB, which the resume brings back.
 func (b *bench) measureSuspend(ctx context.Context) (section, error) {
-	s := section{title: "(g) suspend and resume: one sandbox, resumed → first output of `echo hi`, beside a cold create"}
+	s := section{title: "(g) suspend, resume and fork: one sandbox, resumed or forked → first output of `echo hi`, beside a cold create"}
 	runtimes := []string{"runc"}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		runtimes = append(runtimes, "gvisor")
@@ -69,22 +70,22 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 		if _, err := c.ResumeSandbox(ctx, sb.ID); err != nil {
 			return 0, err
 		}
-		var first time.Duration
-		if _, err := c.ExecStream(ctx, sb.ID, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
-			if first == 0 {
-				first = time.Since(start)
-			}
-			return nil
-		}); err != nil {
-			return 0, err
-		}
-		return first, nil
+		return firstEcho(ctx, c, sb.ID, start)
 	}}
 	create := &peer{name: "create", run: func(ctx context.Context) (time.Duration, error) {
 		_, first, err := hutchCreate(ctx, c, runtime)
 		return first, err
 	}}
-	if err := b.interleave(ctx, "(g) suspend/resume "+runtime, n, resume, create); err != nil {
+	fork := &peer{name: "fork", run: func(ctx context.Context) (first time.Duration, err error) {
+		start := time.Now()
+		made, err := c.ForkSandbox(ctx, sb.ID, 1)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { err = errors.Join(err, deleteSandbox(ctx, c, made[0].ID)) }()
+		return firstEcho(ctx, c, made[0].ID, start)
+	}}
+	if err := b.interleave(ctx, "(g) suspend/resume/fork "+runtime, n, resume, create, fork); err != nil {
 		return nil, err
 	}
 	m := median(resume.samples)
@@ -98,5 +99,19 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 		durationRow(fmt.Sprintf("hutch (%s): cold create + exec echo, to first stdout", runtime), create.samples),
 		{label: "  ratio resume / cold create", median: fmtRatio(ratio(m, median(create.samples)))},
 		{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
+		durationRow(fmt.Sprintf("hutch (%s): POST fork (1 copy, files only) + exec echo in it, to first stdout", runtime), fork.samples),
+		{label: "  ratio fork / cold create", median: fmtRatio(ratio(median(fork.samples), median(create.samples)))},
 	}, nil
+}
+
+// firstEcho runs echo in sandbox id and returns how long after start its
+// output came.
+func firstEcho(ctx context.Context, c *client.Client, id string, start time.Time) (first time.Duration, err error) {
+	_, err = c.ExecStream(ctx, id, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
+		if first == 0 {
+			first = time.Since(start)
+		}
+		return nil
+	})
+	return first, err
 }

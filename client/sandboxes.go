@@ -113,3 +113,33 @@ func (c *Client) UpdateSandbox(ctx context.Context, id string, req UpdateSandbox
 	}
 	return &sb, nil
 }
+
+// SnapshotSandbox makes a snapshot of sandbox id's files as they are now:
+// a template (source "snapshot") that CreateSandboxRequest.FromSnapshot,
+// or Template, starts new sandboxes from. It wakes a suspended sandbox;
+// a running one is frozen for the copy.
+func (c *Client) SnapshotSandbox(ctx context.Context, id, name string) (*Template, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var t Template
+	if err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "snapshot"), json: SnapshotRequest{Name: name}}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// ForkSandbox makes count new sandboxes from sandbox id's files as they are
+// now, with its runtime, limits, env and timers.
+func (c *Client) ForkSandbox(ctx context.Context, id string, count int) ([]Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var out struct {
+		Sandboxes []Sandbox `json:"sandboxes"`
+	}
+	if err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "fork"), json: ForkRequest{Count: count}}, &out); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}

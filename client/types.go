@@ -96,6 +96,21 @@ type CreateSandboxRequest struct {
 	// MaxLifetimeS is how long it lives at most, running or suspended,
 	// before it is deleted (default 30 days).
 	MaxLifetimeS int64 `json:"max_lifetime_s,omitempty"`
+	// Files are placed in /home/user/workspace before the first command:
+	// paths in it to their text (at most 1000 files, 8 MiB together).
+	Files map[string]string `json:"files,omitempty"`
+	// FromSnapshot, instead of Template, starts from a snapshot's files.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
+}
+
+// SnapshotRequest names the snapshot (a template) a sandbox's files make.
+type SnapshotRequest struct {
+	Name string `json:"name"`
+}
+
+// ForkRequest asks for Count copies of a sandbox (default 1, at most 10).
+type ForkRequest struct {
+	Count int `json:"count,omitempty"`
 }
 
 // UpdateSandboxRequest changes a sandbox's idle timeout, from now on (a
@@ -265,6 +280,8 @@ type Template struct {
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
+	// Sandbox is the sandbox a snapshot was made from.
+	Sandbox string `json:"sandbox,omitempty"`
 	// Suite and Mirror are the Debian release and archive it came from.
 	Suite     string `json:"suite,omitempty"`
 	Mirror    string `json:"mirror,omitempty"`

@@ -41,6 +41,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
+		Files: req.Files, FromSnapshot: req.FromSnapshot,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -135,4 +136,45 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
 		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)
 	})
+}
+
+// snapshotSandbox makes a snapshot (a template) of a sandbox's files.
+func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.SnapshotRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	info, err := s.m.Snapshot(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, templateJSON(sandbox.TemplateInfo{Info: info}))
+}
+
+// forkSandbox makes copies of a sandbox from its files as they are now.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+	var req client.ForkRequest
+	if r.ContentLength != 0 { // the body is optional
+		if err := decode(r, &req); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	made, err := s.m.Fork(r.Context(), r.PathValue("id"), req.Count)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Sandboxes []client.Sandbox `json:"sandboxes"`
+	}{}
+	for _, sb := range made {
+		out.Sandboxes = append(out.Sandboxes, sandboxJSON(sb))
+	}
+	writeJSON(w, http.StatusCreated, out)
 }

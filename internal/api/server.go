@@ -61,6 +61,8 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspendSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resumeSandbox)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/activity", s.sandboxActivity)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.snapshotSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.forkSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/processes", s.startProcess)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/processes", s.listProcesses)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs)

@@ -72,6 +72,16 @@ type Suspender interface {
 	Resume(ctx context.Context, h Handle, spec Spec) error
 }
 
+// Snapshotter copies what a running sandbox changed into a root of its
+// own, without stopping it: snapshots and forks start from that root.
+type Snapshotter interface {
+	// Snapshot freezes the sandbox (unless it is paused already), applies
+	// its writable layer to dir, the root it was made from, as Export
+	// does, and thaws it. Call it after the sandbox's writes are flushed
+	// (sync in the sandbox).
+	Snapshot(ctx context.Context, h Handle, dir string) error
+}
+
 // Builder is what a backend offers template builds, which run their steps
 // (an npm install, a Hutchfile's RUN) in a sandbox made from the root being
 // built and keep what the step changed.

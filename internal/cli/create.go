@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +26,8 @@ type createFlags struct {
 	idleAction  string
 	key         string
 	maxLifetime time.Duration
+	files       []string
+	snapshot    string
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -38,6 +42,8 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend (or delete) the sandbox after this long without activity (default 5m)")
 	fl.StringVar(&f.key, "key", "", "get or create: the sandbox with this key if there is one (woken if suspended), else a new one with it")
+	fl.StringVar(&f.snapshot, "from-snapshot", "", "start from this snapshot's files (see hutch snapshot) instead of a template")
+	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
 }
@@ -50,13 +56,32 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		MemoryMB:   f.memoryMB,
 		Pids:       f.pids,
 		DiskMB:     f.diskMB,
-		IdleAction: f.idleAction,
-		Key:        f.key,
+		IdleAction:   f.idleAction,
+		Key:          f.key,
+		FromSnapshot: f.snapshot,
 	}
 	if f.idleTimeout < 0 || f.maxLifetime < 0 {
 		return req, usageErrorf(cmd, "--idle-timeout and --max-lifetime must not be negative")
 	}
 	req.IdleTimeoutS, req.MaxLifetimeS = seconds(f.idleTimeout), seconds(f.maxLifetime)
+	for _, spec := range f.files {
+		dest, src, ok := strings.Cut(spec, "=")
+		if !ok || dest == "" || src == "" {
+			return req, usageErrorf(cmd, "--file takes DEST=SRC, got %q", spec)
+		}
+		// #nosec G304 -- the caller's own file, named on their command line
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return req, err
+		}
+		if !utf8.Valid(b) {
+			return req, usageErrorf(cmd, "--file %s: not UTF-8 text; copy binary files in with hutch cp", src)
+		}
+		if req.Files == nil {
+			req.Files = map[string]string{}
+		}
+		req.Files[dest] = string(b)
+	}
 	var err error
 	if req.Env, err = parseEnv(a, cmd, f.env); err != nil {
 		return req, err

@@ -106,6 +106,8 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newResumeCmd(),
 		a.newKeepaliveCmd(),
 		a.newProcessCmd(),
+		a.newSnapshotCmd(),
+		a.newForkCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

@@ -168,11 +168,22 @@ type CreateOptions struct {
 	// MaxLifetime is how long the sandbox lives at most, running or
 	// suspended: it is deleted then.
 	MaxLifetime time.Duration
+	// Files are placed in the workspace before the first command: paths in
+	// it (or absolute under it) to their text, owned by the sandbox user.
+	Files map[string]string
+	// FromSnapshot, instead of Template, names the snapshot to start from.
+	FromSnapshot string
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
 // problems at once.
 func (o CreateOptions) withDefaults() (CreateOptions, error) {
+	if o.FromSnapshot != "" {
+		if o.Template != "" && o.Template != o.FromSnapshot {
+			return o, errdefs.InvalidArgument("give template or from_snapshot, not both")
+		}
+		o.Template = o.FromSnapshot
+	}
 	if o.Template == "" {
 		o.Template = DefaultTemplate
 	}
@@ -222,6 +233,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if err := checkMaxLifetime(o.MaxLifetime); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := workspaceFiles(o.Files); err != nil {
+		errs = append(errs, err)
+	}
 	for k := range o.Env {
 		if !template.ValidEnvName(k) {
 			errs = append(errs, fmt.Errorf("env name %q is not a valid variable name", k))
@@ -252,16 +266,24 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
+	if opts.FromSnapshot != "" {
+		if info, err := m.templates.Info(opts.FromSnapshot); err != nil || info.Source != template.SourceSnapshot {
+			return nil, errdefs.InvalidArgument("%s is not a snapshot (hutch template ls shows their source)", opts.FromSnapshot)
+		}
+	}
 	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
 	be, err := m.backendFor(opts.Runtime)
 	if err != nil {
 		return nil, err
 	}
-	if sb, ok := m.takePooled(opts, be.Name()); ok {
-		if sb.version == tmpl.Version {
-			return m.adopt(ctx, sb, opts)
+	// A pool's sandboxes run already, and files go in before the start.
+	if len(opts.Files) == 0 {
+		if sb, ok := m.takePooled(opts, be.Name()); ok {
+			if sb.version == tmpl.Version {
+				return m.adopt(ctx, sb, opts)
+			}
+			go m.destroyPooled(sb) // made before a rebuild
 		}
-		go m.destroyPooled(sb) // made before a rebuild
 	}
 	now := time.Now().UTC()
 	rec := &store.Sandbox{
@@ -285,7 +307,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 		}
 	}()
 
-	h, err := be.Create(ctx, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts))
+	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
+	files, _ := workspaceFiles(opts.Files) // checked by withDefaults
+	maps.Copy(spec.Files, files)
+	h, err := be.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
 	}

@@ -169,3 +169,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Files given at create are in the workspace, the sandbox user's, before
+// the first command; paths out of the workspace are refused.
+func TestCreateWithFiles(t *testing.T) {
+	d := newDaemonState(t).start(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{Files: map[string]string{
+		"notes.txt":                                "hello\n",
+		"src/app/main.py":                          "print(1)\n",
+		template.Workspace + "/data/absolute.json": "{}",
+	}})
+	root := d.backend.Root(sb.ID) + template.Workspace
+	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: `cat notes.txt src/app/main.py data/absolute.json; echo; stat -c '%u %a %n' src src/app src/app/main.py`})
+	want := "hello\nprint(1)\n{}\n1000 755 src\n1000 755 src/app\n1000 644 src/app/main.py\n"
+	if err != nil || out != want {
+		t.Errorf("in the workspace %s: %q, %v; want %q", root, out, err, want)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{
+		{"../escape": "x"},
+		{"/etc/passwd": "x"},
+		{"": "x"},
+		{"a": "file", "a/b": "under a file"},
+	} {
+		if _, err := d.m.Create(ctx, CreateOptions{Files: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("files %v: %v, want invalid argument", bad, err)
+		}
+	}
+}

@@ -68,6 +68,8 @@ type Info struct {
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
+	// Sandbox is the sandbox a snapshot was made from.
+	Sandbox string `json:"sandbox,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
@@ -165,19 +167,28 @@ func (s *Store) Version(name, version string) (Template, error) {
 	if name == HostName {
 		return s.host, nil
 	}
+	info, err := s.versionInfo(name, version)
+	if err != nil {
+		return Template{}, err
+	}
+	return s.template(info), nil
+}
+
+// versionInfo reads what one version of a template is.
+func (s *Store) versionInfo(name, version string) (Info, error) {
 	if !validName.MatchString(name) || !validVersion(version) {
-		return Template{}, errdefs.NotFound("template %s version %q not found", name, version)
+		return Info{}, errdefs.NotFound("template %s version %q not found", name, version)
 	}
 	// #nosec G304 -- a file of the store, under a validated name and version
 	b, err := os.ReadFile(filepath.Join(s.dir, name, version, "template.json"))
 	if err != nil {
-		return Template{}, errdefs.NotFound("template %s version %s is gone: %v", name, version, err)
+		return Info{}, errdefs.NotFound("template %s version %s is gone: %v", name, version, err)
 	}
 	var info Info
 	if err := json.Unmarshal(b, &info); err != nil {
-		return Template{}, fmt.Errorf("read template.json: %w", err)
+		return Info{}, fmt.Errorf("read template.json: %w", err)
 	}
-	return s.template(info), nil
+	return info, nil
 }
 
 // validVersion is a version's form: digits, T and Z (20261122T071729280Z).
@@ -289,7 +300,11 @@ func (s *Store) current(name string) (Info, error) {
 }
 
 func (s *Store) template(info Info) Template {
-	return Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs"), Env: info.Env}
+	t := Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs"), Env: info.Env}
+	if info.onHost() {
+		t.Binds = s.host.Binds
+	}
+	return t
 }
 
 // Build is a template being built: a root directory beside the store that

@@ -494,3 +494,86 @@ func TestGvisorMemoryBombStopsSandbox(t *testing.T) {
 		t.Fatalf("after the memory bomb: %+v, %v; want state error with a reason", got, err)
 	}
 }
+
+// Files given at create are in the workspace, the sandbox user's, before
+// the first command, under each runtime; hutch create --file sends them.
+func TestCreateWithFiles(t *testing.T) {
+	d := startDaemon(t)
+	src := filepath.Join(t.TempDir(), "local.txt")
+	if err := os.WriteFile(src, []byte("from the CLI\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Files: map[string]string{"src/main.py": "print('hi')\n"}})
+		res := d.exec(sb.ID, `python3 src/main.py; stat -c '%U %a' src src/main.py; echo x > src/written`)
+		if res.ExitCode != 0 || res.Stdout != "hi\nuser 755\nuser 644\n" {
+			t.Errorf("files at create: %+v", res)
+		}
+		out, stderr, code := d.cli("", "create", "--runtime", runtime, "--file", "in/local.txt="+src)
+		if code != 0 {
+			t.Fatalf("hutch create --file: %d %q", code, stderr)
+		}
+		id := strings.TrimSpace(out)
+		d.sandboxIDs = append(d.sandboxIDs, id)
+		if res := d.exec(id, "cat in/local.txt"); res.Stdout != "from the CLI\n" {
+			t.Errorf("hutch create --file: %+v", res)
+		}
+	})
+}
+
+// A snapshot of a running sandbox holds its files as they were, and new
+// sandboxes start from it; a fork makes copies of a sandbox as it is, each
+// its own. The sandbox runs on through both.
+func TestSnapshotAndFork(t *testing.T) {
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Env: map[string]string{"KEPT": "env"}})
+		if res := d.exec(sb.ID, "echo one > a.txt && mkdir -p ~/.local/lib && echo pkg > ~/.local/lib/p"); res.ExitCode != 0 {
+			t.Fatalf("write files: %+v", res)
+		}
+		name := "snap-" + runtime
+		snap, err := d.client.SnapshotSandbox(t.Context(), sb.ID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Source != "snapshot" || snap.Sandbox != sb.ID || !strings.HasPrefix(snap.Parent, "host@") {
+			t.Errorf("snapshot: %+v", snap)
+		}
+		// The sandbox runs on, and what it writes now is not in the snapshot.
+		if res := d.exec(sb.ID, "echo two > a.txt"); res.ExitCode != 0 {
+			t.Fatalf("the sandbox after its snapshot: %+v", res)
+		}
+		from := d.create(client.CreateSandboxRequest{Runtime: runtime, FromSnapshot: name})
+		if res := d.exec(from.ID, `cat a.txt ~/.local/lib/p; stat -c %U a.txt; hostname`); res.Stdout != "one\npkg\nuser\n"+from.ID+"\n" {
+			t.Errorf("a sandbox from the snapshot: %+v", res)
+		}
+
+		forks, err := d.client.ForkSandbox(t.Context(), sb.ID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range forks {
+			d.sandboxIDs = append(d.sandboxIDs, f.ID)
+		}
+		if len(forks) != 2 || forks[0].Runtime != runtime || forks[0].Metadata["forked_from"] != sb.ID {
+			t.Fatalf("forks: %+v", forks)
+		}
+		d.exec(forks[0].ID, "echo mine > a.txt")
+		for i, want := range []string{"mine\nenv\n", "two\nenv\n"} {
+			if res := d.exec(forks[i].ID, `cat a.txt; echo "$KEPT"`); res.Stdout != want {
+				t.Errorf("fork %d: %+v, want %q", i, res, want)
+			}
+		}
+		if res := d.exec(sb.ID, "cat a.txt"); res.Stdout != "two\n" {
+			t.Errorf("the forked sandbox: %+v", res)
+		}
+
+		_, err = d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Runtime: runtime, FromSnapshot: "host"})
+		if !client.IsInvalidArgument(err) {
+			t.Errorf("from_snapshot of a template that is not a snapshot: %v", err)
+		}
+		if _, err := d.client.SnapshotSandbox(t.Context(), sb.ID, "host"); !client.IsInvalidArgument(err) {
+			t.Errorf("a snapshot named host: %v", err)
+		}
+	})
+}

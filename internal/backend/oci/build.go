@@ -108,15 +108,45 @@ func (r *Runtime) Export(ctx context.Context, h backend.Handle, dir string) erro
 			return fmt.Errorf("sandbox %s: %w", h.ID, err)
 		}
 	}
-	ids, hasIDs := mappingOf(r.dir(h.ID))
-	a := &layerApplier{upper: r.layout(h.ID).upper, dst: dir, links: map[uint64]string{}}
+	return r.applyLayer(h.ID, dir)
+}
+
+// applyLayer applies sandbox id's writable layer to dir, its ids shifted
+// back from the sandbox's range.
+func (r *Runtime) applyLayer(id, dir string) error {
+	ids, hasIDs := mappingOf(r.dir(id))
+	a := &layerApplier{upper: r.layout(id).upper, dst: dir, links: map[uint64]string{}}
 	if hasIDs {
 		a.base = int(ids.base)
 	}
 	if err := a.apply(); err != nil {
-		return fmt.Errorf("apply the writable layer of sandbox %s: %w", h.ID, err)
+		return fmt.Errorf("apply the writable layer of sandbox %s: %w", id, err)
 	}
 	return nil
+}
+
+// Snapshot applies a running sandbox's writable layer to dir while it is
+// frozen (runc or runsc pause), so that nothing changes under the copy.
+func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, dir string) (err error) {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	st, err := r.state(ctx, h.ID)
+	if err != nil {
+		return err
+	}
+	if st.Status != "paused" {
+		if err := r.Pause(ctx, h); err != nil {
+			return err
+		}
+		defer func() {
+			// Thawed whatever happened: the caller's sandbox runs on.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			err = errors.Join(err, r.Unpause(uctx, h))
+		}()
+	}
+	return r.applyLayer(h.ID, dir)
 }
 
 // layerApplier applies an overlayfs upper directory to a plain directory

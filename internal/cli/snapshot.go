@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newSnapshotCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "snapshot ID NAME",
+		Short: "Snapshot a sandbox's files as template NAME",
+		Long: "Copy a sandbox's files as they are now (it is frozen for the copy) into a\n" +
+			"template of source snapshot, printing its name and version. Sandboxes start\n" +
+			"from it with hutch create --from-snapshot NAME. Processes and memory are\n" +
+			"not part of a snapshot.",
+		Args: exactArgs(2, "a sandbox ID and a snapshot name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			t, err := c.SnapshotSandbox(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(t)
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s %s\n", t.Name, t.Version)
+			return err
+		},
+	}
+}
+
+func (a *app) newForkCmd() *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "fork ID [-n N]",
+		Short: "Make copies of a sandbox from its files as they are now",
+		Long: "Make N new sandboxes (1 by default, at most 10) from a sandbox's files as\n" +
+			"they are now, with its runtime, limits, env and timers, printing their IDs.",
+		Args: exactArgs(1, "a sandbox ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			made, err := c.ForkSandbox(cmd.Context(), args[0], count)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(made)
+			}
+			for _, sb := range made {
+				if _, err := fmt.Fprintln(a.stdout, sb.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&count, "count", "n", 1, "how many copies")
+	return cmd
+}
