@@ -38,6 +38,11 @@ func IsNotFound(err error) bool { return hasCode(err, CodeNotFound) }
 // IsAlreadyExists reports whether err is the API's already_exists error.
 func IsAlreadyExists(err error) bool { return hasCode(err, CodeAlreadyExists) }
 
+// IsConflict reports whether err is the API's conflict error: the call
+// clashes with the state of what it names (a volume in use, a process
+// running already).
+func IsConflict(err error) bool { return hasCode(err, CodeConflict) }
+
 // IsUnauthenticated reports whether err is the API's unauthenticated error.
 func IsUnauthenticated(err error) bool { return hasCode(err, CodeUnauthenticated) }
 

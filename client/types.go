@@ -64,6 +64,8 @@ type Sandbox struct {
 	IdleAction   string            `json:"idle_action"`
 	// ExpiresAt is the end of its max lifetime: it is deleted then.
 	ExpiresAt time.Time `json:"expires_at"`
+	// Volumes are the volumes it mounts.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	Key          string            `json:"key,omitempty"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
@@ -101,6 +103,24 @@ type CreateSandboxRequest struct {
 	Files map[string]string `json:"files,omitempty"`
 	// FromSnapshot, instead of Template, starts from a snapshot's files.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
+	// Volumes are mounted into the sandbox.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
+}
+
+// VolumeMount is a volume a sandbox sees at Path (default /mnt/NAME; in
+// /home/user or under /mnt), with Access ro, rw (the default) or none (not
+// mounted).
+type VolumeMount struct {
+	Name   string `json:"name"`
+	Path   string `json:"path,omitempty"`
+	Access string `json:"access,omitempty"`
+}
+
+// Volume is a named persistent volume and the sandboxes that mount it.
+type Volume struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	Sandboxes []string  `json:"sandboxes"`
 }
 
 // SnapshotRequest names the snapshot (a template) a sandbox's files make.

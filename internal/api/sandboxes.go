@@ -19,11 +19,15 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 	if meta == nil {
 		meta = map[string]string{}
 	}
+	var vols []client.VolumeMount
+	for _, v := range sb.Volumes {
+		vols = append(vols, client.VolumeMount(v))
+	}
 	return client.Sandbox{
 		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
-		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
 	}
 }
 
@@ -41,7 +45,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
-		Files: req.Files, FromSnapshot: req.FromSnapshot,
+		Files: req.Files, FromSnapshot: req.FromSnapshot, Volumes: volumeMounts(req.Volumes),
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -177,4 +181,59 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		out.Sandboxes = append(out.Sandboxes, sandboxJSON(sb))
 	}
 	writeJSON(w, http.StatusCreated, out)
+}
+
+func volumeMounts(vols []client.VolumeMount) []store.VolumeMount {
+	var out []store.VolumeMount
+	for _, v := range vols {
+		out = append(out, store.VolumeMount(v))
+	}
+	return out
+}
+
+func volumeJSON(v sandbox.VolumeInfo) client.Volume {
+	users := v.Sandboxes
+	if users == nil {
+		users = []string{}
+	}
+	return client.Volume{Name: v.Name, CreatedAt: v.CreatedAt, Sandboxes: users}
+}
+
+func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	v, err := s.m.CreateVolume(r.Context(), req.Name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, volumeJSON(v))
+}
+
+func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
+	vols, err := s.m.Volumes(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := struct {
+		Volumes []client.Volume `json:"volumes"`
+	}{Volumes: []client.Volume{}}
+	for _, v := range vols {
+		out.Volumes = append(out.Volumes, volumeJSON(v))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
+	if err := s.m.DeleteVolume(r.Context(), r.PathValue("name")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

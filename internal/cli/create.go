@@ -28,6 +28,7 @@ type createFlags struct {
 	maxLifetime time.Duration
 	files       []string
 	snapshot    string
+	volumes     []string
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -42,6 +43,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.meta, "meta", nil, "metadata `k=v`; repeatable")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "suspend (or delete) the sandbox after this long without activity (default 5m)")
 	fl.StringVar(&f.key, "key", "", "get or create: the sandbox with this key if there is one (woken if suspended), else a new one with it")
+	fl.StringArrayVar(&f.volumes, "volume", nil, "mount a volume: `NAME[:PATH[:ro|rw]]` (PATH default /mnt/NAME, in /home/user or under /mnt; rw by default); repeatable")
 	fl.StringVar(&f.snapshot, "from-snapshot", "", "start from this snapshot's files (see hutch snapshot) instead of a template")
 	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
@@ -64,6 +66,13 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		return req, usageErrorf(cmd, "--idle-timeout and --max-lifetime must not be negative")
 	}
 	req.IdleTimeoutS, req.MaxLifetimeS = seconds(f.idleTimeout), seconds(f.maxLifetime)
+	for _, spec := range f.volumes {
+		v, err := parseVolume(cmd, spec)
+		if err != nil {
+			return req, err
+		}
+		req.Volumes = append(req.Volumes, v)
+	}
 	for _, spec := range f.files {
 		dest, src, ok := strings.Cut(spec, "=")
 		if !ok || dest == "" || src == "" {

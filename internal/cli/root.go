@@ -108,6 +108,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newProcessCmd(),
 		a.newSnapshotCmd(),
 		a.newForkCmd(),
+		a.newVolumeCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

@@ -96,6 +96,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	mgr, err := sandbox.New(sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templates, PackageCache: cfg.packageCache(), Logger: log, Pools: cfg.poolSpecs(),
+		VolumeDir: filepath.Join(cfg.DataDir, "volumes"),
 	})
 	if err != nil {
 		return err

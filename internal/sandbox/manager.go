@@ -64,6 +64,8 @@ type Config struct {
 	ReapInterval time.Duration
 	// Pools are the warm pools to keep full (see pool.go).
 	Pools []PoolSpec
+	// VolumeDir holds the volumes' files.
+	VolumeDir string
 }
 
 // Manager owns the sandboxes.
@@ -78,6 +80,7 @@ type Manager struct {
 	packageCache string
 	log          *slog.Logger
 	reapEvery    time.Duration
+	volumeDir    string
 
 	pool *warmPool
 
@@ -100,6 +103,7 @@ func New(cfg Config) (*Manager, error) {
 		packageCache: cfg.PackageCache,
 		log:          cfg.Logger,
 		reapEvery:    cfg.ReapInterval,
+		volumeDir:    cfg.VolumeDir,
 		live:         map[string]*instance{},
 		wakeLocks:    map[string]*wakeLock{},
 		reaping:      map[string]bool{},
@@ -173,6 +177,8 @@ type CreateOptions struct {
 	Files map[string]string
 	// FromSnapshot, instead of Template, names the snapshot to start from.
 	FromSnapshot string
+	// Volumes are mounted into the sandbox (see volumes.go).
+	Volumes []store.VolumeMount
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -276,8 +282,12 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
-	// A pool's sandboxes run already, and files go in before the start.
-	if len(opts.Files) == 0 {
+	if opts.Volumes, err = m.volumeMounts(ctx, opts.Volumes); err != nil {
+		return nil, err
+	}
+	// A pool's sandboxes run already: files and volumes go in before the
+	// start.
+	if len(opts.Files) == 0 && len(opts.Volumes) == 0 {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
 				return m.adopt(ctx, sb, opts)
@@ -290,6 +300,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
+		Volumes: opts.Volumes,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
 		return nil, err
@@ -341,7 +352,7 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOpti
 		ID:       id,
 		Hostname: id,
 		RootDir:  rootDir,
-		Binds:    binds,
+		Binds:    append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...),
 		Files:    identityFiles(id),
 		Limits: backend.Limits{
 			CPUs:        opts.CPUs,

@@ -69,7 +69,7 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 }
 
 // Fork makes count new sandboxes from sandbox id's files as they are now,
-// each with its runtime, limits, env, metadata and timers; the snapshot
+// each with its runtime, limits, env, metadata, timers and volumes; the snapshot
 // they start from is template "fork-<id>" (a new version per fork). On
 // failure none of them is left.
 func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sandbox, error) {
@@ -92,7 +92,7 @@ func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sand
 	opts := CreateOptions{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
-		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second),
+		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: rec.Volumes,
 	}
 	var made []*store.Sandbox
 	for range count {

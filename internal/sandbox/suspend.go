@@ -92,7 +92,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, err
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB}
+	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: rec.Volumes}
 	// The resume finishes even if the caller goes: half-resumed helps no one.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()

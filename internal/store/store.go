@@ -31,7 +31,29 @@ type Store interface {
 	// DeleteProcess removes one; ErrNotFound if absent. Deleting a sandbox
 	// deletes its processes.
 	DeleteProcess(ctx context.Context, sandboxID, name string) error
+
+	// CreateVolume records a volume; ErrAlreadyExists if the name is taken.
+	CreateVolume(ctx context.Context, v *Volume) error
+	// ListVolumes returns every volume, by name.
+	ListVolumes(ctx context.Context) ([]*Volume, error)
+	// DeleteVolume removes a volume's record; ErrNotFound if absent.
+	DeleteVolume(ctx context.Context, name string) error
 	Close() error
+}
+
+// Volume is a named persistent volume: a directory that outlives the
+// sandboxes that mount it.
+type Volume struct {
+	Name      string
+	CreatedAt time.Time
+}
+
+// VolumeMount is a volume a sandbox sees at Path, read-only or writable
+// (Access "ro" or "rw").
+type VolumeMount struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Access string `json:"access"`
 }
 
 // Sandbox states.
@@ -75,6 +97,8 @@ type Sandbox struct {
 	Key string
 	// ExpiresAt is the end of its max lifetime: it is deleted then.
 	ExpiresAt time.Time
+	// Volumes are the volumes it mounts.
+	Volumes []VolumeMount
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string

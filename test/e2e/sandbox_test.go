@@ -577,3 +577,79 @@ func TestSnapshotAndFork(t *testing.T) {
 		}
 	})
 }
+
+// A volume outlives the sandboxes that mount it: what one writes, a later
+// one (of the other runtime too) reads, read-only when it asks; a volume in
+// use cannot be removed.
+func TestVolumes(t *testing.T) {
+	d := startDaemon(t)
+	if out, stderr, code := d.cli("", "volume", "create", "ws"); code != 0 || strings.TrimSpace(out) != "ws" {
+		t.Fatalf("hutch volume create: %d %q %q", code, out, stderr)
+	}
+	writer := d.create(client.CreateSandboxRequest{Runtime: "runc", Volumes: []client.VolumeMount{{Name: "ws", Path: "/home/user/workspace/shared"}}})
+	if res := d.exec(writer.ID, `echo kept > shared/note && mkdir shared/dir && stat -c %U shared/note`); res.ExitCode != 0 || res.Stdout != "user\n" {
+		t.Fatalf("write to the volume: %+v", res)
+	}
+	if err := d.client.DeleteSandbox(t.Context(), writer.ID); err != nil {
+		t.Fatal(err)
+	}
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		out, stderr, code := d.cli("", "create", "--runtime", runtime, "--volume", "ws:/mnt/ws:ro")
+		if code != 0 {
+			t.Fatalf("hutch create --volume: %d %q", code, stderr)
+		}
+		id := strings.TrimSpace(out)
+		d.sandboxIDs = append(d.sandboxIDs, id)
+		res := d.exec(id, `cat /mnt/ws/note; stat -c %U /mnt/ws/note; echo x > /mnt/ws/other`)
+		if res.ExitCode == 0 || !strings.HasPrefix(res.Stdout, "kept\nuser\n") || !strings.Contains(res.Stderr, "Read-only") {
+			t.Errorf("a read-only volume: %+v", res)
+		}
+		if err := d.client.DeleteVolume(t.Context(), "ws"); !client.IsConflict(err) {
+			t.Errorf("removing a volume in use: %v, want conflict", err)
+		}
+		// Suspended and resumed, it still has its volume.
+		if _, err := d.client.SuspendSandbox(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if res := d.exec(id, "cat /mnt/ws/note"); res.Stdout != "kept\n" {
+			t.Errorf("the volume after a resume: %+v", res)
+		}
+		if err := d.client.DeleteSandbox(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// A keyed sandbox that expired is made again from its key with its
+	// workspace volume in place.
+	keyed := client.CreateSandboxRequest{Key: "chat-1", MaxLifetimeS: 1,
+		Volumes: []client.VolumeMount{{Name: "ws", Path: "/home/user/workspace/ws"}}}
+	first := d.create(keyed)
+	d.exec(first.ID, "echo from-the-first > ws/turn")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := d.client.GetSandbox(t.Context(), first.ID); client.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a sandbox with max_lifetime_s 1 still there 10 s on")
+		}
+	}
+	keyed.MaxLifetimeS = 0
+	second := d.create(keyed)
+	if res := d.exec(second.ID, "cat ws/turn"); second.ID == first.ID || res.Stdout != "from-the-first\n" {
+		t.Errorf("made again from its key: %s after %s, %+v", second.ID, first.ID, res)
+	}
+	if err := d.client.DeleteSandbox(t.Context(), second.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Volumes: []client.VolumeMount{{Name: "ws", Path: "/etc"}}}); !client.IsInvalidArgument(err) {
+		t.Errorf("a volume over /etc: %v, want invalid argument", err)
+	}
+	if _, err := d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Volumes: []client.VolumeMount{{Name: "nope"}}}); !client.IsNotFound(err) {
+		t.Errorf("a missing volume: %v, want not found", err)
+	}
+	if out, stderr, code := d.cli("", "volume", "rm", "ws"); code != 0 || strings.TrimSpace(out) != "ws" {
+		t.Fatalf("hutch volume rm: %d %q %q", code, out, stderr)
+	}
+	if vols, err := d.client.ListVolumes(t.Context()); err != nil || len(vols) != 0 {
+		t.Errorf("volumes after rm: %+v, %v", vols, err)
+	}
+}

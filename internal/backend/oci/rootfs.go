@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -22,6 +23,7 @@ type sandboxLayout struct {
 	upper     string // the writable layer
 	work      string // overlayfs' scratch dir
 	idmapped  string // in a user namespace, the template and binds idmapped, while the runtime starts
+	ownBinds  string // in a user namespace, the idmapped binds the template has no place for (volumes)
 	rootfs    string // the merged root the container sees
 	socketDir string // bind-mounted at AgentSocketDir when the agent listens itself; else ""
 	socket    string // the agent's socket
@@ -37,6 +39,7 @@ func layout(dir string, agentListens bool) sandboxLayout {
 		upper:    filepath.Join(dir, "disk", "upper"),
 		work:     filepath.Join(dir, "disk", "work"),
 		idmapped: filepath.Join(dir, "idmapped"),
+		ownBinds: filepath.Join(dir, "idmapped-binds"),
 		rootfs:   filepath.Join(dir, "rootfs"),
 		socket:   filepath.Join(dir, "agent.sock"),
 	}
@@ -92,7 +95,16 @@ func (l sandboxLayout) mount(lower string, binds []backend.Bind, files map[strin
 // left in it.
 func (l sandboxLayout) mountOverlay(lower string, binds []backend.Bind, ns *userNS) ([]backend.Bind, error) {
 	if ns != nil {
-		if err := IDMapTree(lower, binds, l.idmapped, ns.file); err != nil {
+		// The template's binds have their places in its root (the host
+		// template's /usr); others (volumes, which may be writable) are
+		// idmapped each on its own.
+		var inTree []backend.Bind
+		for _, b := range binds {
+			if _, err := os.Lstat(filepath.Join(lower, b.Destination)); err == nil && !b.Writable {
+				inTree = append(inTree, b)
+			}
+		}
+		if err := IDMapTree(lower, inTree, l.idmapped, ns.file); err != nil {
 			return nil, err
 		}
 		// The overlay takes the tree's top only; the runtime binds the
@@ -100,7 +112,18 @@ func (l sandboxLayout) mountOverlay(lower string, binds []backend.Bind, ns *user
 		lower = l.idmapped
 		binds = slices.Clone(binds)
 		for i, b := range binds {
-			binds[i].Source = filepath.Join(l.idmapped, b.Destination)
+			if slices.Contains(inTree, b) {
+				binds[i].Source = filepath.Join(l.idmapped, b.Destination)
+				continue
+			}
+			own := filepath.Join(l.ownBinds, strconv.Itoa(i))
+			if err := os.MkdirAll(own, 0o700); err != nil {
+				return nil, err
+			}
+			if err := attachIDMapped(b.Source, unix.AT_RECURSIVE, own, ns.file, !b.Writable); err != nil {
+				return nil, err
+			}
+			binds[i].Source = own
 		}
 	}
 	if strings.ContainsAny(lower+l.upper+l.work, ",:") {
@@ -124,7 +147,25 @@ func (l sandboxLayout) unmountIDMapped() error {
 	if err := os.Remove(l.idmapped); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return nil
+	own, err := os.ReadDir(l.ownBinds)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range own {
+		// Remove, not RemoveAll: a clone still there must not lose a
+		// volume's files.
+		p := filepath.Join(l.ownBinds, e.Name())
+		if err := unmount(p); err != nil {
+			return err
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	return os.Remove(l.ownBinds)
 }
 
 // tmp returns the host path of the root's /tmp, made (sticky, writable by

@@ -210,12 +210,12 @@ func IDMapTree(root string, binds []backend.Bind, target string, userns *os.File
 			_ = unix.Unmount(target, unix.MNT_DETACH)
 		}
 	}()
-	if err := attachIDMapped(root, 0, target, userns); err != nil {
+	if err := attachIDMapped(root, 0, target, userns, true); err != nil {
 		return err
 	}
 	for _, b := range binds {
 		dest := filepath.Join(target, b.Destination)
-		if err := attachIDMapped(b.Source, unix.AT_RECURSIVE, dest, userns); err != nil {
+		if err := attachIDMapped(b.Source, unix.AT_RECURSIVE, dest, userns, true); err != nil {
 			return err
 		}
 	}
@@ -223,17 +223,21 @@ func IDMapTree(root string, binds []backend.Bind, target string, userns *os.File
 }
 
 // attachIDMapped clones the mount at source (with what is mounted below it
-// when recursive is AT_RECURSIVE), idmaps the clone, read-only, and attaches
-// it at target. A clone can be idmapped only before it is attached.
-func attachIDMapped(source string, recursive uint, target string, userns *os.File) error {
+// when recursive is AT_RECURSIVE), idmaps the clone, read-only when asked,
+// and attaches it at target. A clone can be idmapped only before it is
+// attached.
+func attachIDMapped(source string, recursive uint, target string, userns *os.File, readOnly bool) error {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|recursive)
 	if err != nil {
 		return fmt.Errorf("clone mount of %s: %w", source, err)
 	}
 	defer unix.Close(tree)
 	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
 		Userns_fd: uint64(userns.Fd()),
+	}
+	if readOnly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		return fmt.Errorf("idmap mount of %s: %w", source, err)

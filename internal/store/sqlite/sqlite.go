@@ -94,7 +94,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (d *DB) Close() error { return d.db.Close() }
 
 const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at`
+	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes`
 
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	args, err := sandboxArgs(sb)
@@ -102,7 +102,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.key") {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)
@@ -166,7 +166,7 @@ func (d *DB) UpdateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		template = ?2, backend = ?3, state = ?4, state_reason = ?5, handle = ?6, cpus = ?7,
 		memory_mb = ?8, pids = ?9, idle_timeout_s = ?10, env = ?11, metadata = ?12,
 		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17, key = ?18,
-		expires_at = ?19
+		expires_at = ?19, volumes = ?20
 		WHERE id = ?1`, args...)
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
@@ -202,11 +202,19 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	vols := sb.Volumes
+	if vols == nil {
+		vols = []store.VolumeMount{}
+	}
+	volumes, err := json.Marshal(vols)
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		sb.ID, sb.Template, sb.Backend, sb.State, sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(),
+		sb.ExpiresAt.UnixNano(), string(volumes),
 	}, nil
 }
 
@@ -235,9 +243,10 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		created, updated int64
 		key              sql.NullString
 		expires          int64
+		volumes          string
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires)
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +261,9 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	sb.CreatedAt = time.Unix(0, created).UTC()
 	sb.UpdatedAt = time.Unix(0, updated).UTC()
 	sb.ExpiresAt = time.Unix(0, expires).UTC()
+	if err := json.Unmarshal([]byte(volumes), &sb.Volumes); err != nil {
+		return nil, fmt.Errorf("decode volumes of %s: %w", sb.ID, err)
+	}
 	return &sb, nil
 }
 
@@ -316,6 +328,52 @@ func (d *DB) DeleteProcess(ctx context.Context, sandboxID, name string) error {
 		return err
 	} else if n == 0 {
 		return errdefs.NotFound("sandbox %s has no process %q", sandboxID, name)
+	}
+	return nil
+}
+
+// CreateVolume records a volume.
+func (d *DB) CreateVolume(ctx context.Context, v *store.Volume) error {
+	_, err := d.db.ExecContext(ctx, `INSERT INTO volumes (name, created_at) VALUES (?, ?)`, v.Name, v.CreatedAt.UnixNano())
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return errdefs.AlreadyExists("volume %s exists already", v.Name)
+		}
+		return fmt.Errorf("insert volume %s: %w", v.Name, err)
+	}
+	return nil
+}
+
+// ListVolumes returns every volume, by name.
+func (d *DB) ListVolumes(ctx context.Context) ([]*store.Volume, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT name, created_at FROM volumes ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Volume
+	for rows.Next() {
+		var v store.Volume
+		var created int64
+		if err := rows.Scan(&v.Name, &created); err != nil {
+			return nil, fmt.Errorf("list volumes: %w", err)
+		}
+		v.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, &v)
+	}
+	return out, rows.Err()
+}
+
+// DeleteVolume removes a volume's record.
+func (d *DB) DeleteVolume(ctx context.Context, name string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM volumes WHERE name = ?`, name)
+	if err != nil {
+		return fmt.Errorf("delete volume %s: %w", name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return errdefs.NotFound("volume %s not found", name)
 	}
 	return nil
 }

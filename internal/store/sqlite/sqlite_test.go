@@ -240,3 +240,35 @@ func TestProcesses(t *testing.T) {
 		t.Errorf("processes outlived their sandbox: %+v, %v", got, err)
 	}
 }
+
+func TestVolumes(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, name := range []string{"ws", "cache"} {
+		if err := db.CreateVolume(ctx, &store.Volume{Name: name, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CreateVolume(ctx, &store.Volume{Name: "ws", CreatedAt: now}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("a second ws: %v, want already exists", err)
+	}
+	vols, err := db.ListVolumes(ctx)
+	if err != nil || len(vols) != 2 || vols[0].Name != "cache" || !vols[1].CreatedAt.Equal(now) {
+		t.Fatalf("list: %+v, %v", vols, err)
+	}
+	sb := sample("abc")
+	sb.Volumes = []store.VolumeMount{{Name: "ws", Path: "/mnt/ws", Access: "rw"}}
+	if err := db.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.GetSandbox(ctx, "abc"); err != nil || len(got.Volumes) != 1 || got.Volumes[0] != sb.Volumes[0] {
+		t.Errorf("a sandbox's volumes: %+v, %v", got, err)
+	}
+	if err := db.DeleteVolume(ctx, "ws"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteVolume(ctx, "ws"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("delete twice: %v, want not found", err)
+	}
+}
