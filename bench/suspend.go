@@ -85,7 +85,18 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 		defer func() { err = errors.Join(err, deleteSandbox(ctx, c, made[0].ID)) }()
 		return firstEcho(ctx, c, made[0].ID, start)
 	}}
-	if err := b.interleave(ctx, "(g) suspend/resume/fork "+runtime, n, resume, create, fork); err != nil {
+	peers := []*peer{resume, create, fork}
+	var restore *peer
+	if runtime == "gvisor" {
+		rp, err := b.newRestorePeer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer rp.close()
+		restore = &peer{name: "runsc restore", run: rp.run}
+		peers = append(peers, restore)
+	}
+	if err := b.interleave(ctx, "(g) suspend/resume/fork "+runtime, n, peers...); err != nil {
 		return nil, err
 	}
 	m := median(resume.samples)
@@ -93,15 +104,24 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 	if runtime == "gvisor" {
 		limit, want = 300*time.Millisecond, "≤ 300 ms"
 	}
-	return []row{
+	rows := []row{
 		durationRow(fmt.Sprintf("hutch (%s, %s): POST suspend", runtime, what), suspends[b.cfg.warmup:]),
 		durationRow(fmt.Sprintf("hutch (%s): POST resume + exec echo, to first stdout", runtime), resume.samples),
 		durationRow(fmt.Sprintf("hutch (%s): cold create + exec echo, to first stdout", runtime), create.samples),
 		{label: "  ratio resume / cold create", median: fmtRatio(ratio(m, median(create.samples)))},
-		{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
+	}
+	if restore != nil {
+		r := median(restore.samples)
+		rows = append(rows,
+			durationRow("runsc restore of the equivalent bundle's checkpoint (64 MiB), until runsc exec true works", restore.samples),
+			row{label: "  ratio hutch resume / runsc restore", median: fmtRatio(ratio(m, r))},
+			row{label: "  runsc restore alone against the target", median: fmtDuration(r), target: target(r <= limit, want)})
+	}
+	return append(rows,
+		row{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
 		durationRow(fmt.Sprintf("hutch (%s): POST fork (1 copy, files only) + exec echo in it, to first stdout", runtime), fork.samples),
-		{label: "  ratio fork / cold create", median: fmtRatio(ratio(median(fork.samples), median(create.samples)))},
-	}, nil
+		row{label: "  ratio fork / cold create", median: fmtRatio(ratio(median(fork.samples), median(create.samples)))},
+	), nil
 }
 
 // firstEcho runs echo in sandbox id and returns how long after start its

@@ -20,7 +20,8 @@ func (s *suite) testPause(t *testing.T) {
 	}
 	sb := s.create(t)
 	// A counter ticking in the background, outliving its command.
-	sb.mustSh(t, `(i=0; while :; do i=$((i+1)); echo $i > /tmp/tick; sleep 0.02; done) >/dev/null 2>&1 &`)
+	// Renamed into place, so that a read never sees it half-written.
+	sb.mustSh(t, `(i=0; while :; do i=$((i+1)); echo $i > /tmp/tick.new; mv /tmp/tick.new /tmp/tick; sleep 0.02; done) >/dev/null 2>&1 &`)
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
 	if err := pauser.Pause(ctx, sb.handle); err != nil {

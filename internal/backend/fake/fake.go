@@ -385,9 +385,44 @@ func writeFiles(root string, files map[string]backend.File) error {
 var _ backend.Pauser = (*Backend)(nil)
 
 // Pause stops the agent and every process under it (SIGSTOP), as a freezer
-// would.
-func (b *Backend) Pause(_ context.Context, h backend.Handle) error {
-	return b.signalTree(h.ID, syscall.SIGSTOP)
+// would, and returns once they are stopped: a signal is delivered on its
+// own time, and a process between the kill and its stop may still answer.
+func (b *Backend) Pause(ctx context.Context, h backend.Handle) error {
+	if err := b.signalTree(h.ID, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid, _ := b.agentPid(h.ID)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for !stopped(pid) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the agent of sandbox %s did not stop: %w", h.ID, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// stopped reports whether every thread of process pid is stopped (or the
+// process is gone).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		// #nosec G304 -- a /proc path built from a pid and a task id
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
+			return false
+		}
+	}
+	return true
 }
 
 // Unpause continues what Pause stopped.

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// restorePeer is the peer of row (g)'s gVisor resume: plain `runsc restore`
+// of a checkpoint of the equivalent bundle, its process the same Python
+// holding 64 MiB, timed until a `runsc exec true` in it works. The
+// checkpoint is made once, untimed; each round restores it into a fresh
+// bundle of its own (a restore may take another container's image).
+type restorePeer struct {
+	b     *bench
+	ref   *reference
+	image string
+	seq   int
+}
+
+func (b *bench) newRestorePeer(ctx context.Context) (_ *restorePeer, err error) {
+	ref, err := b.reference(ctx, "gvisor")
+	if err != nil {
+		return nil, err
+	}
+	p := &restorePeer{b: b, ref: ref, image: filepath.Join(b.dir, "restore-image")}
+	defer func() {
+		if err != nil {
+			ref.close()
+		}
+	}()
+	if err := os.MkdirAll(b.runscRoot(), 0o700); err != nil {
+		return nil, err
+	}
+	const name = "ck"
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, []string{"python3", "-c", holder64})
+	defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
+	if err != nil {
+		return nil, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	// Detached, its stdio is /dev/null: no pipe ties it to the bench.
+	if out, err := b.runscCmd(ctx, b.runscRoot(), "run", "--detach", "--bundle", bun.dir, name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runsc run: %w: %s", err, out)
+	}
+	if err := waitRSS(ctx, b, name, 64<<20); err != nil {
+		return nil, err
+	}
+	if out, err := b.runscCmd(ctx, b.runscRoot(), "checkpoint", "--image-path", p.image, name).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runsc checkpoint: %w: %s", err, out)
+	}
+	return p, nil
+}
+
+// waitRSS waits until the process of container name holds min bytes.
+func waitRSS(ctx context.Context, b *bench, name string, min int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		out, err := b.runscCmd(ctx, b.runscRoot(), "exec", name, "cat", "/proc/1/status").Output()
+		if err == nil {
+			for _, line := range strings.Split(string(out), "\n") {
+				if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+					if kb<<10 >= min {
+						return nil
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the checkpoint peer's process never held %d MiB: %w", min>>20, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// run is one timed restore.
+func (p *restorePeer) run(ctx context.Context) (_ time.Duration, err error) {
+	p.seq++
+	name := "rs" + strconv.Itoa(p.seq)
+	b := p.b
+	bun, err := p.ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, []string{"python3", "-c", holder64})
+	defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	start := time.Now()
+	if out, err := b.runscCmd(ctx, b.runscRoot(), "restore", "--detach", "--image-path", p.image, "--bundle", bun.dir, name).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("runsc restore: %w: %s", err, out)
+	}
+	for deadline := start.Add(30 * time.Second); ; {
+		if err := b.runscCmd(ctx, b.runscRoot(), "exec", name, trueBin).Run(); err == nil {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("runsc exec never worked in the restored container")
+		}
+	}
+}
+
+func (p *restorePeer) close() { p.ref.close() }
