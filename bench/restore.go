@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,9 +44,8 @@ func (b *bench) newRestorePeer(ctx context.Context) (_ *restorePeer, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
-	// Detached, its stdio is /dev/null: no pipe ties it to the bench.
-	if out, err := b.runscCmd(ctx, b.runscRoot(), "run", "--detach", "--bundle", bun.dir, name).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runsc run: %w: %s", err, out)
+	if err := detached(b.runscCmd(ctx, b.runscRoot(), "run", "--detach", "--bundle", bun.dir, name), bun.dir); err != nil {
+		return nil, err
 	}
 	if err := waitRSS(ctx, b, name, 64<<20); err != nil {
 		return nil, err
@@ -54,6 +54,25 @@ func (b *bench) newRestorePeer(ctx context.Context) (_ *restorePeer, err error) 
 		return nil, fmt.Errorf("runsc checkpoint: %w: %s", err, out)
 	}
 	return p, nil
+}
+
+// detached runs a runsc command that leaves a container running (run or
+// restore --detach). Its output goes to a file in dir, not to a pipe: the
+// container inherits the command's stdio, and a pipe would never close.
+func detached(cmd *exec.Cmd, dir string) error {
+	logPath := filepath.Join(dir, "runsc.log")
+	// #nosec G304 -- a file in the bench's own bundle directory
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args[len(cmd.Args)-6:], " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // waitRSS waits until the process of container name holds min bytes.
@@ -91,8 +110,8 @@ func (p *restorePeer) run(ctx context.Context) (_ time.Duration, err error) {
 		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
 	start := time.Now()
-	if out, err := b.runscCmd(ctx, b.runscRoot(), "restore", "--detach", "--image-path", p.image, "--bundle", bun.dir, name).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("runsc restore: %w: %s", err, out)
+	if err := detached(b.runscCmd(ctx, b.runscRoot(), "restore", "--detach", "--image-path", p.image, "--bundle", bun.dir, name), bun.dir); err != nil {
+		return 0, err
 	}
 	for deadline := start.Add(30 * time.Second); ; {
 		if err := b.runscCmd(ctx, b.runscRoot(), "exec", name, trueBin).Run(); err == nil {
