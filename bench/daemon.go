@@ -179,18 +179,28 @@ func kBField(path, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	n, err := kBFieldOf(string(b), field)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return n, nil
+}
+
+// kBFieldOf reads a "Name:   123 kB" line of the text of a /proc file, in
+// bytes.
+func kBFieldOf(text, field string) (int64, error) {
+	for _, line := range strings.Split(text, "\n") {
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok || name != field {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s %s: %w", path, field, err)
+			return 0, fmt.Errorf("%s: %w", field, err)
 		}
 		return kb << 10, nil
 	}
-	return 0, fmt.Errorf("%s has no %s", path, field)
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // logSize is the current length of the daemon's log, a mark for

@@ -82,13 +82,8 @@ func waitRSS(ctx context.Context, b *bench, name string, min int64) error {
 	for {
 		out, err := b.runscCmd(ctx, b.runscRoot(), "exec", name, "cat", "/proc/1/status").Output()
 		if err == nil {
-			for _, line := range strings.Split(string(out), "\n") {
-				if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-					if kb<<10 >= min {
-						return nil
-					}
-				}
+			if rss, err := kBFieldOf(string(out), "VmRSS"); err == nil && rss >= min {
+				return nil
 			}
 		}
 		select {

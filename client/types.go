@@ -44,8 +44,8 @@ const (
 	StateSuspending = "suspending"
 	// StateResuming is on its way back to running.
 	StateResuming = "resuming"
-	StateStopped    = "stopped"
-	StateError      = "error"
+	StateStopped  = "stopped"
+	StateError    = "error"
 )
 
 // Sandbox is a sandbox as the API describes it. Its environment is never
@@ -62,14 +62,14 @@ type Sandbox struct {
 	DiskMB       int64             `json:"disk_mb"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
 	IdleAction   string            `json:"idle_action"`
-	// ExpiresAt is the end of its max lifetime: it is deleted then.
-	ExpiresAt time.Time `json:"expires_at"`
-	// Volumes are the volumes it mounts.
-	Volumes []VolumeMount `json:"volumes,omitempty"`
 	Key          string            `json:"key,omitempty"`
 	Metadata     map[string]string `json:"metadata"`
 	CreatedAt    time.Time         `json:"created_at"`
 	UpdatedAt    time.Time         `json:"updated_at"`
+	// ExpiresAt is the end of its max lifetime: it is deleted then.
+	ExpiresAt time.Time `json:"expires_at"`
+	// Volumes are the volumes it mounts.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take

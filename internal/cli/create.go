@@ -52,12 +52,12 @@ func (f *createFlags) register(cmd *cobra.Command) {
 
 func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxRequest, error) {
 	req := client.CreateSandboxRequest{
-		Template:   f.template,
-		Runtime:    f.runtime,
-		CPUs:       f.cpus,
-		MemoryMB:   f.memoryMB,
-		Pids:       f.pids,
-		DiskMB:     f.diskMB,
+		Template:     f.template,
+		Runtime:      f.runtime,
+		CPUs:         f.cpus,
+		MemoryMB:     f.memoryMB,
+		Pids:         f.pids,
+		DiskMB:       f.diskMB,
 		IdleAction:   f.idleAction,
 		Key:          f.key,
 		FromSnapshot: f.snapshot,

@@ -38,6 +38,11 @@ var processName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 func processTag(name string) string { return processTagPrefix + name }
 
+// selectProcess selects background process name by its tag.
+func selectProcess(name string) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: processTag(name)}}
+}
+
 // ProcessRequest starts a background process.
 type ProcessRequest struct {
 	// Name finds it again; unique in its sandbox. Default: made from the
@@ -257,7 +262,7 @@ func (m *Manager) ProcessLogs(ctx context.Context, id, name string, follow bool,
 	if err != nil {
 		return err
 	}
-	req := connect.NewRequest(&process.ConnectRequest{Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: processTag(p.Name)}}})
+	req := connect.NewRequest(&process.ConnectRequest{Process: selectProcess(p.Name)})
 	mode := agent.ReplayTail
 	if follow {
 		mode = agent.ReplayFollow
@@ -305,13 +310,17 @@ func (m *Manager) SignalProcess(ctx context.Context, id, name, signal string) er
 	if err != nil {
 		return err
 	}
-	_, err = inst.agent.Process.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: processTag(p.Name)}},
-		Signal:  sig,
-	}))
+	err = sendSignal(ctx, inst, p.Name, sig)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return errdefs.FailedPrecondition("process %q of sandbox %s is not running", name, id)
 	}
+	return err
+}
+
+// sendSignal signals a background process by its tag; ErrNotFound when it
+// is not running.
+func sendSignal(ctx context.Context, inst *instance, name string, sig process.Signal) error {
+	_, err := inst.agent.Process.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: selectProcess(name), Signal: sig}))
 	return err
 }
 
@@ -389,10 +398,7 @@ func (m *Manager) stopProcess(ctx context.Context, inst *instance, name string) 
 // signalProcess signals a background process by its tag and reports
 // whether it was running.
 func (m *Manager) signalProcess(ctx context.Context, inst *instance, name string, sig process.Signal) bool {
-	_, err := inst.agent.Process.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{
-		Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: processTag(name)}},
-		Signal:  sig,
-	}))
+	err := sendSignal(ctx, inst, name, sig)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Warn("signal process", attrSandbox, inst.id, "process", name, "error", err)
 	}

@@ -176,8 +176,8 @@ func TestCreateWithFiles(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Files: map[string]string{
-		"notes.txt":                                "hello\n",
-		"src/app/main.py":                          "print(1)\n",
+		"notes.txt":       "hello\n",
+		"src/app/main.py": "print(1)\n",
 		template.Workspace + "/data/absolute.json": "{}",
 	}})
 	root := d.backend.Root(sb.ID) + template.Workspace

@@ -163,26 +163,38 @@ func (m *Manager) reapIdle(ctx context.Context, now time.Time) {
 	m.mu.Lock()
 	var idle []string
 	for id, inst := range m.live {
-		if inst.idle(now) && !m.reaping[id] {
+		if inst.idle(now) {
 			idle = append(idle, id)
-			m.reaping[id] = true
 		}
 	}
 	m.mu.Unlock()
-	// Each in a goroutine of its own: a runtime's teardown takes seconds
-	// (gVisor's), which must not make the next sandbox late.
 	for _, id := range idle {
-		m.reaps.Add(1)
-		go func() {
-			defer func() {
-				m.mu.Lock()
-				delete(m.reaping, id)
-				m.mu.Unlock()
-				m.reaps.Done()
-			}()
-			m.reap(ctx, id)
-		}()
+		m.inBackground(id, func() { m.reap(ctx, id) })
 	}
+}
+
+// inBackground runs fn, a suspend or delete of sandbox id by a timer, in a
+// goroutine of its own, unless one runs for id already: a runtime's
+// teardown takes seconds (gVisor's), which must not make the next sandbox
+// late. Close waits for them.
+func (m *Manager) inBackground(id string, fn func()) {
+	m.mu.Lock()
+	if m.reaping[id] {
+		m.mu.Unlock()
+		return
+	}
+	m.reaping[id] = true
+	m.mu.Unlock()
+	m.reaps.Add(1)
+	go func() {
+		defer func() {
+			m.mu.Lock()
+			delete(m.reaping, id)
+			m.mu.Unlock()
+			m.reaps.Done()
+		}()
+		fn()
+	}()
 }
 
 // reap suspends or deletes an idle sandbox, as it asked, unless a
@@ -215,7 +227,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 }
 
 // deleteExpired deletes the sandboxes whose max lifetime has ended,
-// running or suspended, each in a goroutine of its own as reaps are.
+// running or suspended, in the background as reaps are.
 func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 	recs, err := m.store.ListSandboxes(ctx)
 	if err != nil {
@@ -226,26 +238,12 @@ func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 		if rec.ExpiresAt.IsZero() || now.Before(rec.ExpiresAt) {
 			continue
 		}
-		m.mu.Lock()
-		if m.reaping[rec.ID] {
-			m.mu.Unlock()
-			continue
-		}
-		m.reaping[rec.ID] = true
-		m.mu.Unlock()
-		m.reaps.Add(1)
-		go func() {
-			defer func() {
-				m.mu.Lock()
-				delete(m.reaping, rec.ID)
-				m.mu.Unlock()
-				m.reaps.Done()
-			}()
+		m.inBackground(rec.ID, func() {
 			m.log.Info("deleting sandbox at the end of its max lifetime", attrSandbox, rec.ID, "expired_at", rec.ExpiresAt)
 			if err := m.Delete(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				m.log.Error("delete expired sandbox", attrSandbox, rec.ID, "error", err)
 			}
-		}()
+		})
 	}
 }
 

@@ -1,13 +1,11 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/agent"
@@ -45,18 +43,18 @@ func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout
 	}
 	// A frozen agent cannot close its listener: thawed, it can.
 	if st, err := r.state(ctx, id); err == nil && st.Status == "paused" {
-		if err := r.run(ctx, "resume", containerID(id)); err != nil {
+		if err := r.run(ctx, id, "resume", containerID(id)); err != nil {
 			return err
 		}
 	}
-	if err := r.run(ctx, "kill", containerID(id), agent.SignalUnlisten); err != nil {
+	if err := r.run(ctx, id, "kill", containerID(id), agent.SignalUnlisten); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, func() bool { _, err := os.Lstat(layer.socket); return errors.Is(err, os.ErrNotExist) }); err != nil {
 		return fmt.Errorf("the agent did not close its listener: %w", err)
 	}
 	began := time.Now()
-	if err := r.run(ctx, "checkpoint", "--image-path", partial, containerID(id)); err != nil {
+	if err := r.run(ctx, id, "checkpoint", "--image-path", partial, containerID(id)); err != nil {
 		return errors.Join(err, os.RemoveAll(partial))
 	}
 	r.log.Debug("sandbox checkpointed", "sandbox_id", id, "duration", time.Since(began))
@@ -83,7 +81,7 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	if err := layer.unmountIDMapped(); err != nil {
 		return err
 	}
-	if err := r.run(ctx, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
+	if err := r.run(ctx, h.ID, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
 		return err
 	}
 	if err := r.waitAgent(ctx, h); err != nil {
@@ -91,17 +89,6 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	}
 	r.log.Debug("sandbox restored", "sandbox_id", h.ID, "restore", restored.Sub(began), "agent", time.Since(restored))
 	return os.RemoveAll(layer.checkpoint())
-}
-
-// run runs the runtime with args, its stderr in the error.
-func (r *Runtime) run(ctx context.Context, args ...string) error {
-	var stderr bytes.Buffer
-	cmd := r.command(ctx, args...)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", r.cfg.Name, args[0], err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }
 
 // waitFor polls cond every millisecond until it holds, for up to

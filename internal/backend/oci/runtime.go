@@ -541,14 +541,21 @@ func (r *Runtime) pauseCommand(ctx context.Context, h backend.Handle, verb strin
 	if !validID(h.ID) {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
+	return r.run(ctx, h.ID, verb, containerID(h.ID))
+}
+
+// run runs the runtime with args, a command on sandbox id's container:
+// its stderr goes into the error, and a missing container is
+// errdefs.ErrNotFound.
+func (r *Runtime) run(ctx context.Context, id string, args ...string) error {
 	var stderr bytes.Buffer
-	cmd := r.command(ctx, verb, containerID(h.ID))
+	cmd := r.command(ctx, args...)
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		if strings.Contains(stderr.String(), "does not exist") {
-			return errdefs.NotFound("container of sandbox %s does not exist", h.ID)
+			return errdefs.NotFound("container of sandbox %s does not exist", id)
 		}
-		return fmt.Errorf("%s %s %s: %w: %s", r.cfg.Name, verb, h.ID, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("%s %s %s: %w: %s", r.cfg.Name, args[0], id, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }
