@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -75,6 +76,58 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, op
 		return nil, err
 	}
 	return &fe, nil
+}
+
+// Upload is a file to send with (*Client).Upload.
+type Upload struct {
+	Name    string // a file name, without directories
+	Content io.Reader
+}
+
+// UploadDir is where uploads land in a sandbox.
+const UploadDir = "/home/user/workspace/user-uploads"
+
+// Upload sends files into sandbox id's UploadDir, each under its own name,
+// in one multipart/form-data request streamed as the contents are read.
+// If one fails, none is left.
+func (c *Client) Upload(ctx context.Context, id string, files []Upload, opts ...FileOption) ([]FileEntry, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		for _, f := range files {
+			part, err := mw.CreateFormFile("file", f.Name)
+			if err == nil {
+				_, err = io.Copy(part, f.Content)
+			}
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(mw.Close())
+	}()
+	defer func() { _ = pr.Close() }() // ends the writer if the request ends early
+	q := url.Values{}
+	if o := applyFileOptions(opts); o.user != "" {
+		q.Set("user", o.user)
+	}
+	var out struct {
+		Files []FileEntry `json:"files"`
+	}
+	err := c.call(ctx, request{
+		method:      http.MethodPost,
+		path:        sandboxPath(id, "files", "upload"),
+		query:       q,
+		body:        pr,
+		contentType: mw.FormDataContentType(),
+	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return out.Files, nil
 }
 
 // DeleteFile removes a file, or a directory with everything in it.

@@ -99,8 +99,12 @@ type CreateSandboxRequest struct {
 	// before it is deleted (default 30 days).
 	MaxLifetimeS int64 `json:"max_lifetime_s,omitempty"`
 	// Files are placed in /home/user/workspace before the first command:
-	// paths in it to their text (at most 1000 files, 8 MiB together).
+	// paths in it to their text, laid over FilesTar (at most 10000 files,
+	// 32 MiB together).
 	Files map[string]string `json:"files,omitempty"`
+	// FilesTar is a tar (gzipped or not) unpacked into /home/user/workspace
+	// before Files: regular files, directories, symlinks, hard links.
+	FilesTar []byte `json:"files_tar,omitempty"`
 	// FromSnapshot, instead of Template, starts from a snapshot's files.
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Volumes are mounted into the sandbox.

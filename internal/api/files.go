@@ -1,6 +1,8 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
+	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
 func entryJSON(e *filesystem.EntryInfo) client.FileEntry {
@@ -65,6 +68,54 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, entryJSON(e))
+}
+
+// uploadFiles writes each file part of a multipart/form-data body into
+// the workspace's user-uploads, by the part's file name. Parts that are not
+// files are skipped. If one fails, the ones written before it are removed.
+func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
+	id, user := r.PathValue("id"), r.URL.Query().Get("user")
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, r, s.log, errdefs.InvalidArgument("an upload's body must be multipart/form-data, a part per file: %v", err))
+		return
+	}
+	written := []client.FileEntry{}
+	err = func() error {
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return errdefs.InvalidArgument("malformed multipart body: %v", err)
+			}
+			if part.FileName() == "" {
+				continue // a form field, not a file
+			}
+			e, err := s.m.Upload(r.Context(), id, part.FileName(), user, part)
+			if err != nil {
+				return err
+			}
+			written = append(written, entryJSON(e))
+		}
+	}()
+	if err != nil {
+		for _, e := range written {
+			if rerr := s.m.Remove(context.WithoutCancel(r.Context()), id, e.Path, user); rerr != nil {
+				s.log.Warn("remove upload after a failed one", "sandbox_id", id, "path", e.Path, "error", rerr)
+			}
+		}
+		writeError(w, r, s.log, err)
+		return
+	}
+	if len(written) == 0 {
+		writeError(w, r, s.log, errdefs.InvalidArgument("the upload has no file parts (each needs a filename)"))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Files []client.FileEntry `json:"files"`
+	}{written})
 }
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {

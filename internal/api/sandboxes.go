@@ -33,7 +33,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req client.CreateSandboxRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeLimit(r, &req, maxCreateBody); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -45,7 +45,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
-		Files: req.Files, FromSnapshot: req.FromSnapshot, Volumes: volumeMounts(req.Volumes),
+		Files: req.Files, FilesTar: req.FilesTar, FromSnapshot: req.FromSnapshot, Volumes: volumeMounts(req.Volumes),
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -78,6 +78,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files/list", s.listFiles)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.makeDir)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/files/upload", s.uploadFiles)
 	mux.HandleFunc("POST /v1/volumes", s.createVolume)
 	mux.HandleFunc("GET /v1/volumes", s.listVolumes)
 	mux.HandleFunc("DELETE /v1/volumes/{name}", s.deleteVolume)
@@ -132,16 +133,24 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 // maxJSONBody bounds request bodies that are JSON.
 const maxJSONBody = 8 << 20
 
+// maxCreateBody bounds a create's body, which may carry files_tar: 32 MiB
+// base64-encoded, and room for the rest.
+const maxCreateBody = 48 << 20
+
 // decode reads a JSON request body strictly into v.
 func decode(r *http.Request, v any) error { return decodeLimit(r, v, maxJSONBody) }
 
 // decodeLimit is decode of a body of at most limit bytes.
 func decodeLimit(r *http.Request, v any, limit int64) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, limit))
+	body := &io.LimitedReader{R: r.Body, N: limit + 1}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return errdefs.InvalidArgument("the request body is empty; it must be a JSON object")
+		}
+		if body.N == 0 {
+			return errdefs.InvalidArgument("the request body is over %d MiB", limit>>20)
 		}
 		return errdefs.InvalidArgument("malformed JSON body: %v", err)
 	}

@@ -146,7 +146,8 @@ type File struct {
 	Mode uint32
 	UID  int
 	GID  int
-	Dir  bool // make a directory instead of a file
+	Dir  bool   // make a directory instead of a file
+	Link string // make a symlink to Link instead of a file (Mode unused)
 }
 
 // Limits are the resources a sandbox may use.

@@ -27,6 +27,7 @@ type createFlags struct {
 	key         string
 	maxLifetime time.Duration
 	files       []string
+	filesFrom   string
 	snapshot    string
 	volumes     []string
 }
@@ -46,6 +47,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.volumes, "volume", nil, "mount a volume: `NAME[:PATH[:ro|rw]]` (PATH default /mnt/NAME, in /home/user or under /mnt; rw by default); repeatable")
 	fl.StringVar(&f.snapshot, "from-snapshot", "", "start from this snapshot's files (see hutch snapshot) instead of a template")
 	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
+	fl.StringVar(&f.filesFrom, "files-from", "", "unpack into the workspace before the first command: a local `DIR`, or a .tar or .tar.gz (at most 32 MiB)")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
 }
@@ -92,6 +94,9 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		req.Files[dest] = string(b)
 	}
 	var err error
+	if req.FilesTar, err = readFilesFrom(f.filesFrom); err != nil {
+		return req, err
+	}
 	if req.Env, err = parseEnv(a, cmd, f.env); err != nil {
 		return req, err
 	}
@@ -167,4 +172,31 @@ func (a *app) newCreateCmd() *cobra.Command {
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// maxFilesTar is what a create's files_tar may hold (the daemon's bound).
+const maxFilesTar = 32 << 20
+
+// readFilesFrom reads --files-from: a directory, packed into a tar here,
+// or a tar file (gzipped or not), sent as it is.
+func readFilesFrom(name string) ([]byte, error) {
+	if name == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if fi.IsDir() {
+		b, err := tarDir(name, maxFilesTar)
+		if err != nil {
+			return nil, fmt.Errorf("--files-from: %w", err)
+		}
+		return b, nil
+	}
+	if fi.Size() > maxFilesTar {
+		return nil, fmt.Errorf("--files-from %s: over %d MiB", name, maxFilesTar>>20)
+	}
+	// #nosec G304 -- the caller's own file, named on their command line
+	return os.ReadFile(name)
 }

@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -34,7 +37,7 @@ func (a *app) newFsCmd() *cobra.Command {
 			"/home/user/workspace.",
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(a.newFsLsCmd(), a.newFsCatCmd(), a.newFsRmCmd(), a.newFsMkdirCmd(), a.newFsMvCmd())
+	cmd.AddCommand(a.newFsLsCmd(), a.newFsCatCmd(), a.newFsRmCmd(), a.newFsMkdirCmd(), a.newFsMvCmd(), a.newFsUploadCmd())
 	return cmd
 }
 
@@ -203,6 +206,49 @@ func (a *app) newFsMvCmd() *cobra.Command {
 			}
 			if a.jsonOutput() {
 				return a.printJSON(fe)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (a *app) newFsUploadCmd() *cobra.Command {
+	var f fsFlags
+	cmd := &cobra.Command{
+		Use:   "upload ID FILE...",
+		Short: "Upload local files into the sandbox's " + client.UploadDir,
+		Long: "Upload local files, each by its own name, into " + client.UploadDir + "\n" +
+			"in one request: if one fails, none is left. (hutch cp copies one file\n" +
+			"to a path of your choosing.)",
+		Args: minArgs(2, "a sandbox ID and one or more local files"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			var files []client.Upload
+			for _, name := range args[1:] {
+				// #nosec G304 -- the caller's own file, named on their command line
+				fh, err := os.Open(name)
+				if err != nil {
+					return err
+				}
+				defer fh.Close()
+				files = append(files, client.Upload{Name: filepath.Base(name), Content: fh})
+			}
+			entries, err := c.Upload(cmd.Context(), args[0], files, f.opts()...)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(entries)
+			}
+			for _, e := range entries {
+				if _, err := fmt.Fprintln(a.stdout, e.Path); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

@@ -109,7 +109,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 					context = filepath.Dir(hutchfile)
 				}
 				if req.Context, err = tarDir(context, template.MaxContext); err != nil {
-					return err
+					return fmt.Errorf("the build context: %w (keep large files out of it, or name a smaller one with --context)", err)
 				}
 				req.Hutchfile = string(text)
 			}
@@ -281,8 +281,9 @@ func madeFrom(t client.Template) string {
 	return strings.Join(append(append([]string{}, t.Packages...), t.NpmPackages...), ",")
 }
 
-// tarDir packs the directory dir into a tar, for a Hutchfile's COPY:
-// files, directories and symbolic links (as links), at most limit bytes.
+// tarDir packs the directory dir into a tar, for a Hutchfile's COPY or a
+// create's files: files, directories and symbolic links (as links), at
+// most limit bytes.
 func tarDir(dir string, limit int) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -326,7 +327,7 @@ func tarDir(dir string, limit int) ([]byte, error) {
 			}
 		}
 		if buf.Len() > limit {
-			return fmt.Errorf("the build context %s is over %d MiB: keep large files out of it, or name a smaller one with --context", dir, limit>>20)
+			return fmt.Errorf("%s is over %d MiB", dir, limit>>20)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -58,6 +59,17 @@ func (m *Manager) WriteFile(ctx context.Context, id, p, user string, r io.Reader
 		return nil, err
 	}
 	return m.stat(ctx, inst, abs, u)
+}
+
+// UploadDir is where uploads land, each file by its own name.
+const UploadDir = template.Workspace + "/user-uploads"
+
+// Upload writes a file sent by name, without directories, into UploadDir.
+func (m *Manager) Upload(ctx context.Context, id, name, user string, r io.Reader) (*filesystem.EntryInfo, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return nil, errdefs.InvalidArgument("an upload's file name must name a file, without directories; got %q", name)
+	}
+	return m.WriteFile(ctx, id, UploadDir+"/"+name, user, r)
 }
 
 // Stat describes a path.

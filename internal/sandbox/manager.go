@@ -175,10 +175,15 @@ type CreateOptions struct {
 	// Files are placed in the workspace before the first command: paths in
 	// it (or absolute under it) to their text, owned by the sandbox user.
 	Files map[string]string
+	// FilesTar is a tar (gzipped or not) unpacked into the workspace
+	// before Files are placed, owned by the sandbox user.
+	FilesTar []byte
 	// FromSnapshot, instead of Template, names the snapshot to start from.
 	FromSnapshot string
 	// Volumes are mounted into the sandbox (see volumes.go).
 	Volumes []store.VolumeMount
+
+	workspace map[string]backend.File // Files and FilesTar, checked by withDefaults
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -239,7 +244,8 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if err := checkMaxLifetime(o.MaxLifetime); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := workspaceFiles(o.Files); err != nil {
+	var err error
+	if o.workspace, err = workspaceFiles(o.Files, o.FilesTar); err != nil {
 		errs = append(errs, err)
 	}
 	for k := range o.Env {
@@ -287,7 +293,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}
 	// A pool's sandboxes run already: files and volumes go in before the
 	// start.
-	if len(opts.Files) == 0 && len(opts.Volumes) == 0 {
+	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
 				return m.adopt(ctx, sb, opts)
@@ -319,8 +325,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}()
 
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
-	files, _ := workspaceFiles(opts.Files) // checked by withDefaults
-	maps.Copy(spec.Files, files)
+	maps.Copy(spec.Files, opts.workspace)
 	h, err := be.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)

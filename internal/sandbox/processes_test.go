@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"archive/tar"
 	"errors"
 	"slices"
 	"strings"
@@ -185,6 +186,19 @@ func TestCreateWithFiles(t *testing.T) {
 	want := "hello\nprint(1)\n{}\n1000 755 src\n1000 755 src/app\n1000 644 src/app/main.py\n"
 	if err != nil || out != want {
 		t.Errorf("in the workspace %s: %q, %v; want %q", root, out, err, want)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A tar, unpacked before the map is laid over it.
+	sb = d.create(t, CreateOptions{Files: map[string]string{"notes.txt": "from the map\n"}, FilesTar: tarOf(t, true,
+		tar.Header{Name: "bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Linkname: "echo from the tar\n"},
+		tar.Header{Name: "bin/tool", Typeflag: tar.TypeSymlink, Linkname: "run.sh"},
+	)})
+	out, _, err = d.exec(t, sb.ID, ExecRequest{Command: `cat notes.txt; sh bin/tool; stat -c '%u %a %F' bin/run.sh bin/tool`})
+	want = "from the map\nfrom the tar\n1000 755 regular file\n1000 777 symbolic link\n"
+	if err != nil || out != want {
+		t.Errorf("from the tar: %q, %v; want %q", out, err, want)
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)

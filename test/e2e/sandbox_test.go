@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -274,6 +276,49 @@ func TestFiles(t *testing.T) {
 	})
 }
 
+// Uploads land in the workspace's user-uploads, the user's, by their own
+// names, through the SDK and hutch fs upload; a bad one in a batch leaves
+// none of the batch.
+func TestUpload(t *testing.T) {
+	d := startDaemon(t)
+	ctx := t.Context()
+	sb := d.create(client.CreateSandboxRequest{})
+	blob := make([]byte, 1<<20)
+	rand.Read(blob)
+	entries, err := d.client.Upload(ctx, sb.ID, []client.Upload{
+		{Name: "data.bin", Content: bytes.NewReader(blob)},
+		{Name: "notes.txt", Content: strings.NewReader("uploaded\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Path != client.UploadDir+"/data.bin" || entries[0].Size != int64(len(blob)) || entries[1].Owner != "user" {
+		t.Errorf("uploaded: %+v", entries)
+	}
+	if res := d.exec(sb.ID, "cat user-uploads/notes.txt; stat -c %U user-uploads; sha256sum < user-uploads/data.bin"); res.Stdout != fmt.Sprintf("uploaded\nuser\n%x  -\n", sha256.Sum256(blob)) {
+		t.Errorf("in the sandbox: %+v", res)
+	}
+
+	local := filepath.Join(t.TempDir(), "report.csv")
+	if err := os.WriteFile(local, []byte("a,b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := d.cli("", "fs", "upload", sb.ID, local); code != 0 || out != client.UploadDir+"/report.csv\n" {
+		t.Errorf("hutch fs upload: %d %q %q", code, out, stderr)
+	}
+
+	_, err = d.client.Upload(ctx, sb.ID, []client.Upload{
+		{Name: "first.txt", Content: strings.NewReader("x")},
+		{Name: "..", Content: strings.NewReader("y")},
+	})
+	if !client.IsInvalidArgument(err) {
+		t.Errorf("an upload named ..: %v, want invalid_argument", err)
+	}
+	if res := d.exec(sb.ID, "ls user-uploads"); res.Stdout != "data.bin\nnotes.txt\nreport.csv\n" {
+		t.Errorf("after a failed batch: %+v", res)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	d := startDaemon(t)
 	base := "http://" + d.addr
@@ -496,11 +541,22 @@ func TestGvisorMemoryBombStopsSandbox(t *testing.T) {
 }
 
 // Files given at create are in the workspace, the sandbox user's, before
-// the first command, under each runtime; hutch create --file sends them.
+// the first command, under each runtime; hutch create --file sends them,
+// and --files-from a directory packed as a tar.
 func TestCreateWithFiles(t *testing.T) {
 	d := startDaemon(t)
 	src := filepath.Join(t.TempDir(), "local.txt")
 	if err := os.WriteFile(src, []byte("from the CLI\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	project := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(project, "app", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, "app", "bin", "run"), []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("app/bin/run", filepath.Join(project, "run")); err != nil {
 		t.Fatal(err)
 	}
 	forEachRuntime(t, func(t *testing.T, runtime string) {
@@ -518,7 +574,43 @@ func TestCreateWithFiles(t *testing.T) {
 		if res := d.exec(id, "cat in/local.txt"); res.Stdout != "from the CLI\n" {
 			t.Errorf("hutch create --file: %+v", res)
 		}
+
+		out, stderr, code = d.cli("", "create", "--runtime", runtime, "--files-from", project)
+		if code != 0 {
+			t.Fatalf("hutch create --files-from: %d %q", code, stderr)
+		}
+		id = strings.TrimSpace(out)
+		d.sandboxIDs = append(d.sandboxIDs, id)
+		if res := d.exec(id, "./run; stat -c '%U %a %F' app/bin/run run"); res.Stdout != "ran\nuser 755 regular file\nuser 777 symbolic link\n" {
+			t.Errorf("hutch create --files-from: %+v", res)
+		}
 	})
+	// A tar that would write through a symlink out of the workspace is
+	// refused whole, and nothing is left of the sandbox.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, h := range []*tar.Header{
+		{Name: "etc", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
+		{Name: "etc/cron.d/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.client.ListSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{FilesTar: tb.Bytes()})
+	if !client.IsInvalidArgument(err) || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("a tar writing through a symlink: %v, want invalid_argument", err)
+	}
+	if after, err := d.client.ListSandboxes(t.Context()); err != nil || len(after) != len(before) {
+		t.Errorf("sandboxes after a refused create: %d, %v; want %d", len(after), err, len(before))
+	}
 }
 
 // A snapshot of a running sandbox holds its files as they were, and new

@@ -362,11 +362,14 @@ func writeFiles(root string, files map[string]backend.File) error {
 			return err
 		}
 		var err error
-		if f.Dir {
+		switch {
+		case f.Dir:
 			if err = os.Mkdir(path, os.FileMode(f.Mode)); errors.Is(err, os.ErrExist) {
 				err = nil
 			}
-		} else {
+		case f.Link != "":
+			err = os.Symlink(f.Link, path)
+		default:
 			err = os.WriteFile(path, f.Data, os.FileMode(f.Mode))
 		}
 		if err != nil {
@@ -374,6 +377,9 @@ func writeFiles(root string, files map[string]backend.File) error {
 		}
 		if err := os.Lchown(path, f.UID, f.GID); err != nil {
 			return err
+		}
+		if f.Link != "" {
+			continue
 		}
 		if err := os.Chmod(path, os.FileMode(f.Mode)); err != nil { // past the umask
 			return err

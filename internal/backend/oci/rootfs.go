@@ -231,9 +231,12 @@ func writeFiles(upper, lower string, files map[string]backend.File, ids idMappin
 		}
 		host := filepath.Join(upper, path)
 		var err error
-		if f.Dir {
+		switch {
+		case f.Dir:
 			err = os.Mkdir(host, os.FileMode(f.Mode))
-		} else {
+		case f.Link != "":
+			err = os.Symlink(f.Link, host) // never followed here: nothing is placed under one
+		default:
 			err = os.WriteFile(host, f.Data, os.FileMode(f.Mode))
 		}
 		if err != nil && !(f.Dir && errors.Is(err, os.ErrExist)) {
@@ -241,6 +244,9 @@ func writeFiles(upper, lower string, files map[string]backend.File, ids idMappin
 		}
 		if err := os.Lchown(host, ids.host(f.UID), ids.host(f.GID)); err != nil {
 			return err
+		}
+		if f.Link != "" {
+			continue
 		}
 		if err := os.Chmod(host, os.FileMode(f.Mode)); err != nil {
 			return err
