@@ -304,8 +304,11 @@ type Template struct {
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
-	// Sandbox is the sandbox a snapshot was made from.
-	Sandbox string `json:"sandbox,omitempty"`
+	// Sandbox is the sandbox a snapshot was made from. MemoryRuntime is
+	// the runtime (gvisor) whose sandboxes made from the snapshot go on
+	// with its memory and processes; other runtimes start on its files.
+	Sandbox       string `json:"sandbox,omitempty"`
+	MemoryRuntime string `json:"memory_runtime,omitempty"`
 	// Suite and Mirror are the Debian release and archive it came from.
 	Suite     string `json:"suite,omitempty"`
 	Mirror    string `json:"mirror,omitempty"`

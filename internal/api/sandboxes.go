@@ -157,7 +157,7 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, templateJSON(sandbox.TemplateInfo{Info: info}))
 }
 
-// forkSandbox makes copies of a sandbox from its files as they are now.
+// forkSandbox makes copies of a sandbox as it is now.
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	var req client.ForkRequest
 	if r.ContentLength != 0 { // the body is optional

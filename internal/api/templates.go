@@ -13,7 +13,7 @@ import (
 func templateJSON(t sandbox.TemplateInfo) client.Template {
 	return client.Template{
 		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: t.Parent, Steps: t.Steps, Env: t.Env,
-		Sandbox: t.Sandbox, Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
+		Sandbox: t.Sandbox, MemoryRuntime: t.MemoryRuntime, Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }
 

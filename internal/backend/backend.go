@@ -76,10 +76,13 @@ type Suspender interface {
 // own, without stopping it: snapshots and forks start from that root.
 type Snapshotter interface {
 	// Snapshot freezes the sandbox (unless it is paused already), applies
-	// its writable layer to dir, the root it was made from, as Export
+	// its writable layer to root, the root it was made from, as Export
 	// does, and thaws it. Call it after the sandbox's writes are flushed
-	// (sync in the sandbox).
-	Snapshot(ctx context.Context, h Handle, dir string) error
+	// (sync in the sandbox). When memory is not "" and the runtime can
+	// checkpoint, the sandbox's memory and processes, as they were when
+	// the files were copied, are saved in directory memory too, for
+	// Spec.Restore; saved says whether they were.
+	Snapshot(ctx context.Context, h Handle, root, memory string) (saved bool, err error)
 }
 
 // Builder is what a backend offers template builds, which run their steps
@@ -131,6 +134,12 @@ type Spec struct {
 	Env []string
 
 	Limits Limits
+
+	// Restore, when not "", is a memory image a snapshot saved (see
+	// Snapshotter): a runtime that can checkpoint starts the sandbox's
+	// processes from it, on Files as they were then; if that fails, or
+	// the runtime cannot, the sandbox starts afresh on the files.
+	Restore string
 }
 
 // Bind mounts a host path into the sandbox.

@@ -9,11 +9,12 @@ import (
 func (a *app) newSnapshotCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "snapshot ID NAME",
-		Short: "Snapshot a sandbox's files as template NAME",
+		Short: "Snapshot a sandbox as template NAME",
 		Long: "Copy a sandbox's files as they are now (it is frozen for the copy) into a\n" +
 			"template of source snapshot, printing its name and version. Sandboxes start\n" +
-			"from it with hutch create --from-snapshot NAME. Processes and memory are\n" +
-			"not part of a snapshot.",
+			"from it with hutch create --from-snapshot NAME. Under gVisor the snapshot\n" +
+			"holds the sandbox's memory and processes too: gVisor sandboxes made from it\n" +
+			"go on from there; other runtimes start afresh on its files.",
 		Args: exactArgs(2, "a sandbox ID and a snapshot name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()
@@ -37,9 +38,12 @@ func (a *app) newForkCmd() *cobra.Command {
 	var count int
 	cmd := &cobra.Command{
 		Use:   "fork ID [-n N]",
-		Short: "Make copies of a sandbox from its files as they are now",
+		Short: "Make copies of a sandbox as it is now",
 		Long: "Make N new sandboxes (1 by default, at most 10) from a sandbox's files as\n" +
-			"they are now, with its runtime, limits, env and timers, printing their IDs.",
+			"they are now, with its runtime, limits, env, timers and background\n" +
+			"processes, printing their IDs. Under gVisor each copy goes on with the\n" +
+			"sandbox's memory and processes; under runc its background processes start\n" +
+			"again, as after a resume.",
 		Args: exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()

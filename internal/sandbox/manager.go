@@ -292,8 +292,8 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 		return nil, err
 	}
 	// A pool's sandboxes run already: files and volumes go in before the
-	// start.
-	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 {
+	// start, and a snapshot's memory is the start.
+	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
 				return m.adopt(ctx, sb, opts)
@@ -326,6 +326,9 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
 	maps.Copy(spec.Files, opts.workspace)
+	if tmpl.MemoryRuntime == be.Name() {
+		spec.Restore = tmpl.Memory // a snapshot's processes go on
+	}
 	h, err := be.Create(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)

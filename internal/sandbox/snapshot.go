@@ -17,7 +17,9 @@ import (
 // made from, with what the sandbox changed applied, copied while it is
 // frozen for a moment. Sandboxes start from it like from any template
 // ("from_snapshot"), and a fork is a snapshot and sandboxes made from it.
-// Files only: processes and memory are not part of a snapshot.
+// Under gVisor a snapshot holds the sandbox's memory and processes too,
+// saved at the moment its files were copied: sandboxes of gVisor made from
+// it go on from there (the other runtimes start afresh on the files).
 
 // maxForks bounds one fork call.
 const maxForks = 10
@@ -58,8 +60,8 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 		return template.Info{}, errdefs.Unavailable("sync in sandbox %s before its snapshot exited with %d", id, res.ExitCode)
 	}
 	began := time.Now()
-	info, err := m.templates.Snapshot(ctx, name, parent, id, func(root string) error {
-		return snap.Snapshot(ctx, inst.handle, root)
+	info, err := m.templates.Snapshot(ctx, name, parent, id, inst.backend.Name(), func(root, memory string) (bool, error) {
+		return snap.Snapshot(ctx, inst.handle, root, memory)
 	})
 	if err != nil {
 		return template.Info{}, err
@@ -69,9 +71,11 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 }
 
 // Fork makes count new sandboxes from sandbox id's files as they are now,
-// each with its runtime, limits, env, metadata, timers and volumes; the snapshot
-// they start from is template "fork-<id>" (a new version per fork). On
-// failure none of them is left.
+// each with its runtime, limits, env, metadata, timers, volumes and
+// background processes (going on from the snapshot's memory under gVisor,
+// started again otherwise, as after a resume); the snapshot they start
+// from is template "fork-<id>" (a new version per fork). On failure none
+// of them is left.
 func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sandbox, error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
@@ -94,16 +98,44 @@ func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sand
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
 		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: rec.Volumes,
 	}
+	procs, err := m.store.ListProcesses(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	var made []*store.Sandbox
 	for range count {
 		sb, err := m.Create(ctx, opts)
+		if err == nil {
+			made = append(made, sb)
+			err = m.forkProcesses(ctx, sb.ID, procs)
+		}
 		if err != nil {
 			for _, s := range made {
 				err = errors.Join(err, m.Delete(context.WithoutCancel(ctx), s.ID))
 			}
 			return nil, err
 		}
-		made = append(made, sb)
 	}
 	return made, nil
+}
+
+// forkProcesses gives a fork its source's background processes: those
+// that ran and were not restored with the memory start again.
+func (m *Manager) forkProcesses(ctx context.Context, id string, procs []*store.Process) error {
+	if len(procs) == 0 {
+		return nil
+	}
+	for _, p := range procs {
+		c := *p
+		c.SandboxID = id
+		if err := m.store.PutProcess(ctx, &c); err != nil {
+			return err
+		}
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return err
+	}
+	m.restartProcesses(ctx, inst)
+	return nil
 }

@@ -20,8 +20,8 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Snapshot(ctx, "snap", parent, "sb1", func(root string) error {
-		return os.WriteFile(filepath.Join(root, "new.txt"), []byte("added"), 0o644)
+	info, err := s.Snapshot(ctx, "snap", parent, "sb1", "runc", func(root, _ string) (bool, error) {
+		return false, os.WriteFile(filepath.Join(root, "new.txt"), []byte("added"), 0o644)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -42,22 +42,40 @@ func TestSnapshot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(parent.RootDir, "new.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the snapshot wrote into its parent: %v", err)
 	}
-	if len(snap.Binds) != 0 {
-		t.Errorf("a snapshot of py has binds: %v", snap.Binds)
+	if len(snap.Binds) != 0 || snap.Memory != "" || info.MemoryRuntime != "" {
+		t.Errorf("a snapshot of py has binds %v or memory %q (%q)", snap.Binds, snap.Memory, info.MemoryRuntime)
+	}
+	// A snapshot with memory keeps its image beside the root, counted in
+	// its size, and names the runtime that can restore it.
+	withMem, err := s.Snapshot(ctx, "mem", parent, "sb1", "gvisor", func(_, memory string) (bool, error) {
+		if err := os.Mkdir(memory, 0o700); err != nil {
+			return false, err
+		}
+		return true, os.WriteFile(filepath.Join(memory, "pages.img"), make([]byte, 1<<20), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := s.Get("mem")
+	if err != nil || withMem.MemoryRuntime != "gvisor" || mem.MemoryRuntime != "gvisor" || withMem.SizeBytes < info.SizeBytes+1<<20 {
+		t.Errorf("a snapshot with memory: %+v, %+v, %v", withMem, mem, err)
+	}
+	if _, err := os.Stat(filepath.Join(mem.Memory, "pages.img")); err != nil {
+		t.Errorf("its memory image: %v", err)
 	}
 
 	host, _ := s.Get(HostName)
-	if _, err := s.Snapshot(ctx, "onhost", host, "sb2", func(string) error { return nil }); err != nil {
+	if _, err := s.Snapshot(ctx, "onhost", host, "sb2", "runc", func(string, string) (bool, error) { return false, nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Get("onhost"); len(got.Binds) == 0 || len(got.Binds) != len(host.Binds) {
 		t.Errorf("a snapshot of the host template has binds %v, want the host's %v", got.Binds, host.Binds)
 	}
 
-	if _, err := s.Snapshot(ctx, "py", parent, "sb1", func(string) error { return nil }); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := s.Snapshot(ctx, "py", parent, "sb1", "runc", func(string, string) (bool, error) { return false, nil }); !errors.Is(err, errdefs.ErrConflict) {
 		t.Errorf("a snapshot named like a built template: %v, want conflict", err)
 	}
-	if _, err := s.Snapshot(ctx, "broken", parent, "sb1", func(string) error { return errors.New("copy failed") }); err == nil {
+	if _, err := s.Snapshot(ctx, "broken", parent, "sb1", "runc", func(string, string) (bool, error) { return false, errors.New("copy failed") }); err == nil {
 		t.Error("a failed apply made a snapshot")
 	}
 	if _, err := s.Info("broken"); !errors.Is(err, errdefs.ErrNotFound) {

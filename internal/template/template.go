@@ -47,6 +47,9 @@ type Template struct {
 	Binds []backend.Bind
 	// Env is the environment its sandboxes start with (a Hutchfile's ENV).
 	Env map[string]string
+	// Memory is a snapshot's memory image, which sandboxes of
+	// MemoryRuntime start from ("" when it has none).
+	Memory, MemoryRuntime string
 }
 
 // Info describes a template, as `hutch template ls` and the API show it.
@@ -68,8 +71,10 @@ type Info struct {
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
-	// Sandbox is the sandbox a snapshot was made from.
-	Sandbox string `json:"sandbox,omitempty"`
+	// Sandbox is the sandbox a snapshot was made from; MemoryRuntime, the
+	// runtime whose memory image of it the snapshot holds, if any.
+	Sandbox       string `json:"sandbox,omitempty"`
+	MemoryRuntime string `json:"memory_runtime,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
@@ -300,7 +305,11 @@ func (s *Store) current(name string) (Info, error) {
 }
 
 func (s *Store) template(info Info) Template {
-	t := Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(s.dir, info.Name, info.Version, "rootfs"), Env: info.Env}
+	dir := filepath.Join(s.dir, info.Name, info.Version)
+	t := Template{Name: info.Name, Version: info.Version, RootDir: filepath.Join(dir, "rootfs"), Env: info.Env}
+	if info.MemoryRuntime != "" {
+		t.Memory, t.MemoryRuntime = filepath.Join(dir, "memory"), info.MemoryRuntime
+	}
 	if info.onHost() {
 		t.Binds = s.host.Binds
 	}
@@ -359,6 +368,13 @@ func (b *Build) Commit(info Info) (Info, error) {
 	size, err := diskUsage(b.Root())
 	if err != nil {
 		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
+	}
+	if _, err := os.Stat(b.memory()); err == nil { // a snapshot's memory image
+		mem, err := diskUsage(b.memory())
+		if err != nil {
+			return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
+		}
+		size += mem
 	}
 	info.SizeBytes = size
 	js, err := json.MarshalIndent(info, "", "  ")

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,4 +203,64 @@ func killDuring(t *testing.T, d *daemon, id, midway string, call func(context.Co
 		}
 	}
 	return false
+}
+
+// A daemon killed mid-snapshot leaves a sandbox that runs on after the
+// restart: thawed, with its agent listening (under gVisor the agent closes
+// its listener while the memory is saved), and its files as they were.
+func TestKillMidSnapshot(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := startDaemon(t)
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		// Many files make the copy, while the sandbox is frozen, long
+		// enough to catch.
+		d.exec(sb.ID, "echo kept > state.txt && mkdir many && cd many && seq 3000 | xargs touch")
+		dir := filepath.Join(d.dataDir, "sandboxes", sb.ID)
+		midway := func() bool {
+			if _, err := os.Stat(filepath.Join(dir, "snapshotting")); err != nil {
+				return false
+			}
+			if runtime == "gvisor" {
+				_, err := os.Stat(filepath.Join(dir, "run", "agent.sock"))
+				return errors.Is(err, os.ErrNotExist) // closed for the checkpoint
+			}
+			state, err := os.ReadFile("/sys/fs/cgroup/freezer/hutch/" + sb.ID + "/freezer.state")
+			return err == nil && strings.TrimSpace(string(state)) == "FROZEN"
+		}
+		caught := false
+		for try := 0; try < 5 && !caught; try++ {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = d.client.SnapshotSandbox(t.Context(), sb.ID, fmt.Sprintf("cut-%d", try))
+			}()
+		poll:
+			for !caught {
+				select {
+				case <-done:
+					break poll
+				default:
+					if midway() {
+						d.kill()
+						caught = true
+					}
+				}
+			}
+			<-done
+		}
+		if !caught {
+			t.Fatal("never caught a snapshot midway in 5 tries")
+		}
+		d.start()
+		got, err := d.client.GetSandbox(t.Context(), sb.ID)
+		if err != nil || got.State != client.StateRunning {
+			t.Fatalf("after a kill mid-snapshot and a restart: %+v, %v; want running", got, err)
+		}
+		if res := d.exec(sb.ID, "cat state.txt"); res.Stdout != "kept\n" {
+			t.Fatalf("after a kill mid-snapshot: %+v", res)
+		}
+		if _, err := d.client.SnapshotSandbox(t.Context(), sb.ID, "whole"); err != nil {
+			t.Errorf("a snapshot after the restart: %v", err)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -666,6 +667,59 @@ func TestSnapshotAndFork(t *testing.T) {
 		}
 		if _, err := d.client.SnapshotSandbox(t.Context(), sb.ID, "host"); !client.IsInvalidArgument(err) {
 			t.Errorf("a snapshot named host: %v", err)
+		}
+	})
+}
+
+// A fork carries its source's background processes: under gVisor they go
+// on from the snapshot's memory (the same pid, counting on from where the
+// source was), under runc they start again, as after a resume.
+func TestForkKeepsProcesses(t *testing.T) {
+	d := startDaemon(t)
+	const counter = "import time\ni = 0\nwhile True:\n    i += 1\n    open('/tmp/count', 'w').write(str(i))\n    time.sleep(0.05)\n"
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		p, err := d.client.StartProcess(ctx, sb.ID, client.StartProcessRequest{Name: "counter", Cmd: []string{"python3", "-c", counter}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func(id string) int {
+			n, _ := strconv.Atoi(d.exec(id, "cat /tmp/count").Stdout)
+			return n
+		}
+		for deadline := time.Now().Add(20 * time.Second); count(sb.ID) < 40; {
+			if time.Now().After(deadline) {
+				t.Fatalf("the counter in the source did not reach 40: %d", count(sb.ID))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		forks, err := d.client.ForkSandbox(ctx, sb.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fork := forks[0].ID
+		d.sandboxIDs = append(d.sandboxIDs, fork)
+		procs, err := d.client.ListProcesses(ctx, fork)
+		if err != nil || len(procs) != 1 || procs[0].Name != "counter" || procs[0].Status != client.ProcessRunning {
+			t.Fatalf("the fork's processes: %+v, %v", procs, err)
+		}
+		snap, err := d.client.GetTemplate(ctx, "fork-"+sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runtime != "gvisor" {
+			if snap.MemoryRuntime != "" {
+				t.Errorf("a %s snapshot says it holds memory: %+v", runtime, snap)
+			}
+			return
+		}
+		if snap.MemoryRuntime != "gvisor" {
+			t.Errorf("the fork's snapshot holds no memory: %+v", snap)
+		}
+		// A fresh start would count from 1, at 20 a second.
+		if n := count(fork); procs[0].Pid != p.Pid || n < 40 {
+			t.Errorf("the fork's counter: pid %d at %d, want pid %d counting on from 40 or more", procs[0].Pid, n, p.Pid)
 		}
 	})
 }

@@ -125,19 +125,46 @@ func (r *Runtime) applyLayer(id, dir string) error {
 	return nil
 }
 
-// Snapshot applies a running sandbox's writable layer to dir while it is
-// frozen (runc or runsc pause), so that nothing changes under the copy.
-func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, dir string) (err error) {
+// Snapshot applies a running sandbox's writable layer to root while it is
+// frozen (runc or runsc pause), so that nothing changes under the copy;
+// with checkpoints (gVisor), its memory is saved then too.
+func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, root, memory string) (saved bool, err error) {
 	if !validID(h.ID) {
-		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+		return false, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
 	st, err := r.state(ctx, h.ID)
 	if err != nil {
-		return err
+		return false, err
+	}
+	// A daemon killed before the end leaves the sandbox frozen, or its
+	// agent not listening: the mark has Recover set it running again.
+	layer := r.layout(h.ID)
+	if err := os.WriteFile(layer.snapshotting(), nil, 0o600); err != nil {
+		return false, err
+	}
+	defer func() { err = errors.Join(err, os.Remove(layer.snapshotting())) }()
+	withMemory := memory != "" && r.cfg.Checkpoints
+	if withMemory {
+		// The agent closes its listener, which it cannot while frozen, and
+		// listens again once thawed (deferred first, so it runs last).
+		if st.Status == "paused" {
+			if err := r.run(ctx, h.ID, "resume", containerID(h.ID)); err != nil {
+				return false, err
+			}
+			st.Status = "running"
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			err = errors.Join(err, r.relisten(rctx, h))
+		}()
+		if err := r.unlisten(ctx, h.ID, layer); err != nil {
+			return false, err
+		}
 	}
 	if st.Status != "paused" {
 		if err := r.Pause(ctx, h); err != nil {
-			return err
+			return false, err
 		}
 		defer func() {
 			// Thawed whatever happened: the caller's sandbox runs on.
@@ -146,7 +173,18 @@ func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, dir string) (e
 			err = errors.Join(err, r.Unpause(uctx, h))
 		}()
 	}
-	return r.applyLayer(h.ID, dir)
+	if err := r.applyLayer(h.ID, root); err != nil {
+		return false, err
+	}
+	if !withMemory {
+		return false, nil
+	}
+	// Frozen still, so the memory saved matches the files copied.
+	if err := r.checkpointRunning(ctx, h.ID, memory); err != nil {
+		r.log.Warn("saving a snapshot's memory failed; the snapshot holds files only", "sandbox_id", h.ID, "error", err)
+		return false, nil
+	}
+	return true, nil
 }
 
 // layerApplier applies an overlayfs upper directory to a plain directory

@@ -27,6 +27,9 @@ const checkpointWait = 5 * time.Second
 
 func (l sandboxLayout) checkpoint() string { return filepath.Join(l.dir, "checkpoint") }
 
+// snapshotting marks a sandbox whose snapshot is under way (see Snapshot).
+func (l sandboxLayout) snapshotting() string { return filepath.Join(l.dir, "snapshotting") }
+
 // checkpoint saves sandbox id's memory and processes into its checkpoint
 // image. The sandbox stops, whether the checkpoint worked or not.
 func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout) error {
@@ -47,11 +50,8 @@ func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout
 			return err
 		}
 	}
-	if err := r.run(ctx, id, "kill", containerID(id), agent.SignalUnlisten); err != nil {
+	if err := r.unlisten(ctx, id, layer); err != nil {
 		return err
-	}
-	if err := waitFor(ctx, func() bool { _, err := os.Lstat(layer.socket); return errors.Is(err, os.ErrNotExist) }); err != nil {
-		return fmt.Errorf("the agent did not close its listener: %w", err)
 	}
 	began := time.Now()
 	if err := r.run(ctx, id, "checkpoint", "--image-path", partial, containerID(id)); err != nil {
@@ -61,9 +61,30 @@ func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout
 	return os.Rename(partial, img)
 }
 
-// restore starts a suspended sandbox, whose root is mounted, from its
-// checkpoint image, and waits for its agent. The image goes once restored.
-func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS) error {
+// unlisten has sandbox id's agent close its listener, and waits until it
+// has: the sandbox can be checkpointed then.
+func (r *Runtime) unlisten(ctx context.Context, id string, layer sandboxLayout) error {
+	if err := r.run(ctx, id, "kill", containerID(id), agent.SignalUnlisten); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, func() bool { _, err := os.Lstat(layer.socket); return errors.Is(err, os.ErrNotExist) }); err != nil {
+		return fmt.Errorf("the agent did not close its listener: %w", err)
+	}
+	return nil
+}
+
+// relisten has a running sandbox's agent listen again, and waits until it
+// answers.
+func (r *Runtime) relisten(ctx context.Context, h backend.Handle) error {
+	if err := r.run(ctx, h.ID, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
+		return err
+	}
+	return r.waitAgent(ctx, h)
+}
+
+// restore starts a sandbox, whose root is mounted, from a checkpoint
+// image (its own, or a snapshot's), and waits for its agent.
+func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS, image string) error {
 	began := time.Now()
 	logFile, err := r.writeBundle(s, layer, ns)
 	if err != nil {
@@ -72,7 +93,7 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	defer logFile.Close()
 	// The runtime's output goes to the log: restore --detach hands its
 	// stdio to the sandbox, so no pipe may tie it to us.
-	cmd := r.command(ctx, "restore", "--detach", "--image-path", layer.checkpoint(), "--bundle", layer.dir, containerID(h.ID))
+	cmd := r.command(ctx, "restore", "--detach", "--image-path", image, "--bundle", layer.dir, containerID(h.ID))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s restore: %w%s", r.cfg.Name, err, tailOf(filepath.Join(layer.dir, "agent.log")))
@@ -81,14 +102,22 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	if err := layer.unmountIDMapped(); err != nil {
 		return err
 	}
-	if err := r.run(ctx, h.ID, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
+	if err := r.relisten(ctx, h); err != nil {
 		return err
 	}
-	if err := r.waitAgent(ctx, h); err != nil {
-		return err
+	r.log.Debug("sandbox restored", "sandbox_id", h.ID, "image", image, "restore", restored.Sub(began), "agent", time.Since(restored))
+	return nil
+}
+
+// checkpointRunning writes a frozen sandbox's memory and processes to
+// image, leaving the sandbox as it is. A failed checkpoint leaves no image.
+func (r *Runtime) checkpointRunning(ctx context.Context, id, image string) error {
+	began := time.Now()
+	if err := r.run(ctx, id, "checkpoint", "--leave-running", "--image-path", image, containerID(id)); err != nil {
+		return errors.Join(err, os.RemoveAll(image))
 	}
-	r.log.Debug("sandbox restored", "sandbox_id", h.ID, "restore", restored.Sub(began), "agent", time.Since(restored))
-	return os.RemoveAll(layer.checkpoint())
+	r.log.Debug("sandbox memory saved", "sandbox_id", id, "duration", time.Since(began))
+	return nil
 }
 
 // waitFor polls cond every millisecond until it holds, for up to

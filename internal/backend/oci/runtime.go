@@ -234,6 +234,17 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	r.log.Debug("sandbox root mounted", "sandbox_id", s.ID, "duration", time.Since(began))
+	if s.Restore != "" && r.cfg.Checkpoints {
+		rerr := r.restore(ctx, h, s, layer, ns, s.Restore)
+		if rerr == nil {
+			return h, nil
+		}
+		// A snapshot's files are there as they were: start afresh on them.
+		r.log.Warn("restore of a snapshot's memory failed; starting the sandbox afresh with its files", "sandbox_id", s.ID, "error", rerr)
+		if err := r.deleteContainer(ctx, s.ID); err != nil {
+			return h, errors.Join(rerr, err)
+		}
+	}
 	return h, r.start(ctx, h, s, layer, ns)
 }
 
@@ -363,7 +374,24 @@ func (r *Runtime) Recover(ctx context.Context, h backend.Handle) error {
 	if st.Status != "running" && st.Status != "paused" {
 		return errdefs.NotFound("container of sandbox %s is %s", h.ID, st.Status)
 	}
-	return nil
+	layer := r.layout(h.ID)
+	if _, err := os.Stat(layer.snapshotting()); err != nil {
+		return nil
+	}
+	// Caught mid-snapshot: thawed, and its agent listening, it runs as
+	// before.
+	if st.Status == "paused" {
+		if err := r.Unpause(ctx, h); err != nil {
+			return err
+		}
+	}
+	if r.cfg.Checkpoints {
+		if err := r.relisten(ctx, h); err != nil {
+			return err
+		}
+	}
+	r.log.Info("sandbox running again after a snapshot cut short", "sandbox_id", h.ID)
+	return os.Remove(layer.snapshotting())
 }
 
 // containerState is the part of the runtime's `state` output Hutch reads.
@@ -624,9 +652,9 @@ func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) 
 	}
 	s.ID = h.ID
 	if _, err := os.Stat(layer.checkpoint()); err == nil {
-		rerr := r.restore(ctx, h, s, layer, ns)
+		rerr := r.restore(ctx, h, s, layer, ns, layer.checkpoint())
 		if rerr == nil {
-			return nil
+			return os.RemoveAll(layer.checkpoint())
 		}
 		// A fresh start keeps the files, as without a checkpoint.
 		r.log.Warn("restore failed; starting the sandbox afresh with its files", "sandbox_id", h.ID, "error", rerr)
