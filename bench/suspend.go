@@ -21,7 +21,7 @@ time.sleep(1 << 30)`
 // the same runtime, which is what a resume saves, and a fork of the
 // sandbox (its files, 10 MB of them its own) → first output in the copy. Under runc the sandbox
 // holds only files; under gVisor it also runs a background Python process
-// holding 64 MiB, which the resume brings back.
+// holding 64 MiB, which the resume and the fork bring back.
 func (b *bench) measureSuspend(ctx context.Context) (section, error) {
 	s := section{title: "(g) suspend, resume and fork: one sandbox, resumed or forked → first output of `echo hi`, beside a cold create"}
 	runtimes := []string{"runc"}
@@ -119,7 +119,7 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 	}
 	return append(rows,
 		row{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
-		durationRow(fmt.Sprintf("hutch (%s): POST fork (1 copy, files only) + exec echo in it, to first stdout", runtime), fork.samples),
+		durationRow(fmt.Sprintf("hutch (%s): POST fork (1 copy, %s) + exec echo in it, to first stdout", runtime, what), fork.samples),
 		row{label: "  ratio fork / cold create", median: fmtRatio(ratio(median(fork.samples), median(create.samples)))},
 	), nil
 }

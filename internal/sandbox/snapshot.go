@@ -66,7 +66,13 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 	if err != nil {
 		return template.Info{}, err
 	}
-	m.log.Info("sandbox snapshot made", attrSandbox, id, "template", name, "version", info.Version, "duration", time.Since(began))
+	m.log.Info("sandbox snapshot made", attrSandbox, id, "template", name, "version", info.Version,
+		"memory", info.MemoryRuntime != "", "duration", time.Since(began))
+	// The versions before it that no sandbox uses go (a memory image is
+	// as big as the sandbox's memory).
+	if err := m.pruneTemplates(ctx); err != nil {
+		m.log.Warn("prune old template versions", "error", err)
+	}
 	return info, nil
 }
 

@@ -717,6 +717,13 @@ func TestForkKeepsProcesses(t *testing.T) {
 		if snap.MemoryRuntime != "gvisor" {
 			t.Errorf("the fork's snapshot holds no memory: %+v", snap)
 		}
+		// The image holds the sandbox's secrets as its memory did.
+		img := filepath.Join(d.dataDir, "templates", snap.Name, snap.Version, "memory")
+		if fi, err := os.Stat(img); err != nil {
+			t.Errorf("the memory image: %v", err)
+		} else if fi.Mode().Perm() != 0o700 {
+			t.Errorf("the memory image %s has mode %v; want root's alone (0700)", img, fi.Mode())
+		}
 		// A fresh start would count from 1, at 20 a second.
 		if n := count(fork); procs[0].Pid != p.Pid || n < 40 {
 			t.Errorf("the fork's counter: pid %d at %d, want pid %d counting on from 40 or more", procs[0].Pid, n, p.Pid)

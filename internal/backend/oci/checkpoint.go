@@ -116,6 +116,11 @@ func (r *Runtime) checkpointRunning(ctx context.Context, id, image string) error
 	if err := r.run(ctx, id, "checkpoint", "--leave-running", "--image-path", image, containerID(id)); err != nil {
 		return errors.Join(err, os.RemoveAll(image))
 	}
+	// The sandbox's memory holds its secrets: the image is root's alone,
+	// though templates are open to be searched.
+	if err := os.Chmod(image, 0o700); err != nil {
+		return errors.Join(err, os.RemoveAll(image))
+	}
 	r.log.Debug("sandbox memory saved", "sandbox_id", id, "duration", time.Since(began))
 	return nil
 }
