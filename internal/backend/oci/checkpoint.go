@@ -118,6 +118,7 @@ func (r *Runtime) checkpointRunning(ctx context.Context, id, image string) error
 	}
 	// The sandbox's memory holds its secrets: the image is root's alone,
 	// though templates are open to be searched.
+	// #nosec G302 -- a directory: 0700 is root's alone
 	if err := os.Chmod(image, 0o700); err != nil {
 		return errors.Join(err, os.RemoveAll(image))
 	}
