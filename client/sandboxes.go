@@ -85,9 +85,21 @@ func (c *Client) SuspendSandbox(ctx context.Context, id string) (*Sandbox, error
 	return c.sandboxAction(ctx, id, "suspend")
 }
 
-// ResumeSandbox starts a suspended sandbox again.
+// ResumeSandbox starts a suspended or stopped sandbox again.
 func (c *Client) ResumeSandbox(ctx context.Context, id string) (*Sandbox, error) {
 	return c.sandboxAction(ctx, id, "resume")
+}
+
+// StopSandbox ends a sandbox's processes, keeping its files only; unlike a
+// suspended one, a stopped sandbox is not woken by calls: StartSandbox
+// starts it.
+func (c *Client) StopSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "stop")
+}
+
+// StartSandbox starts a stopped (or suspended) sandbox again.
+func (c *Client) StartSandbox(ctx context.Context, id string) (*Sandbox, error) {
+	return c.sandboxAction(ctx, id, "start")
 }
 
 func (c *Client) sandboxAction(ctx context.Context, id, action string) (*Sandbox, error) {

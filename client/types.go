@@ -44,8 +44,12 @@ const (
 	StateSuspending = "suspending"
 	// StateResuming is on its way back to running.
 	StateResuming = "resuming"
-	StateStopped  = "stopped"
-	StateError    = "error"
+	// StateStopping is on its way to stopped.
+	StateStopping = "stopping"
+	// StateStopped: its processes ended, its files kept; only a start
+	// (not any call) starts it.
+	StateStopped = "stopped"
+	StateError   = "error"
 )
 
 // Sandbox is a sandbox as the API describes it. Its environment is never
@@ -89,7 +93,8 @@ type CreateSandboxRequest struct {
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	IdleTimeoutS int64             `json:"idle_timeout_s,omitempty"`
 	// IdleAction is what the idle timeout does: IdleSuspend (the default:
-	// files kept, the next call resumes it) or IdleDelete.
+	// files kept, and memory under gVisor; the next call resumes it),
+	// IdleStop (files kept; a start starts it) or IdleDelete.
 	IdleAction string `json:"idle_action,omitempty"`
 	// Key makes the create a get-or-create: the sandbox with this key is
 	// returned (woken if suspended) when there is one, else made with it.
@@ -149,6 +154,7 @@ type UpdateSandboxRequest struct {
 // What the idle timeout does to a sandbox.
 const (
 	IdleSuspend = "suspend"
+	IdleStop    = "stop"
 	IdleDelete  = "delete"
 )
 

@@ -116,6 +116,13 @@ func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+		return s.m.Stop(ctx, id, "stopped by request")
+	})
+}
+
+// resumeSandbox is also POST …/start: it starts a stopped sandbox too.
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, s.m.Resume)
 }

@@ -60,6 +60,8 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspendSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resumeSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/stop", s.stopSandbox)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/start", s.resumeSandbox)
 	mux.HandleFunc("GET /v1/sandboxes/{id}/activity", s.sandboxActivity)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.snapshotSandbox)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.forkSandbox)

@@ -66,7 +66,11 @@ type Pauser interface {
 // gone (a resumed sandbox has its agent alone) and its files as they were.
 // The handle stays good for Resume and Destroy, across daemon restarts.
 type Suspender interface {
-	Suspend(ctx context.Context, h Handle) error
+	// Suspend stops the sandbox. With keepMemory, a runtime that
+	// checkpoints (gVisor) keeps its memory and processes for Resume;
+	// without, they end, and a suspended sandbox's kept memory goes.
+	// Suspending a suspended sandbox again is allowed.
+	Suspend(ctx context.Context, h Handle, keepMemory bool) error
 	// Resume starts a suspended sandbox with spec, the one it was created
 	// with (its Files are in its layer already and are not written again).
 	Resume(ctx context.Context, h Handle, spec Spec) error

@@ -49,7 +49,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
 	fl.StringVar(&f.filesFrom, "files-from", "", "unpack into the workspace before the first command: a local `DIR`, or a .tar or .tar.gz (at most 32 MiB)")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
-	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept; the next call resumes it; the default) or delete")
+	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept, memory too under gVisor; the next call resumes it; the default), stop (files kept; hutch start starts it) or delete")
 }
 
 func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxRequest, error) {

@@ -46,9 +46,20 @@ func (a *app) newSuspendCmd() *cobra.Command {
 		(*client.Client).SuspendSandbox)
 }
 
+func (a *app) newStopCmd() *cobra.Command {
+	return a.newSandboxActionCmd("stop", "Stop sandboxes, keeping their files only",
+		"Stop each sandbox, printing its ID: its processes end (under gVisor too),\n"+
+			"its files are kept. Unlike a suspended sandbox, a stopped one is not woken\n"+
+			"by calls: hutch start starts it, with the background processes that ran.",
+		(*client.Client).StopSandbox)
+}
+
 func (a *app) newResumeCmd() *cobra.Command {
-	return a.newSandboxActionCmd("resume", "Start suspended sandboxes again",
-		"Resume each suspended sandbox, printing its ID.", (*client.Client).ResumeSandbox)
+	cmd := a.newSandboxActionCmd("resume", "Start suspended or stopped sandboxes again",
+		"Resume each suspended or stopped sandbox, printing its ID. (hutch start is\nthe same.)",
+		(*client.Client).ResumeSandbox)
+	cmd.Aliases = []string{"start"}
+	return cmd
 }
 
 func (a *app) newKeepaliveCmd() *cobra.Command {
@@ -61,8 +72,8 @@ func (a *app) newKeepaliveCmd() *cobra.Command {
 		Short: "Set sandboxes' idle timeout or max lifetime, from now",
 		Long: "Set each sandbox's idle timeout, counted from now, printing its ID: a\n" +
 			"keepalive for a sandbox an agent will come back to. --idle-action changes\n" +
-			"what the timeout does (suspend or delete). --max-lifetime moves the time\n" +
-			"the sandbox is deleted at, running or suspended, to that long from now.",
+			"what the timeout does (suspend, stop or delete). --max-lifetime moves the\n" +
+			"time the sandbox is deleted at, running or not, to that long from now.",
 		Example: "  hutch keepalive abc123 --idle-timeout 2h\n  hutch keepalive abc123 --max-lifetime 720h",
 		Args:    minArgs(1, "one or more sandbox IDs"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,7 +96,7 @@ func (a *app) newKeepaliveCmd() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&timeout, "idle-timeout", 0, "the new idle timeout, from now")
 	cmd.Flags().DurationVar(&lifetime, "max-lifetime", 0, "delete the sandbox this long from now")
-	cmd.Flags().StringVar(&action, "idle-action", "", "suspend or delete (default: unchanged)")
+	cmd.Flags().StringVar(&action, "idle-action", "", "suspend, stop or delete (default: unchanged)")
 	return cmd
 }
 

@@ -103,6 +103,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newPauseCmd(),
 		a.newUnpauseCmd(),
 		a.newSuspendCmd(),
+		a.newStopCmd(),
 		a.newResumeCmd(),
 		a.newKeepaliveCmd(),
 		a.newProcessCmd(),

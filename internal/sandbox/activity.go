@@ -45,8 +45,12 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst == nil {
-		a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
-		if rec.State != store.StateSuspended && rec.State != store.StateSuspending && rec.State != store.StateResuming {
+		switch rec.State {
+		case store.StateSuspended, store.StateSuspending, store.StateResuming:
+			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
+		case store.StateStopped, store.StateStopping:
+			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; a start (POST …/start, hutch start) starts it, calls do not", rec.State)}
+		default:
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs", rec.State)}
 		}
 		return a, nil

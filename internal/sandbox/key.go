@@ -44,9 +44,6 @@ func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *store.Sandb
 		sb, err := m.Create(ctx, opts)
 		return sb, err == nil, err
 	}
-	if _, err := m.instance(ctx, rec.ID); err != nil { // wakes it
-		return nil, false, err
-	}
-	sb, err = m.store.GetSandbox(ctx, rec.ID)
+	sb, err = m.Resume(ctx, rec.ID) // wakes or starts it
 	return sb, false, err
 }

@@ -165,7 +165,7 @@ type CreateOptions struct {
 	Metadata    map[string]string
 	IdleTimeout time.Duration
 	// IdleAction is what the idle timeout does: store.IdleSuspend (the
-	// default) or store.IdleDelete.
+	// default), store.IdleStop or store.IdleDelete.
 	IdleAction string
 	// Key makes a create a get-or-create (see Open).
 	Key string
@@ -235,8 +235,8 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if len(o.Key) > 256 || strings.ContainsFunc(o.Key, unicode.IsControl) {
 		errs = append(errs, fmt.Errorf("key must be at most 256 characters, none of them control characters"))
 	}
-	if o.IdleAction != store.IdleSuspend && o.IdleAction != store.IdleDelete {
-		errs = append(errs, fmt.Errorf("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, o.IdleAction))
+	if err := checkIdleAction(o.IdleAction); err != nil {
+		errs = append(errs, err)
 	}
 	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
@@ -257,6 +257,14 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		return o, errdefs.InvalidArgument("%v", errors.Join(errs...))
 	}
 	return o, nil
+}
+
+// checkIdleAction checks an idle action a call gives.
+func checkIdleAction(a string) error {
+	if a != store.IdleSuspend && a != store.IdleStop && a != store.IdleDelete {
+		return fmt.Errorf("idle_action must be %s, %s or %s, got %q", store.IdleSuspend, store.IdleStop, store.IdleDelete, a)
+	}
+	return nil
 }
 
 // checkMaxLifetime checks a max lifetime a call gives.
@@ -503,6 +511,10 @@ func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
 
 // notRunning is the error of a call to a sandbox that is not running.
 func notRunning(rec *store.Sandbox) error {
+	if rec.State == store.StateStopped {
+		return errdefs.FailedPrecondition("sandbox %s is stopped%s: start it with POST /v1/sandboxes/%s/start (hutch start %s)",
+			rec.ID, reasonSuffix(rec.StateReason), rec.ID, rec.ID)
+	}
 	return errdefs.FailedPrecondition("sandbox %s is %s, not running%s", rec.ID, rec.State, reasonSuffix(rec.StateReason))
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // A paused sandbox is frozen until a call needs it, survives a daemon
@@ -266,6 +267,96 @@ func TestKeepalive(t *testing.T) {
 		}
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stopped sandbox keeps its files, not its processes; calls do not wake
+// it (they say how to start it), a start does, with the background
+// processes that ran. The idle timer stops one when asked to, a suspended
+// one can be stopped, a restart finishes a stop cut short, and a key
+// starts the stopped sandbox it names.
+func TestStopAndStart(t *testing.T) {
+	state := newDaemonState(t)
+	d := state.start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{Key: "conversation-1"})
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.StartProcess(ctx, sb.ID, ProcessRequest{Name: "svc", Cmd: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + template.Workspace}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := d.m.Stop(ctx, sb.ID, "stopped by request")
+	if err != nil || rec.State != store.StateStopped {
+		t.Fatalf("Stop: %+v, %v", rec, err)
+	}
+	_, _, err = d.exec(t, sb.ID, ExecRequest{Command: "true"})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "hutch start "+sb.ID) {
+		t.Errorf("exec in a stopped sandbox: %v, want failed precondition saying how to start it", err)
+	}
+	if a, err := d.m.Activity(ctx, sb.ID); err != nil || len(a.Reasons) != 1 || !strings.Contains(a.Reasons[0], "start") {
+		t.Errorf("activity of a stopped sandbox: %+v, %v", a, err)
+	}
+	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("Suspend of a stopped sandbox: %v, want failed precondition", err)
+	}
+	if rec, err := d.m.Stop(ctx, sb.ID, "again"); err != nil || rec.State != store.StateStopped || rec.StateReason != "stopped by request" {
+		t.Errorf("Stop of a stopped sandbox: %+v, %v; want it as it was", rec, err)
+	}
+	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.StateRunning || rec.StateReason != "started by request" {
+		t.Fatalf("start: %+v, %v", rec, err)
+	}
+	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+		t.Errorf("after the start: %q, %v", out, err)
+	}
+	if p := d.processes(t, sb.ID)["svc"]; p.Status != ProcessRunning {
+		t.Errorf("the background process after the start: %+v", p)
+	}
+
+	// Suspended, then stopped where it is.
+	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := d.m.Stop(ctx, sb.ID, "stopped by request"); err != nil || rec.State != store.StateStopped {
+		t.Fatalf("Stop of a suspended sandbox: %+v, %v", rec, err)
+	}
+	// A key's get-or-create starts it.
+	if got, created, err := d.m.Open(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != store.StateRunning {
+		t.Fatalf("Open of a stopped sandbox's key: %+v, %v, %v", got, created, err)
+	}
+
+	// What a daemon killed right after deciding to stop leaves.
+	rec, err = d.db.GetSandbox(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State, rec.StateReason = store.StateStopping, "stopped by request"
+	if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+	d = state.start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateStopped {
+		t.Fatalf("after a restart mid-stop: %+v, %v; want stopped", got, err)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The idle timer stops a sandbox whose idle action is stop.
+	d.runTimers(t)
+	idle := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleStop})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := d.m.Get(ctx, idle.ID)
+		if err == nil && got.State == store.StateStopped && got.StateReason == "idle for 1s" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a sandbox idle for 1 s with idle action stop: %+v, %v; want stopped within 5 s", got, err)
+		}
+	}
+	if err := d.m.Delete(ctx, idle.ID); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -68,31 +68,14 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		return m.store.DeleteSandbox(ctx, rec.ID)
 	case store.StateSuspending:
 		// Caught half-way: finish, then it is suspended as asked.
-		suspender, ok := be.(backend.Suspender)
-		if !ok {
-			return fmt.Errorf("sandbox %s was being suspended by a runtime that cannot", rec.ID)
-		}
-		if err := suspender.Suspend(ctx, h); err != nil {
-			m.setState(ctx, rec, store.StateError, "finishing its suspend after a restart failed: "+err.Error())
-			return err
-		}
-		m.setState(ctx, rec, store.StateSuspended, rec.StateReason)
-		m.log.Info("sandbox suspend finished after a restart", attrSandbox, rec.ID)
-		return nil
+		return m.haltAfterRestart(ctx, be, h, rec, true, rec.StateReason, "its suspend")
+	case store.StateStopping:
+		return m.haltAfterRestart(ctx, be, h, rec, false, rec.StateReason, "its stop")
 	case store.StateResuming:
 		// Caught half-way back: undo what was started, so that it is
 		// wholly suspended; the next call resumes it.
-		suspender, ok := be.(backend.Suspender)
-		if !ok {
-			return fmt.Errorf("sandbox %s was being resumed by a runtime that cannot suspend", rec.ID)
-		}
-		if err := suspender.Suspend(ctx, h); err != nil {
-			m.setState(ctx, rec, store.StateError, "undoing its interrupted resume after a restart failed: "+err.Error())
-			return err
-		}
-		m.setState(ctx, rec, store.StateSuspended, "its resume was cut short by a daemon restart; the next call resumes it")
-		m.log.Info("sandbox suspended again after an interrupted resume", attrSandbox, rec.ID)
-		return nil
+		return m.haltAfterRestart(ctx, be, h, rec, true,
+			"its resume was cut short by a daemon restart; the next call resumes it", "undoing its interrupted resume")
 	case store.StatePaused:
 		// Frozen, its agent answers nothing: found is enough.
 		if err := be.Recover(ctx, h); err != nil {
@@ -128,6 +111,27 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		m.setState(ctx, rec, store.StateError, reason)
 		return be.Destroy(ctx, h)
 	}
+	return nil
+}
+
+// haltAfterRestart suspends (keepMemory) or stops a sandbox a daemon
+// restart caught on its way between states, and records it so, with
+// reason; what names the step for the error.
+func (m *Manager) haltAfterRestart(ctx context.Context, be backend.Backend, h backend.Handle, rec *store.Sandbox, keepMemory bool, reason, what string) error {
+	suspender, ok := be.(backend.Suspender)
+	if !ok {
+		return fmt.Errorf("sandbox %s is %s, under a runtime that cannot suspend or stop", rec.ID, rec.State)
+	}
+	if err := suspender.Suspend(ctx, h, keepMemory); err != nil {
+		m.setState(ctx, rec, store.StateError, what+" after a restart failed: "+err.Error())
+		return err
+	}
+	state := store.StateSuspended
+	if !keepMemory {
+		state = store.StateStopped
+	}
+	m.log.Info("sandbox "+state+" after a restart", attrSandbox, rec.ID, "was", rec.State)
+	m.setState(ctx, rec, state, reason)
 	return nil
 }
 
@@ -213,10 +217,10 @@ func (m *Manager) reap(ctx context.Context, id string) {
 			return
 		}
 	}
-	if rec.IdleAction == store.IdleSuspend {
+	if rec.IdleAction == store.IdleSuspend || rec.IdleAction == store.IdleStop {
 		why := fmt.Sprintf("idle for %s", rec.IdleTimeout)
-		if _, err := m.Suspend(ctx, id, why); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
-			m.log.Error("suspend idle sandbox", attrSandbox, id, "error", err)
+		if _, err := m.halt(ctx, id, why, rec.IdleAction == store.IdleSuspend); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
+			m.log.Error(rec.IdleAction+" idle sandbox", attrSandbox, id, "error", err)
 		}
 		return
 	}

@@ -18,66 +18,109 @@ import (
 // (exec, code, files) resumes it first; Resume does so explicitly.
 // Suspending a suspended sandbox does nothing.
 func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+	return m.halt(ctx, id, reason, true)
+}
+
+// Stop ends a sandbox's processes, keeping its files only (no memory, even
+// under gVisor, so no disk for it either). Unlike a suspended sandbox, a
+// stopped one is not woken by calls: Resume starts it, with the background
+// processes that ran. A suspended sandbox can be stopped: its kept memory
+// goes.
+func (m *Manager) Stop(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+	return m.halt(ctx, id, reason, false)
+}
+
+// halt suspends (keepMemory) or stops a sandbox.
+func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*store.Sandbox, error) {
+	halting, halted := store.StateSuspending, store.StateSuspended
+	if !keepMemory {
+		halting, halted = store.StateStopping, store.StateStopped
+	}
 	unlock := m.lockWake(id)
 	defer unlock()
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == store.StateSuspended {
+	if rec.State == halted {
 		return rec, nil
 	}
 	m.mu.Lock()
 	inst := m.live[id]
 	m.mu.Unlock()
-	if inst == nil {
-		return nil, errdefs.FailedPrecondition("sandbox %s is %s, not running%s", id, rec.State, reasonSuffix(rec.StateReason))
+	be, h := m.backends[rec.Backend], backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	switch {
+	case inst != nil:
+		be, h = inst.backend, inst.handle
+	case !keepMemory && rec.State == store.StateSuspended && be != nil:
+		// Stopped where it is: its kept memory goes.
+	default:
+		return nil, notRunning(rec)
 	}
-	suspender, ok := inst.backend.(backend.Suspender)
+	suspender, ok := be.(backend.Suspender)
 	if !ok {
-		return nil, errdefs.NotImplemented("runtime %s cannot suspend sandboxes", inst.backend.Name())
+		return nil, errdefs.NotImplemented("runtime %s cannot suspend or stop sandboxes", be.Name())
 	}
-	inst.mu.Lock()
-	running := inst.running
-	inst.mu.Unlock()
-	if running > 0 {
-		return nil, errdefs.Conflict("sandbox %s runs %d command(s); suspending would kill them: wait for them, or delete the sandbox", id, running)
+	if inst != nil {
+		inst.mu.Lock()
+		running := inst.running
+		inst.mu.Unlock()
+		if running > 0 {
+			return nil, errdefs.Conflict("sandbox %s runs %d command(s); suspending or stopping would kill them: wait for them, or delete the sandbox", id, running)
+		}
 	}
-	// Whatever the caller does next, the sandbox ends up wholly suspended
-	// or still running.
+	// Whatever the caller does next, the sandbox ends up wholly halted or
+	// still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	if !inst.isPaused() { // a frozen agent answers nothing: the records stand
+	if inst != nil && !inst.isPaused() { // a frozen agent answers nothing: the records stand
 		m.noteRunningProcesses(sctx, inst)
 	}
-	// Suspending is recorded first: a daemon that dies half-way finishes
-	// the suspend when it starts again (Recover), and the time of the
-	// decision shows at once, however long the runtime takes to tear down.
-	m.setState(sctx, rec, store.StateSuspending, reason)
-	m.mu.Lock()
-	delete(m.live, id)
-	m.mu.Unlock()
-	inst.close()
-	if err := suspender.Suspend(sctx, inst.handle); err != nil {
-		m.setState(sctx, rec, store.StateError, "suspend failed: "+err.Error())
+	// The change is recorded first: a daemon that dies half-way finishes
+	// it when it starts again (Recover), and the time of the decision
+	// shows at once, however long the runtime takes to tear down.
+	m.setState(sctx, rec, halting, reason)
+	if inst != nil {
+		m.mu.Lock()
+		delete(m.live, id)
+		m.mu.Unlock()
+		inst.close()
+	}
+	if err := suspender.Suspend(sctx, h, keepMemory); err != nil {
+		m.setState(sctx, rec, store.StateError, halted+" failed: "+err.Error())
 		return nil, err
 	}
-	m.setState(sctx, rec, store.StateSuspended, reason)
-	m.log.Info("sandbox suspended", attrSandbox, id, "reason", reason)
+	m.setState(sctx, rec, halted, reason)
+	m.log.Info("sandbox "+halted, attrSandbox, id, "reason", reason)
 	return copyRecord(rec), nil
 }
 
-// Resume starts a suspended sandbox again, with its files as they were.
-// Resuming a running one does nothing (a paused one is thawed).
+// Resume starts a suspended or stopped sandbox again, with its files as
+// they were. Resuming a running one does nothing (a paused one is thawed).
 func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
+	if err := m.startStopped(ctx, id); err != nil {
+		return nil, err
+	}
 	if _, err := m.instance(ctx, id); err != nil {
 		return nil, err
 	}
 	return m.store.GetSandbox(ctx, id)
 }
 
-// resume brings a suspended sandbox back and makes it live; the caller
-// holds its wake lock.
+// startStopped starts sandbox id if it is stopped, which calls do not.
+func (m *Manager) startStopped(ctx context.Context, id string) error {
+	unlock := m.lockWake(id)
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil || rec.State != store.StateStopped {
+		return err
+	}
+	_, err = m.resume(ctx, rec, "started by request")
+	return err
+}
+
+// resume brings a suspended or stopped sandbox back and makes it live; the
+// caller holds its wake lock.
 func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
 	be, ok := m.backends[rec.Backend]
 	if !ok {
@@ -100,11 +143,11 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	// Resuming is recorded first: a daemon that dies half-way suspends it
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.
-	suspendedFor := rec.StateReason
+	was, why := rec.State, rec.StateReason
 	m.setState(rctx, rec, store.StateResuming, reason)
 	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
-		m.setState(rctx, rec, store.StateSuspended, suspendedFor)
-		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be resumed; it stays suspended", rec.ID))
+		m.setState(rctx, rec, was, why)
+		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
 	}
 	inst := newInstance(rec, be, h)
 	m.restartProcesses(rctx, inst)
@@ -161,8 +204,10 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 			return nil, errdefs.InvalidArgument("%v", err)
 		}
 	}
-	if action != "" && action != store.IdleSuspend && action != store.IdleDelete {
-		return nil, errdefs.InvalidArgument("idle_action must be %s or %s, got %q", store.IdleSuspend, store.IdleDelete, action)
+	if action != "" {
+		if err := checkIdleAction(action); err != nil {
+			return nil, errdefs.InvalidArgument("%v", err)
+		}
 	}
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {

@@ -61,16 +61,18 @@ const (
 	StateCreating   = "creating"
 	StateRunning    = "running"
 	StatePaused     = "paused"     // frozen; any call thaws it
-	StateSuspended  = "suspended"  // stopped, files kept; any call resumes it
+	StateSuspended  = "suspended"  // no memory or CPU used, files (and under gVisor memory) kept; any call resumes it
 	StateSuspending = "suspending" // on its way there; a restart finishes it
 	StateResuming   = "resuming"   // on its way back; a restart suspends it again
-	StateStopped    = "stopped"
+	StateStopping   = "stopping"   // on its way to stopped; a restart finishes it
+	StateStopped    = "stopped"    // processes ended, files kept; a start (not any call) starts it
 	StateError      = "error"
 )
 
 // What the idle timer does to a sandbox.
 const (
 	IdleSuspend = "suspend"
+	IdleStop    = "stop"
 	IdleDelete  = "delete"
 )
 
@@ -91,7 +93,8 @@ type Sandbox struct {
 	Pids        int64
 	DiskMB      int64
 	IdleTimeout time.Duration
-	// IdleAction is what the idle timer does: IdleSuspend or IdleDelete.
+	// IdleAction is what the idle timer does: IdleSuspend, IdleStop or
+	// IdleDelete.
 	IdleAction string
 	// Key, when not empty, is what get-or-create finds it by; unique.
 	Key string

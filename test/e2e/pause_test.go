@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +86,66 @@ func TestSuspend(t *testing.T) {
 		}
 		if out, stderr, code := d.cli("", "rm", sb.ID); code != 0 || !strings.Contains(out, sb.ID) {
 			t.Fatalf("rm of a suspended sandbox: %d %q %q", code, out, stderr)
+		}
+	})
+}
+
+// TestStop stops a sandbox with the CLI under each runtime: its files
+// stay, its processes end (under gVisor too: no memory image is kept), an
+// exec is refused with how to start it, and hutch start starts it with its
+// background process running again.
+func TestStop(t *testing.T) {
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		if res := d.exec(sb.ID, "echo work > notes.txt"); res.ExitCode != 0 {
+			t.Fatalf("write a file: %+v", res)
+		}
+		// It notes when it started: run again, it notes a later time.
+		if _, err := d.client.StartProcess(ctx, sb.ID, client.StartProcessRequest{Name: "svc", Command: "date +%s%N > /tmp/started; exec sleep 600"}); err != nil {
+			t.Fatal(err)
+		}
+		// started waits up to 2 s for a start time other than last.
+		started := func(last string) string {
+			var res *client.ExecResult
+			for range 100 {
+				if res = d.exec(sb.ID, "cat /tmp/started 2>/dev/null"); res.Stdout != last {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			return res.Stdout
+		}
+		before := started("")
+		if before == "" {
+			t.Fatal("the background process never noted its start")
+		}
+		if out, stderr, code := d.cli("", "stop", sb.ID); code != 0 || out != sb.ID+"\n" {
+			t.Fatalf("hutch stop: %d %q %q", code, out, stderr)
+		}
+		if got, err := d.client.GetSandbox(ctx, sb.ID); err != nil || got.State != client.StateStopped {
+			t.Fatalf("a stopped sandbox: %+v, %v", got, err)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes", sb.ID, "checkpoint")); len(entries) > 0 {
+			t.Errorf("a stopped sandbox kept a memory image: %d files", len(entries))
+		}
+		_, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: "true"})
+		if !client.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "hutch start "+sb.ID) {
+			t.Errorf("exec in a stopped sandbox: %v, want failed_precondition saying how to start it", err)
+		}
+		if out, stderr, code := d.cli("", "start", sb.ID); code != 0 || out != sb.ID+"\n" {
+			t.Fatalf("hutch start: %d %q %q", code, out, stderr)
+		}
+		if res := d.exec(sb.ID, "cat notes.txt"); res.Stdout != "work\n" {
+			t.Errorf("after the start: %+v", res)
+		}
+		procs, err := d.client.ListProcesses(ctx, sb.ID)
+		if err != nil || len(procs) != 1 || procs[0].Status != client.ProcessRunning {
+			t.Errorf("the background process after the start: %+v, %v", procs, err)
+		}
+		if after := started(before); after == before {
+			t.Errorf("the background process was not started again (started at %s before and after): its memory was kept", before)
 		}
 	})
 }

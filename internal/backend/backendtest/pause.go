@@ -85,7 +85,7 @@ func (s *suite) testSuspend(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
-	if err := suspender.Suspend(ctx, sb.handle); err != nil {
+	if err := suspender.Suspend(ctx, sb.handle, true); err != nil {
 		t.Fatalf("Suspend: %v", err)
 	}
 	sb.agent.CloseIdleConnections()
@@ -120,8 +120,19 @@ func (s *suite) testSuspend(t *testing.T) {
 	if host := strings.TrimSpace(sb.mustSh(t, "hostname")); s.h.Isolates && host != sb.spec.Hostname {
 		t.Errorf("resumed with hostname %q, want %q", host, sb.spec.Hostname)
 	}
-	// Suspended again, then destroyed (by the test's cleanup).
-	if err := suspender.Suspend(ctx, sb.handle); err != nil {
-		t.Fatalf("Suspend again: %v", err)
+	// Suspended keeping no memory (a stop), twice: the files stay, the
+	// processes go under every runtime. Then destroyed by the cleanup.
+	sb.mustSh(t, `sleep 600 >/dev/null 2>&1 & echo $! > ~/pid`)
+	for range 2 {
+		if err := suspender.Suspend(ctx, sb.handle, false); err != nil {
+			t.Fatalf("Suspend without memory: %v", err)
+		}
+	}
+	if err := suspender.Resume(ctx, sb.handle, sb.spec); err != nil {
+		t.Fatalf("Resume after a Suspend without memory: %v", err)
+	}
+	out = sb.mustSh(t, `cat ~/note; [ "$(tr '\0' ' ' < /proc/$(cat ~/pid)/cmdline 2>/dev/null)" = "sleep 600 " ] && echo alive || echo gone`)
+	if out != "kept\ngone\n" {
+		t.Errorf("after a Suspend without memory and Resume: %q, want the file kept and the process gone", out)
 	}
 }

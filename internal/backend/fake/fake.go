@@ -455,7 +455,8 @@ func (b *Backend) signalTree(id string, sig syscall.Signal) error {
 var _ backend.Suspender = (*Backend)(nil)
 
 // Suspend stops the agent and its commands; the sandbox's directory stays.
-func (b *Backend) Suspend(_ context.Context, h backend.Handle) error {
+// It keeps no memory.
+func (b *Backend) Suspend(_ context.Context, h backend.Handle, _ bool) error {
 	if _, err := os.Stat(b.sandboxDir(h.ID)); err != nil {
 		return errdefs.NotFound("sandbox %s has no directory: %v", h.ID, err)
 	}

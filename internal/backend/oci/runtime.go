@@ -591,7 +591,7 @@ func (r *Runtime) run(ctx context.Context, id string, args ...string) error {
 // Suspend deletes the sandbox's container (its processes and cgroups) and
 // unmounts its root, keeping its directory and its disk, on which the
 // writable layer is.
-func (r *Runtime) Suspend(ctx context.Context, h backend.Handle) error {
+func (r *Runtime) Suspend(ctx context.Context, h backend.Handle, keepMemory bool) error {
 	if !validID(h.ID) {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
@@ -599,7 +599,11 @@ func (r *Runtime) Suspend(ctx context.Context, h backend.Handle) error {
 		return errdefs.NotFound("sandbox %s has no directory: %v", h.ID, err)
 	}
 	layer := r.layout(h.ID)
-	if r.cfg.Checkpoints {
+	if !keepMemory {
+		if err := os.RemoveAll(layer.checkpoint()); err != nil {
+			return err
+		}
+	} else if r.cfg.Checkpoints {
 		// Memory and processes too, when the checkpoint works; else files
 		// only, as without.
 		if err := r.checkpoint(ctx, h.ID, layer); err != nil {
