@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Health is the answer of GET /v1/health.
 type Health struct {
@@ -417,4 +420,34 @@ type Activity struct {
 	// ActionAt is when the idle timer acts if nothing happens meanwhile;
 	// nil when it will not (busy, or not running).
 	ActionAt *time.Time `json:"action_at,omitempty"`
+}
+
+// Tool is a sandbox tool as GET /v1/tools describes it, in Hutch's own
+// format (Anthropic's: name, description, input_schema).
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Tool call statuses.
+const (
+	ToolSuccess = "success"
+	ToolError   = "error"
+)
+
+// ToolResult is how a tool call ended: Status success with Result, or
+// error with Error (and, for a command that failed, Result too).
+type ToolResult struct {
+	Status string          `json:"status"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *ToolFailure    `json:"error,omitempty"`
+}
+
+// ToolFailure is a tool's failure, with a kind a model can act on:
+// invalid_argument, not_found, timeout, command_failed, blocked_by_policy
+// or failed.
+type ToolFailure struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }

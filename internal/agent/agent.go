@@ -144,6 +144,7 @@ func (s *server) handler() http.Handler {
 	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs))
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
+	mux.HandleFunc("POST /tools/{name}", s.runTool)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -81,6 +81,8 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.makeDir)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/upload", s.uploadFiles)
+	mux.HandleFunc("GET /v1/tools", s.listTools)
+	mux.HandleFunc("POST /v1/sandboxes/{id}/tools/{name}", s.runTool)
 	mux.HandleFunc("POST /v1/volumes", s.createVolume)
 	mux.HandleFunc("GET /v1/volumes", s.listVolumes)
 	mux.HandleFunc("DELETE /v1/volumes/{name}", s.deleteVolume)

@@ -113,6 +113,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),
+		a.newToolCmd(),
 		newServeCmd(),
 	)
 	return root

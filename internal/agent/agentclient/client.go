@@ -5,8 +5,10 @@
 package agentclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +22,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // baseURL is the agent's URL; the host part is never resolved, dial decides
@@ -149,24 +152,54 @@ type WrittenFile struct {
 // WriteFile replaces the file at path with the content of r, atomically,
 // creating parent directories; the file and new directories belong to user.
 func (c *Client) WriteFile(ctx context.Context, path, user string, r io.Reader) (*WrittenFile, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, filesURL(path, user), r)
-	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+	var written []WrittenFile
+	if err := c.post(ctx, filesURL(path, user), "application/octet-stream", r, &written); err != nil {
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/octet-stream")
+	if len(written) != 1 {
+		return nil, fmt.Errorf("write %s: unexpected answer from agent (%d files)", path, len(written))
+	}
+	return &written[0], nil
+}
+
+// RunTool runs file tool name (package tools) in the sandbox, with its
+// JSON arguments, acting for user, relative paths in dir. It returns the
+// tool's JSON result, or its failure as a *tools.Error.
+func (c *Client) RunTool(ctx context.Context, name string, args json.RawMessage, dir, user string) (json.RawMessage, error) {
+	q := url.Values{"cwd": {dir}}
+	if user != "" {
+		q.Set("username", user)
+	}
+	var answer tools.Answer
+	if err := c.post(ctx, baseURL+"/tools/"+url.PathEscape(name)+"?"+q.Encode(), "application/json", bytes.NewReader(args), &answer); err != nil {
+		return nil, err
+	}
+	if answer.Error != nil {
+		return nil, answer.Error
+	}
+	return answer.Result, nil
+}
+
+// post sends body to the agent's url and decodes its JSON answer into out.
+// The agent's errors come back with their errdefs kind and message.
+func (c *Client) post(ctx context.Context, url, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return fmt.Errorf("post to the agent: %w", err)
+	}
+	req.Header.Set("Content-Type", contentType)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		return transportError(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, httpError(resp)
+		return httpError(resp)
 	}
-	var written []WrittenFile
-	if err := decodeJSON(resp.Body, &written); err != nil || len(written) != 1 {
-		return nil, fmt.Errorf("write %s: unexpected answer from agent (%v)", path, err)
+	if err := decodeJSON(resp.Body, out); err != nil {
+		return fmt.Errorf("unexpected answer from the agent to %s: %w", req.URL.Path, err)
 	}
-	return &written[0], nil
+	return nil
 }
 
 func filesURL(path, user string) string {

@@ -1,0 +1,53 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/hutchdev/hutch/internal/tools"
+)
+
+// maxToolArgs bounds a tool call's arguments (a whole file to write).
+const maxToolArgs = 32 << 20
+
+// runTool serves POST /tools/{name}?cwd=DIR[&username=U]: file tool name
+// of package tools, its JSON arguments the body, acting for the request's
+// user (what it makes is theirs), relative paths in DIR (default: the
+// user's home). A tool's own failure is a 200 whose answer says so.
+func (s *server) runTool(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	acct, err := s.requestUser(r.Header, q.Get("username"))
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	dir := q.Get("cwd")
+	if dir == "" {
+		dir = acct.Home
+	}
+	args, err := io.ReadAll(io.LimitReader(r.Body, maxToolArgs+1))
+	if err != nil {
+		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read the arguments: %w", err)))
+		return
+	}
+	var answer tools.Answer
+	if len(args) > maxToolArgs {
+		answer.Error = &tools.Error{Kind: tools.KindInvalidArgument, Message: fmt.Sprintf("the arguments are over %d MiB", maxToolArgs>>20)}
+	} else {
+		files := tools.Files{Dir: dir, UID: int(acct.UID), GID: int(acct.GID)}
+		res, err := files.Run(r.PathValue("name"), args)
+		if err == nil {
+			answer.Result, err = json.Marshal(res)
+		}
+		if err != nil && !errors.As(err, &answer.Error) {
+			answer.Error = &tools.Error{Kind: tools.KindFailed, Message: err.Error()}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(answer)
+}

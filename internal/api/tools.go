@@ -1,0 +1,117 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/tools"
+)
+
+// listTools serves GET /v1/tools[?format=openai|anthropic]: the catalogue
+// as a model's function-calling API takes it. Hutch's own format is
+// Anthropic's.
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	switch format := r.URL.Query().Get("format"); format {
+	case "", "anthropic":
+		out := []client.Tool{}
+		for _, t := range tools.Catalogue {
+			out = append(out, client.Tool{Name: t.Name, Description: t.Description, InputSchema: t.Schema})
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Tools []client.Tool `json:"tools"`
+		}{out})
+	case "openai":
+		type function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		}
+		type openAITool struct {
+			Type     string   `json:"type"`
+			Function function `json:"function"`
+		}
+		out := []openAITool{}
+		for _, t := range tools.Catalogue {
+			out = append(out, openAITool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: t.Schema}})
+		}
+		writeJSON(w, http.StatusOK, struct {
+			Tools []openAITool `json:"tools"`
+		}{out})
+	default:
+		writeError(w, r, s.log, errdefs.InvalidArgument("format must be anthropic (the default) or openai, got %q", format))
+	}
+}
+
+// runTool serves POST /v1/sandboxes/{id}/tools/{name}[?user=U], the body
+// the tool's arguments (a JSON object). It answers with a client.ToolResult;
+// with Accept: text/event-stream, with events: tool.call when the tool
+// starts, tool.output as a command writes ({stream, data}), and
+// tool.message, a client.ToolResult, at the end.
+func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	args, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
+	if err != nil {
+		writeError(w, r, s.log, errdefs.InvalidArgument("read the arguments: %v", err))
+		return
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = []byte("{}")
+	}
+	if len(args) > maxCreateBody || !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
+		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", maxCreateBody>>20))
+		return
+	}
+	user := r.URL.Query().Get("user")
+	if !acceptsEvents(r) {
+		outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), name, args, user, nil)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toolResult(outcome))
+		return
+	}
+	sse := &sseWriter{w: w}
+	if _, ok := tools.Lookup(name); ok {
+		if err := sse.event("tool.call", struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}{name, args}); err != nil {
+			return
+		}
+	}
+	carry := map[sandbox.Stream][]byte{}
+	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), name, args, user, func(st sandbox.Stream, data []byte) error {
+		text, rest := splitUTF8(append(carry[st], data...))
+		carry[st] = rest
+		if len(text) == 0 {
+			return nil
+		}
+		return sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(text)})
+	})
+	for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
+		if len(carry[st]) > 0 && err == nil {
+			err = sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(carry[st])})
+		}
+	}
+	s.endStream(w, r, sse, err, "tool.message", toolResult(outcome))
+}
+
+// toolOutput is the data of a tool.output event.
+type toolOutput struct {
+	Stream string `json:"stream"`
+	outputData
+}
+
+func toolResult(o sandbox.ToolOutcome) client.ToolResult {
+	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result}
+	if o.Error != nil {
+		res.Status, res.Error = client.ToolError, &client.ToolFailure{Kind: o.Error.Kind, Message: o.Error.Message}
+	}
+	return res
+}

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/tools"
+)
+
+// Agent tools (package tools). The file tools run in the sandbox's agent,
+// on the sandbox's files; sandbox_run_command runs here, as an exec.
+
+// ToolOutcome is how a tool call ended: its result, its failure, or both
+// (a command that failed still has its output).
+type ToolOutcome struct {
+	Result json.RawMessage
+	Error  *tools.Error
+}
+
+// RunTool runs tool name of the catalogue in sandbox id (waking it), with
+// its JSON arguments, acting for user (default: the sandbox user). out, when
+// not nil, gets a command's output as it comes. The error is the call's (no
+// such sandbox or tool); a tool's own failure is in the outcome.
+func (m *Manager) RunTool(ctx context.Context, id, name string, args json.RawMessage, user string, out Output) (ToolOutcome, error) {
+	tool, ok := tools.Lookup(name)
+	if !ok {
+		return ToolOutcome{}, errdefs.NotFound("no tool %q (GET /v1/tools lists them)", name)
+	}
+	inst, err := m.instance(ctx, id)
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	if !tool.InSandbox {
+		return m.runCommandTool(ctx, inst, args, user, out)
+	}
+	inst.begin() // busy while it runs, as a command is
+	defer inst.end()
+	res, err := inst.agent.RunTool(ctx, name, args, template.Workspace, userOr(user))
+	var failed *tools.Error
+	if errors.As(err, &failed) {
+		return ToolOutcome{Error: failed}, nil
+	}
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	return ToolOutcome{Result: res}, nil
+}
+
+// Bounds of sandbox_run_command.
+const (
+	defaultToolTimeout = 180 * time.Second
+	maxToolTimeout     = 1800 * time.Second
+	maxToolOutput      = 64 << 10 // per stream
+)
+
+type runCommandArgs struct {
+	Command  string `json:"command"`
+	Cwd      string `json:"cwd"`
+	TimeoutS int    `json:"timeout_s"`
+}
+
+// RunCommandResult is what sandbox_run_command returns.
+type RunCommandResult struct {
+	ExitCode   int    `json:"exit_code"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	KilledBy   string `json:"killed_by,omitempty"`
+}
+
+func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.RawMessage, user string, out Output) (ToolOutcome, error) {
+	var a runCommandArgs
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
+	}
+	timeout := time.Duration(a.TimeoutS) * time.Second
+	switch {
+	case strings.TrimSpace(a.Command) == "":
+		return toolFailure(tools.KindInvalidArgument, "command is required"), nil
+	case timeout == 0:
+		timeout = defaultToolTimeout
+	case timeout < 0 || timeout > maxToolTimeout:
+		return toolFailure(tools.KindInvalidArgument, "timeout_s must be between 1 and %d", int(maxToolTimeout.Seconds())), nil
+	}
+	var stdout, stderr cappedBuffer
+	res, err := m.run(ctx, inst, []string{"/bin/bash", "-c", a.Command}, ExecRequest{Cwd: a.Cwd, User: user}, timeout,
+		func(s Stream, data []byte) error {
+			if s == Stdout {
+				stdout.write(data)
+			} else {
+				stderr.write(data)
+			}
+			if out != nil {
+				return out(s, data)
+			}
+			return nil
+		})
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	result, err := json.Marshal(RunCommandResult{
+		ExitCode: res.ExitCode, Stdout: stdout.String(), Stderr: stderr.String(),
+		Truncated: stdout.truncated || stderr.truncated, DurationMS: res.Duration.Milliseconds(), KilledBy: res.KilledBy,
+	})
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	outcome := ToolOutcome{Result: result}
+	switch {
+	case res.TimedOut:
+		outcome.Error = &tools.Error{Kind: tools.KindTimeout, Message: fmt.Sprintf(
+			"the command ran past its %d s timeout and was killed; its output so far is in the result (start long-running work as a background process)", int(timeout.Seconds()))}
+	case res.ExitCode != 0:
+		why := ""
+		if res.KilledBy != "" {
+			why = " (killed: " + res.KilledBy + ")"
+		}
+		outcome.Error = &tools.Error{Kind: tools.KindCommandFailed, Message: fmt.Sprintf("the command exited with %d%s", res.ExitCode, why)}
+	}
+	return outcome, nil
+}
+
+func toolFailure(kind, format string, args ...any) ToolOutcome {
+	return ToolOutcome{Error: &tools.Error{Kind: kind, Message: fmt.Sprintf(format, args...)}}
+}
+
+// cappedBuffer keeps the first maxToolOutput bytes written to it.
+type cappedBuffer struct {
+	bytes.Buffer
+	truncated bool
+}
+
+func (c *cappedBuffer) write(p []byte) {
+	if room := maxToolOutput - c.Len(); len(p) > room {
+		p, c.truncated = p[:max(room, 0)], true
+	}
+	c.Buffer.Write(p)
+}

@@ -1,0 +1,156 @@
+package tools
+
+import "encoding/json"
+
+// Tool names.
+const (
+	ReadFile      = "sandbox_read_file"
+	WriteFile     = "sandbox_write_file"
+	FindReplace   = "sandbox_find_replace"
+	ApplyPatch    = "sandbox_apply_patch"
+	DeleteFile    = "sandbox_delete_file"
+	ListDirectory = "sandbox_list_directory"
+	RunCommand    = "sandbox_run_command"
+)
+
+// Tool is a tool as a model is offered it.
+type Tool struct {
+	Name string `json:"name"`
+	// Description tells a model what the tool does and when to use it.
+	Description string `json:"description"`
+	// Schema is the JSON schema of its arguments.
+	Schema json.RawMessage `json:"input_schema"`
+	// InSandbox says the sandbox's agent runs it (Files.Run); the others
+	// the daemon runs.
+	InSandbox bool `json:"-"`
+}
+
+// Catalogue is every tool, in the order they are offered.
+var Catalogue = []Tool{
+	{
+		Name: ReadFile, InSandbox: true,
+		Description: "Read a text file in the sandbox. Returns its lines numbered from 1 (a line " +
+			"number, a tab, then the line), at most 2000 lines or 256 KiB per call: give start_line " +
+			"and end_line to read a part of a long file, as `truncated` and `next_start_line` say. " +
+			"Relative paths are in /home/user/workspace. A binary file is described (its size and " +
+			"kind), not shown. Read a file before editing it.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File to read: absolute, or relative to /home/user/workspace."},
+    "start_line": {"type": "integer", "minimum": 1, "description": "First line to return (default 1)."},
+    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to return (default: as many as fit)."}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: WriteFile, InSandbox: true,
+		Description: "Create a file in the sandbox, or replace one, with the given content; missing " +
+			"parent directories are made. The write is atomic: readers see the old file or the new " +
+			"one, never half. Prefer sandbox_find_replace or sandbox_apply_patch to change part of " +
+			"an existing file.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File to write: absolute, or relative to /home/user/workspace."},
+    "content": {"type": "string", "description": "The whole new content of the file."}
+  },
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: FindReplace, InSandbox: true,
+		Description: "Replace exact text in one file of the sandbox. `find` must match the file's " +
+			"text exactly, whitespace and line breaks included, and appear exactly once, unless " +
+			"replace_all is true; otherwise nothing changes and the error says whether the text was " +
+			"missing or on which lines it appears. Include enough surrounding lines to make the " +
+			"match unique. Returns how many replacements were made.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File to edit: absolute, or relative to /home/user/workspace."},
+    "find": {"type": "string", "minLength": 1, "description": "Exact text to find."},
+    "replace": {"type": "string", "description": "Text to put in its place."},
+    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false: exactly one must exist)."}
+  },
+  "required": ["path", "find", "replace"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: ApplyPatch, InSandbox: true,
+		Description: "Apply a patch that adds, changes, moves or deletes files in the sandbox. Give " +
+			"either a unified diff (as `git diff` or `diff -u` print it) or the `*** Begin Patch` / " +
+			"`*** Add File:` / `*** Update File:` / `*** Delete File:` / `*** End Patch` format. The " +
+			"patch applies whole or not at all: if one hunk does not match, no file changes, and " +
+			"the error names the file, the hunk and the line it expected.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "patch": {"type": "string", "description": "The patch text."}
+  },
+  "required": ["patch"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: DeleteFile, InSandbox: true,
+		Description: "Delete a file, a symlink (not what it points to) or an empty directory in the " +
+			"sandbox; with recursive true, a directory and everything in it.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "What to delete: absolute, or relative to /home/user/workspace."},
+    "recursive": {"type": "boolean", "description": "Delete a directory with everything in it (default false)."}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: ListDirectory, InSandbox: true,
+		Description: "List a directory of the sandbox: each entry's path (relative to the directory), " +
+			"type (file, dir or symlink), size in bytes and modification time, sorted by path, " +
+			"down to `depth` levels (default 1, at most 5), at most 1000 entries. Symlinks are " +
+			"listed, not followed.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "Directory to list (default /home/user/workspace)."},
+    "depth": {"type": "integer", "minimum": 1, "maximum": 5, "description": "Levels to descend (default 1: its own entries)."}
+  },
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: RunCommand,
+		Description: "Run a shell command (bash -c) in the sandbox, as the sandbox user, in " +
+			"/home/user/workspace unless cwd says otherwise. Returns its exit code, stdout and " +
+			"stderr; output beyond 64 KiB per stream is cut, and `truncated` says so. It is killed " +
+			"after timeout_s seconds (default 180, at most 1800): start long-running servers as " +
+			"background processes instead.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "minLength": 1, "description": "The command line, run by bash -c."},
+    "cwd": {"type": "string", "description": "Working directory (default /home/user/workspace)."},
+    "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800, "description": "Seconds before it is killed (default 180)."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`),
+	},
+}
+
+// Lookup finds a tool of the catalogue by name.
+func Lookup(name string) (Tool, bool) {
+	for _, t := range Catalogue {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tool{}, false
+}

@@ -1,0 +1,152 @@
+// Package tools is the sandbox tool catalogue for LLM agents: for each
+// tool, a description written for a model and a JSON schema of its
+// arguments (catalogue.go), and, for the file tools, what it does. The file
+// tools run inside the sandbox, in its agent, on the sandbox's own files:
+// paths, symlinks and ".." resolve in the sandbox's tree, never the host's.
+//
+// Failures are *Error values whose Kind a model can act on.
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Error kinds, as the tool API reports them.
+const (
+	KindInvalidArgument = "invalid_argument"
+	KindNotFound        = "not_found"
+	KindTimeout         = "timeout"
+	KindCommandFailed   = "command_failed"
+	KindBlockedByPolicy = "blocked_by_policy"
+	// KindFailed is any other failure (a full disk, a permission denied).
+	KindFailed = "failed"
+)
+
+// Error is a tool's failure.
+type Error struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func invalid(format string, args ...any) error {
+	return &Error{Kind: KindInvalidArgument, Message: fmt.Sprintf(format, args...)}
+}
+
+// fileError turns an error of the os package into an *Error, naming the
+// path as the caller gave it.
+func fileError(err error) error {
+	var te *Error
+	if errors.As(err, &te) {
+		return te
+	}
+	msg := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		msg = pe.Path + ": " + pe.Err.Error()
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &Error{Kind: KindNotFound, Message: msg}
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENAMETOOLONG):
+		return &Error{Kind: KindInvalidArgument, Message: msg}
+	}
+	return &Error{Kind: KindFailed, Message: msg}
+}
+
+// Answer is the body of the agent's answers to a file tool call (POST
+// /tools/{name}): the tool's JSON result, or its failure.
+type Answer struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// Files runs the file tools on the filesystem the calling process sees:
+// inside a sandbox, the sandbox's.
+type Files struct {
+	// Dir is what relative paths are resolved against (the workspace).
+	Dir string
+	// UID and GID own what the tools create.
+	UID, GID int
+}
+
+// Run runs file tool name with its JSON arguments and returns its result,
+// to be encoded as JSON.
+func (f Files) Run(name string, args json.RawMessage) (any, error) {
+	switch name {
+	case ReadFile:
+		return run(args, f.readFile)
+	case WriteFile:
+		return run(args, f.writeFile)
+	case FindReplace:
+		return run(args, f.findReplace)
+	case ApplyPatch:
+		return run(args, f.applyPatch)
+	case DeleteFile:
+		return run(args, f.deleteFile)
+	case ListDirectory:
+		return run(args, f.listDirectory)
+	}
+	return nil, &Error{Kind: KindNotFound, Message: fmt.Sprintf("no file tool %q", name)}
+}
+
+// run decodes args strictly into A and calls fn.
+func run[A, R any](args json.RawMessage, fn func(A) (R, error)) (any, error) {
+	var a A
+	if len(args) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(args)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&a); err != nil {
+			return nil, invalid("arguments: %v", err)
+		}
+	}
+	return fn(a)
+}
+
+// abs resolves p, absolute or relative to f.Dir.
+func (f Files) abs(p string) (string, error) {
+	if p == "" {
+		return "", invalid("path is required")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", invalid("path %q contains a NUL byte", p)
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p), nil
+	}
+	return filepath.Join(f.Dir, p), nil
+}
+
+// mkdirs makes dir and its missing parents, owned by f's user.
+func (f Files) mkdirs(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return invalid("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if err := f.mkdirs(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	// #nosec G301 -- a directory of the sandbox user's, as mkdir -p makes it
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fileError(err)
+	}
+	return fileError0(os.Lchown(dir, f.UID, f.GID))
+}
+
+// fileError0 is fileError of a possibly nil error.
+func fileError0(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fileError(err)
+}

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// toolCall calls a tool through the SDK and decodes its result into out
+// (when not nil); it returns the call's status and failure.
+func (d *daemon) toolCall(t *testing.T, id, name string, args any, out any) *client.ToolResult {
+	t.Helper()
+	res, err := d.client.RunTool(t.Context(), id, name, args)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil && len(res.Result) > 0 {
+		if err := json.Unmarshal(res.Result, out); err != nil {
+			t.Fatalf("%s: decode %s: %v", name, res.Result, err)
+		}
+	}
+	return res
+}
+
+// The tool catalogue through REST under each runtime: the file tools act
+// on the sandbox's own files, inside it (a symlink to a host path finds
+// nothing), what they write is the user's, a patch with one bad hunk
+// changes nothing, and commands report failures and timeouts by kind.
+func TestTools(t *testing.T) {
+	d := startDaemon(t)
+	list, err := d.client.ListTools(t.Context())
+	if err != nil || len(list) < 7 || list[0].Name != "sandbox_read_file" || !json.Valid(list[0].InputSchema) {
+		t.Fatalf("tools: %+v, %v", list, err)
+	}
+	// A file only the host has, which a symlink in the sandbox names.
+	hostOnly := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(hostOnly, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		var written struct {
+			Path    string `json:"path"`
+			Created bool   `json:"created"`
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_write_file", map[string]string{"path": "src/app.py", "content": "x = 1\r\nprint(x)"}, &written); res.Status != client.ToolSuccess || written.Path != "/home/user/workspace/src/app.py" || !written.Created {
+			t.Fatalf("write: %+v %+v", res, written)
+		}
+		var read struct {
+			Content        string `json:"content"`
+			LineEndings    string `json:"line_endings"`
+			NoFinalNewline bool   `json:"no_final_newline"`
+		}
+		d.toolCall(t, sb.ID, "sandbox_read_file", map[string]string{"path": "src/app.py"}, &read)
+		if read.Content != "     1\tx = 1\n     2\tprint(x)\n" || read.LineEndings != "crlf" || !read.NoFinalNewline {
+			t.Errorf("read: %+v", read)
+		}
+		if res := d.exec(sb.ID, "stat -c %U src src/app.py"); res.Stdout != "user\nuser\n" {
+			t.Errorf("owners of what the tools made: %+v", res)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_find_replace", map[string]any{"path": "src/app.py", "find": "x = 1", "replace": "x = 2"}, nil); res.Status != client.ToolSuccess {
+			t.Errorf("find_replace: %+v", res)
+		}
+
+		// A symlink out of the sandbox finds the sandbox's own tree.
+		d.exec(sb.ID, "ln -s "+hostOnly+" host-link && ln -s /etc/hostname name-link")
+		if res := d.toolCall(t, sb.ID, "sandbox_read_file", map[string]string{"path": "host-link"}, nil); res.Error == nil || res.Error.Kind != "not_found" {
+			t.Errorf("a symlink to a host file: %+v, want not_found", res)
+		}
+		d.toolCall(t, sb.ID, "sandbox_read_file", map[string]string{"path": "name-link"}, &read)
+		if read.Content != "     1\t"+sb.ID+"\n" {
+			t.Errorf("a symlink to /etc/hostname reads %q, want the sandbox's", read.Content)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_read_file", map[string]string{"path": "../../../../../../" + hostOnly}, nil); res.Error == nil || res.Error.Kind != "not_found" {
+			t.Errorf("a path out of the workspace to a host file: %+v, want not_found", res)
+		}
+
+		// Three files, one bad hunk: nothing changes.
+		d.exec(sb.ID, "printf 'a\\nb\\n' > one.txt && printf 'c\\nd\\n' > two.txt")
+		bad := "--- a/one.txt\n+++ b/one.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n" +
+			"--- /dev/null\n+++ b/three.txt\n@@ -0,0 +1 @@\n+new\n" +
+			"--- a/two.txt\n+++ b/two.txt\n@@ -1,2 +1,2 @@\n c\n-x\n+X\n"
+		res := d.toolCall(t, sb.ID, "sandbox_apply_patch", map[string]string{"patch": bad}, nil)
+		if res.Error == nil || res.Error.Kind != "invalid_argument" || !strings.Contains(res.Error.Message, "two.txt") {
+			t.Errorf("a bad patch: %+v", res)
+		}
+		if out := d.exec(sb.ID, "cat one.txt two.txt; ls three.txt 2>&1 | grep -c 'No such'"); out.Stdout != "a\nb\nc\nd\n1\n" {
+			t.Errorf("files after a bad patch: %+v", out)
+		}
+		good := strings.Replace(bad, "-x\n+X", "-d\n+D", 1)
+		if res := d.toolCall(t, sb.ID, "sandbox_apply_patch", map[string]string{"patch": good}, nil); res.Status != client.ToolSuccess {
+			t.Errorf("a good patch: %+v", res)
+		}
+		if out := d.exec(sb.ID, "cat one.txt two.txt three.txt"); out.Stdout != "a\nB\nc\nD\nnew\n" {
+			t.Errorf("files after a good patch: %+v", out)
+		}
+
+		var listed struct {
+			Entries []struct{ Path, Type string }
+		}
+		d.toolCall(t, sb.ID, "sandbox_list_directory", map[string]any{"depth": 2}, &listed)
+		if len(listed.Entries) < 6 {
+			t.Errorf("list: %+v", listed)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_delete_file", map[string]any{"path": "src"}, nil); res.Error == nil || res.Error.Kind != "invalid_argument" {
+			t.Errorf("delete of a full directory, not recursive: %+v", res)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_delete_file", map[string]any{"path": "src", "recursive": true}, nil); res.Status != client.ToolSuccess {
+			t.Errorf("recursive delete: %+v", res)
+		}
+
+		var ran struct {
+			ExitCode int    `json:"exit_code"`
+			Stdout   string `json:"stdout"`
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_run_command", map[string]any{"command": "echo $((6*7)); whoami"}, &ran); res.Status != client.ToolSuccess || ran.Stdout != "42\nuser\n" {
+			t.Errorf("run_command: %+v %+v", res, ran)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_run_command", map[string]any{"command": "echo out; exit 3"}, &ran); res.Error == nil || res.Error.Kind != "command_failed" || ran.ExitCode != 3 || ran.Stdout != "out\n" {
+			t.Errorf("a failing command: %+v %+v", res, ran)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_run_command", map[string]any{"command": "echo before; sleep 30", "timeout_s": 1}, &ran); res.Error == nil || res.Error.Kind != "timeout" || ran.Stdout != "before\n" {
+			t.Errorf("a command past its timeout: %+v %+v", res, ran)
+		}
+		if res := d.toolCall(t, sb.ID, "sandbox_run_command", map[string]any{"command": "true", "timeout_s": 99999}, nil); res.Error == nil || res.Error.Kind != "invalid_argument" {
+			t.Errorf("a timeout over the bound: %+v", res)
+		}
+	})
+	if _, err := d.client.RunTool(t.Context(), "nosuchsandbox", "sandbox_read_file", map[string]string{"path": "x"}); !client.IsNotFound(err) {
+		t.Errorf("a tool in an unknown sandbox: %v", err)
+	}
+}
+
+// A tool call with Accept: text/event-stream sends tool.call, the
+// command's output as tool.output, and tool.message; the CLI calls tools
+// too.
+func TestToolEventsAndCLI(t *testing.T) {
+	d := startDaemon(t)
+	sb := d.create(client.CreateSandboxRequest{})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+d.addr+"/v1/sandboxes/"+sb.ID+"/tools/sandbox_run_command",
+		strings.NewReader(`{"command": "echo one; echo two >&2"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []string
+	var last string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, name)
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			last = data
+		}
+	}
+	if len(events) < 3 || events[0] != "tool.call" || events[len(events)-1] != "tool.message" || !strings.Contains(strings.Join(events, " "), "tool.output") {
+		t.Errorf("events %v", events)
+	}
+	var msg client.ToolResult
+	if err := json.Unmarshal([]byte(last), &msg); err != nil || msg.Status != client.ToolSuccess || !strings.Contains(string(msg.Result), `"stdout":"one\n"`) {
+		t.Errorf("tool.message %s: %v", last, err)
+	}
+
+	if out, stderr, code := d.cli("", "tool", "run", sb.ID, "sandbox_write_file", `{"path": "cli.txt", "content": "from the CLI\n"}`); code != 0 || !strings.Contains(out, `"status": "success"`) {
+		t.Errorf("hutch tool run: %d %q %q", code, out, stderr)
+	}
+	if out, stderr, code := d.cli(`{"path": "cli.txt"}`, "tool", "run", sb.ID, "sandbox_read_file", "-"); code != 0 || !strings.Contains(out, `from the CLI`) {
+		t.Errorf("hutch tool run with stdin: %d %q %q", code, out, stderr)
+	}
+	if _, stderr, code := d.cli("", "tool", "run", sb.ID, "sandbox_read_file", `{"path": "nope"}`); code != 1 || !strings.Contains(stderr, "not_found") {
+		t.Errorf("a failing tool in the CLI: %d %q", code, stderr)
+	}
+	if out, _, code := d.cli("", "tool", "ls"); code != 0 || !strings.Contains(out, "sandbox_apply_patch") {
+		t.Errorf("hutch tool ls: %d %q", code, out)
+	}
+}
