@@ -91,6 +91,11 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("GET /v1/templates/{name}", s.getTemplate)
 	mux.HandleFunc("DELETE /v1/templates/{name}", s.deleteTemplate)
 	mux.HandleFunc("POST /v1/templates/{name}/import", s.importTemplate)
+	if h, err := s.mcpHandler(); err != nil {
+		s.log.Error("MCP at /mcp is off", "error", err)
+	} else {
+		mux.Handle("/mcp", h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -114,6 +114,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newFsCmd(),
 		a.newTemplateCmd(),
 		a.newToolCmd(),
+		a.newMCPCmd(),
 		newServeCmd(),
 	)
 	return root

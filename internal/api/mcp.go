@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/mcpserver"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
+// the Manager directly. Requests need the API key as every route does.
+func (s *Server) mcpHandler() (http.Handler, error) {
+	srv, err := mcpserver.New(managerSandboxes{s}, s.version)
+	if err != nil {
+		return nil, err
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
+}
+
+// managerSandboxes is mcpserver.Sandboxes on the Manager, answering as the
+// REST API does.
+type managerSandboxes struct{ s *Server }
+
+func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSandboxRequest) (*client.Sandbox, error) {
+	sb, _, err := a.s.m.Open(ctx, sandbox.CreateOptions{
+		Template: req.Template, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+	})
+	if err != nil {
+		return nil, asClientError(err)
+	}
+	out := sandboxJSON(sb)
+	return &out, nil
+}
+
+func (a managerSandboxes) ListSandboxes(ctx context.Context) ([]client.Sandbox, error) {
+	list, err := a.s.m.List(ctx)
+	if err != nil {
+		return nil, asClientError(err)
+	}
+	out := []client.Sandbox{}
+	for _, sb := range list {
+		out = append(out, sandboxJSON(sb))
+	}
+	return out, nil
+}
+
+func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any) (*client.ToolResult, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	outcome, err := a.s.m.RunTool(ctx, id, name, raw, "", nil)
+	if err != nil {
+		return nil, asClientError(err)
+	}
+	res := toolResult(outcome)
+	return &res, nil
+}
+
+// asClientError is err as the REST API would have answered it.
+func asClientError(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	status, _ := statusOf(err)
+	d := describe(err)
+	return &client.Error{StatusCode: status, Code: d.Code, Message: d.Message}
+}

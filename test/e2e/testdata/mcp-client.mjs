@@ -1,0 +1,46 @@
+// An MCP client made with the official TypeScript SDK, for TestMCP: it
+// connects to Hutch over stdio (`hutch mcp`) or streamable HTTP (/mcp),
+// creates a sandbox, writes and reads a file in it, fails a read, lists
+// sandboxes, and prints what it saw as one JSON object.
+//
+//   node mcp-client.mjs stdio HUTCH_BINARY
+//   node mcp-client.mjs http URL
+//
+// HUTCH_URL and HUTCH_API_KEY come from the environment.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [mode, target] = process.argv.slice(2);
+const transport = mode === "stdio"
+  ? new StdioClientTransport({ command: target, args: ["mcp"], env: process.env })
+  : new StreamableHTTPClientTransport(new URL(target), {
+      requestInit: { headers: { Authorization: `Bearer ${process.env.HUTCH_API_KEY}` } },
+    });
+const client = new Client({ name: "hutch-e2e", version: "1.0.0" });
+await client.connect(transport);
+
+const text = (res) => res.content.map((c) => c.text).join("\n");
+const tools = await client.listTools();
+const created = await client.callTool({ name: "sandbox_create", arguments: {} });
+const id = JSON.parse(text(created)).sandbox_id;
+const write = await client.callTool({
+  name: "sandbox_write_file",
+  arguments: { sandbox_id: id, path: "mcp.txt", content: `over ${mode}\n` },
+});
+const read = await client.callTool({ name: "sandbox_read_file", arguments: { sandbox_id: id, path: "mcp.txt" } });
+const missing = await client.callTool({ name: "sandbox_read_file", arguments: { sandbox_id: id, path: "nope.txt" } });
+const command = await client.callTool({ name: "sandbox_run_command", arguments: { sandbox_id: id, command: "exit 4" } });
+const listed = await client.callTool({ name: "sandbox_list", arguments: {} });
+await client.close();
+
+console.log(JSON.stringify({
+  tools: tools.tools.map((t) => t.name),
+  readFileRequires: tools.tools.find((t) => t.name === "sandbox_read_file").inputSchema.required,
+  id,
+  write: { isError: !!write.isError, text: text(write) },
+  read: { isError: !!read.isError, text: text(read) },
+  missing: { isError: !!missing.isError, text: text(missing) },
+  command: { isError: !!command.isError, text: text(command) },
+  listed: text(listed),
+}));
