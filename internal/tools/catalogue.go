@@ -10,6 +10,8 @@ const (
 	ApplyPatch    = "sandbox_apply_patch"
 	DeleteFile    = "sandbox_delete_file"
 	ListDirectory = "sandbox_list_directory"
+	GrepFiles     = "sandbox_grep_files"
+	FindFiles     = "sandbox_find_files"
 	RunCommand    = "sandbox_run_command"
 )
 
@@ -122,6 +124,46 @@ var Catalogue = []Tool{
     "path": {"type": "string", "description": "Directory to list (default /home/user/workspace)."},
     "depth": {"type": "integer", "minimum": 1, "maximum": 5, "description": "Levels to descend (default 1: its own entries)."}
   },
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: GrepFiles, InSandbox: true,
+		Description: "Search the contents of files in the sandbox for a regular expression (RE2 " +
+			"syntax, as ripgrep's). Returns each matching line with its file (relative to `path`), " +
+			"line number and, with `context`, the lines around it; at most max_results (default " +
+			"100), `truncated` saying there were more. Like ripgrep, it skips hidden files, binary " +
+			"files and what .gitignore excludes. `glob` narrows the files: [\"*.py\"], or " +
+			"[\"!*_test.go\"] to leave some out.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "pattern": {"type": "string", "minLength": 1, "description": "Regular expression to find."},
+    "path": {"type": "string", "description": "File or directory to search (default /home/user/workspace)."},
+    "glob": {"type": "array", "items": {"type": "string"}, "description": "File name globs to search (a leading ! excludes)."},
+    "context": {"type": "integer", "minimum": 0, "maximum": 5, "description": "Lines of context before and after each match (default 0)."},
+    "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Matches to return at most (default 100)."},
+    "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."}
+  },
+  "required": ["pattern"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: FindFiles, InSandbox: true,
+		Description: "Find files in the sandbox by a fuzzy match of their path: the query's " +
+			"characters in order, not necessarily together (\"srvmain\" finds server/main.go). " +
+			"Returns paths relative to `path`, best match first: a match in the file's name, in " +
+			"one run or at word starts ranks higher. Skips hidden files and what .gitignore " +
+			"excludes.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "query": {"type": "string", "minLength": 1, "description": "Characters of the path to find, in order."},
+    "path": {"type": "string", "description": "Directory to search (default /home/user/workspace)."},
+    "max_results": {"type": "integer", "minimum": 1, "maximum": 500, "description": "Files to return at most (default 50)."}
+  },
+  "required": ["query"],
   "additionalProperties": false
 }`),
 	},

@@ -220,10 +220,7 @@ type ListResult struct {
 }
 
 func (f Files) listDirectory(a listArgs) (ListResult, error) {
-	if a.Path == "" {
-		a.Path = f.Dir
-	}
-	p, err := f.abs(a.Path)
+	p, err := f.dirOrDefault(a.Path)
 	if err != nil {
 		return ListResult{}, err
 	}

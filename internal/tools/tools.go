@@ -94,6 +94,10 @@ func (f Files) Run(name string, args json.RawMessage) (any, error) {
 		return run(args, f.deleteFile)
 	case ListDirectory:
 		return run(args, f.listDirectory)
+	case GrepFiles:
+		return run(args, f.grepFiles)
+	case FindFiles:
+		return run(args, f.findFiles)
 	}
 	return nil, &Error{Kind: KindNotFound, Message: fmt.Sprintf("no file tool %q", name)}
 }
@@ -123,6 +127,15 @@ func (f Files) abs(p string) (string, error) {
 		return filepath.Clean(p), nil
 	}
 	return filepath.Join(f.Dir, p), nil
+}
+
+// dirOrDefault resolves p as abs does, "" meaning f.Dir: where the
+// directory tools look by default.
+func (f Files) dirOrDefault(p string) (string, error) {
+	if p == "" {
+		return f.Dir, nil
+	}
+	return f.abs(p)
 }
 
 // mkdirs makes dir and its missing parents, owned by f's user.

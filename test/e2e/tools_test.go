@@ -67,6 +67,22 @@ func TestTools(t *testing.T) {
 		if res := d.toolCall(t, sb.ID, "sandbox_find_replace", map[string]any{"path": "src/app.py", "find": "x = 1", "replace": "x = 2"}, nil); res.Status != client.ToolSuccess {
 			t.Errorf("find_replace: %+v", res)
 		}
+		var grep struct {
+			Matches []struct {
+				Path string
+				Line int
+			}
+			Engine string
+		}
+		d.toolCall(t, sb.ID, "sandbox_grep_files", map[string]any{"pattern": `x = \d`}, &grep)
+		if len(grep.Matches) != 1 || grep.Matches[0].Path != "src/app.py" || grep.Matches[0].Line != 1 || grep.Engine == "" {
+			t.Errorf("grep: %+v", grep)
+		}
+		var found struct{ Files []struct{ Path string } }
+		d.toolCall(t, sb.ID, "sandbox_find_files", map[string]any{"query": "apppy"}, &found)
+		if len(found.Files) != 1 || found.Files[0].Path != "src/app.py" {
+			t.Errorf("find: %+v", found)
+		}
 
 		// A symlink out of the sandbox finds the sandbox's own tree.
 		d.exec(sb.ID, "ln -s "+hostOnly+" host-link && ln -s /etc/hostname name-link")
