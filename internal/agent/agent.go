@@ -145,6 +145,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
 	mux.HandleFunc("POST /tools/{name}", s.runTool)
+	mux.HandleFunc("GET /archive", s.getArchive)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"connectrpc.com/connect"
 
@@ -50,4 +51,36 @@ func (s *server) runTool(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// getArchive serves GET /archive?path=DIR&format=tar.gz|zip[&username=U]:
+// the directory packed as tools.WriteArchive does, streamed. An error once
+// the stream has begun cuts it short.
+func (s *server) getArchive(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if f := q.Get("format"); f != "" && f != tools.FormatTarGz && f != tools.FormatZip {
+		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("format must be %s or %s, got %q", tools.FormatTarGz, tools.FormatZip, f)))
+		return
+	}
+	acct, err := s.requestUser(r.Header, q.Get("username"))
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	p, err := resolvePath(q.Get("path"), acct)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	if fi, err := os.Stat(p); err != nil {
+		writeHTTPError(w, fsError(err))
+		return
+	} else if !fi.IsDir() {
+		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := tools.WriteArchive(w, p, q.Get("format")); err != nil {
+		s.log.Warn("archive cut short", "path", p, "error", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 
 	hutchapi "github.com/hutchdev/hutch/api"
@@ -83,6 +84,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/upload", s.uploadFiles)
 	mux.HandleFunc("GET /v1/tools", s.listTools)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/tools/{name}", s.runTool)
+	mux.HandleFunc("GET /v1/downloads/{token}", s.download)
 	mux.HandleFunc("POST /v1/volumes", s.createVolume)
 	mux.HandleFunc("GET /v1/volumes", s.listVolumes)
 	mux.HandleFunc("DELETE /v1/volumes/{name}", s.deleteVolume)
@@ -107,9 +109,14 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	return h
 }
 
-// authenticate lets through only requests with the API key.
+// authenticate lets through only requests with the API key, and download
+// URLs, which their signed token allows.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/downloads/") && path.Clean(r.URL.Path) == r.URL.Path {
+			next.ServeHTTP(w, r)
+			return
+		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutch"`)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 
 	"github.com/hutchdev/hutch/client"
@@ -114,4 +115,21 @@ func toolResult(o sandbox.ToolOutcome) client.ToolResult {
 		res.Status, res.Error = client.ToolError, &client.ToolFailure{Kind: o.Error.Kind, Message: o.Error.Message}
 	}
 	return res
+}
+
+// download serves GET /v1/downloads/{token}, a URL sandbox_download_url
+// made: the token, not the API key, allows it.
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	name, body, err := s.m.Download(r.Context(), r.PathValue("token"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	defer body.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	w.Header().Set("Cache-Control", "private, no-store")
+	if _, err := io.Copy(w, body); err != nil {
+		s.log.Warn("download cut short", "error", err)
+	}
 }

@@ -34,7 +34,7 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 				}
@@ -66,6 +66,7 @@ func newServeCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "TOML config file (version = 1); flags override it")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "TCP address of the REST API")
+	f.StringVar(&cfg.PublicURL, "public-url", "", "how callers reach the API, for the download URLs it makes (default: http:// and --listen)")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
 	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live")
 	f.StringVar(&cfg.Runc, "runc", cfg.Runc, "the runc binary")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,9 @@ type Config struct {
 	Version int `toml:"version"`
 	// Listen is the TCP address of the REST API.
 	Listen string `toml:"listen"`
+	// PublicURL is how callers reach the API, for the download URLs it
+	// makes (default: http:// and Listen).
+	PublicURL string `toml:"public_url"`
 	// DataDir holds the database, the API key, templates and sandboxes.
 	DataDir string `toml:"data_dir"`
 	// RunDir holds the unix socket and the runtime's state.
@@ -90,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
+	}
+	if u, err := url.Parse(c.PublicURL); c.PublicURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
+		errs = append(errs, fmt.Errorf("public_url must be an http or https URL, got %q", c.PublicURL))
 	}
 	for name, dir := range map[string]string{"data_dir": c.DataDir, "run_dir": c.RunDir} {
 		if !filepath.IsAbs(dir) {
@@ -186,4 +193,12 @@ func ParsePool(s string) (Pool, error) {
 	}
 	tmpl, runtime, _ := strings.Cut(spec, "@")
 	return Pool{Template: tmpl, Runtime: runtime, Size: n}, nil
+}
+
+// publicURL is PublicURL, or the one Listen makes.
+func (c Config) publicURL() string {
+	if c.PublicURL != "" {
+		return c.PublicURL
+	}
+	return "http://" + c.Listen
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
+	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
@@ -97,6 +98,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templates, PackageCache: cfg.packageCache(), Logger: log, Pools: cfg.poolSpecs(),
 		VolumeDir: filepath.Join(cfg.DataDir, "volumes"),
+		Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
@@ -66,6 +67,11 @@ type Config struct {
 	Pools []PoolSpec
 	// VolumeDir holds the volumes' files.
 	VolumeDir string
+	// Downloads signs download URLs (sandbox_download_url), which start
+	// with PublicURL, the daemon's address as callers reach it. Nil: the
+	// tool says downloads are off.
+	Downloads *download.Signer
+	PublicURL string
 }
 
 // Manager owns the sandboxes.
@@ -81,6 +87,8 @@ type Manager struct {
 	log          *slog.Logger
 	reapEvery    time.Duration
 	volumeDir    string
+	downloads    *download.Signer
+	publicURL    string
 
 	pool *warmPool
 
@@ -104,6 +112,8 @@ func New(cfg Config) (*Manager, error) {
 		log:          cfg.Logger,
 		reapEvery:    cfg.ReapInterval,
 		volumeDir:    cfg.VolumeDir,
+		downloads:    cfg.Downloads,
+		publicURL:    strings.TrimSuffix(cfg.PublicURL, "/"),
 		live:         map[string]*instance{},
 		wakeLocks:    map[string]*wakeLock{},
 		reaping:      map[string]bool{},

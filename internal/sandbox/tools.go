@@ -37,8 +37,13 @@ func (m *Manager) RunTool(ctx context.Context, id, name string, args json.RawMes
 	if err != nil {
 		return ToolOutcome{}, err
 	}
-	if !tool.InSandbox {
+	switch {
+	case tool.Name == tools.RunCommand:
 		return m.runCommandTool(ctx, inst, args, user, out)
+	case tool.Name == tools.DownloadURL:
+		return m.downloadTool(ctx, inst, args, user)
+	case !tool.InSandbox:
+		return ToolOutcome{}, errdefs.NotImplemented("tool %s runs nowhere", name)
 	}
 	inst.begin() // busy while it runs, as a command is
 	defer inst.end()
@@ -78,9 +83,7 @@ type RunCommandResult struct {
 
 func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.RawMessage, user string, out Output) (ToolOutcome, error) {
 	var a runCommandArgs
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	if err := decodeStrict(raw, &a); err != nil {
 		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
 	}
 	timeout := time.Duration(a.TimeoutS) * time.Second
@@ -128,6 +131,13 @@ func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.R
 		outcome.Error = &tools.Error{Kind: tools.KindCommandFailed, Message: fmt.Sprintf("the command exited with %d%s", res.ExitCode, why)}
 	}
 	return outcome, nil
+}
+
+// decodeStrict decodes a tool's JSON arguments, refusing unknown fields.
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func toolFailure(kind, format string, args ...any) ToolOutcome {

@@ -13,6 +13,7 @@ const (
 	GrepFiles     = "sandbox_grep_files"
 	FindFiles     = "sandbox_find_files"
 	RunCommand    = "sandbox_run_command"
+	DownloadURL   = "sandbox_download_url"
 )
 
 // Tool is a tool as a model is offered it.
@@ -182,6 +183,23 @@ var Catalogue = []Tool{
     "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800, "description": "Seconds before it is killed (default 180)."}
   },
   "required": ["command"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: DownloadURL,
+		Description: "Make a URL from which a person (or a program) can download a file of the " +
+			"sandbox, or a directory packed as tar.gz (the default) or zip, without any key, until " +
+			"it expires (default 1 hour, at most 7 days). The URL is for that path only. Give it to " +
+			"the user when they ask for a file the sandbox made.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "description": "File or directory: absolute, or relative to /home/user/workspace."},
+    "format": {"type": "string", "enum": ["tar.gz", "zip"], "description": "How a directory is packed (default tar.gz)."},
+    "expires_in_s": {"type": "integer", "minimum": 1, "maximum": 604800, "description": "Seconds the URL works for (default 3600)."}
+  },
+  "required": ["path"],
   "additionalProperties": false
 }`),
 	},

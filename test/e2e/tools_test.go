@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
@@ -202,4 +208,79 @@ func TestToolEventsAndCLI(t *testing.T) {
 	if out, _, code := d.cli("", "tool", "ls"); code != 0 || !strings.Contains(out, "sandbox_apply_patch") {
 		t.Errorf("hutch tool ls: %d %q", code, out)
 	}
+}
+
+// A download URL works without the API key, for its one path, until it
+// expires; a directory comes packed, every entry inside it.
+func TestDownloadURL(t *testing.T) {
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		d.exec(sb.ID, "mkdir -p out/sub && echo a,b > out/report.csv && echo deep > out/sub/deep.txt && ln -s /etc/passwd out/passwd && ln -s sub/deep.txt out/inner")
+		urlOf := func(args map[string]any) (string, *client.ToolResult) {
+			var res struct{ URL, Type string }
+			r := d.toolCall(t, sb.ID, "sandbox_download_url", args, &res)
+			return res.URL, r
+		}
+		get := func(url string) (int, string, []byte) {
+			resp, err := http.Get(url) // no API key
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, resp.Header.Get("Content-Disposition"), body
+		}
+		fileURL, _ := urlOf(map[string]any{"path": "out/report.csv"})
+		if status, disp, body := get(fileURL); status != 200 || string(body) != "a,b\n" || !strings.Contains(disp, `filename=report.csv`) {
+			t.Errorf("the file: %d %q %q", status, disp, body)
+		}
+		// Its signature over another path's claim: refused.
+		otherURL, _ := urlOf(map[string]any{"path": "out/sub/deep.txt"})
+		otherClaim, _, _ := strings.Cut(path.Base(otherURL), ".")
+		_, fileSig, _ := strings.Cut(path.Base(fileURL), ".")
+		forged := "http://" + d.addr + "/v1/downloads/" + otherClaim + "." + fileSig
+		if status, _, body := get(forged); status != 401 || !strings.Contains(string(body), "not valid") {
+			t.Errorf("a forged URL: %d %s", status, body)
+		}
+		shortURL, _ := urlOf(map[string]any{"path": "out/report.csv", "expires_in_s": 1})
+		time.Sleep(1100 * time.Millisecond)
+		if status, _, body := get(shortURL); status != 401 || !strings.Contains(string(body), "expired") {
+			t.Errorf("an expired URL: %d %s", status, body)
+		}
+		dirURL, _ := urlOf(map[string]any{"path": "out"})
+		status, disp, body := get(dirURL)
+		if status != 200 || !strings.Contains(disp, "out.tar.gz") {
+			t.Fatalf("the directory: %d %q", status, disp)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		tr := tar.NewReader(zr)
+		for {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, hdr.Name)
+			if !strings.HasPrefix(hdr.Name, "out/") || strings.Contains(hdr.Name, "..") {
+				t.Errorf("entry %q could land outside", hdr.Name)
+			}
+		}
+		if got := strings.Join(names, " "); got != "out/ out/inner out/report.csv out/sub/ out/sub/deep.txt" {
+			t.Errorf("entries %s (the symlink to /etc/passwd left out)", got)
+		}
+		zipURL, _ := urlOf(map[string]any{"path": "out", "format": "zip"})
+		if status, disp, body := get(zipURL); status != 200 || !strings.Contains(disp, "out.zip") || !bytes.HasPrefix(body, []byte("PK")) {
+			t.Errorf("the directory as zip: %d %q", status, disp)
+		}
+		if _, res := urlOf(map[string]any{"path": "nope"}); res.Error == nil || res.Error.Kind != "not_found" {
+			t.Errorf("a URL of nothing: %+v", res)
+		}
+	})
 }

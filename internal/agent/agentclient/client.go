@@ -128,9 +128,24 @@ func (c *Client) Health(ctx context.Context) error {
 // relative to user's home ("" for the agent's default user). The caller
 // closes the reader.
 func (c *Client) ReadFile(ctx context.Context, path, user string) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, filesURL(path, user), nil)
+	return c.get(ctx, filesURL(path, user))
+}
+
+// Archive streams directory path packed as format (tools.FormatTarGz or
+// tools.FormatZip), as user sees it. The caller must close it.
+func (c *Client) Archive(ctx context.Context, path, format, user string) (io.ReadCloser, error) {
+	q := url.Values{"path": {path}, "format": {format}}
+	if user != "" {
+		q.Set("username", user)
+	}
+	return c.get(ctx, baseURL+"/archive?"+q.Encode())
+}
+
+// get answers the body of a GET of the agent's url, to be closed.
+func (c *Client) get(ctx context.Context, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("get from the agent: %w", err)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

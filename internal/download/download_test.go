@@ -1,0 +1,48 @@
+package download
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSignAndCheck(t *testing.T) {
+	s := NewSigner("api-key")
+	now := time.Unix(1_800_000_000, 0)
+	claim := Claim{Sandbox: "sb1", Path: "/home/user/workspace/out.csv", Expires: now.Add(time.Hour).Unix()}
+	token, err := s.Sign(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Check(token, now); err != nil || got != claim {
+		t.Fatalf("Check = %+v, %v; want %+v", got, err, claim)
+	}
+	if _, err := s.Check(token, now.Add(time.Hour)); !errors.Is(err, ErrExpired) {
+		t.Errorf("at its expiry: %v, want expired", err)
+	}
+	// Another path, sandbox or expiry in the same signature: refused.
+	payload, sig, _ := strings.Cut(token, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	for _, forged := range []string{
+		strings.Replace(string(raw), "out.csv", "../../etc/shadow", 1),
+		strings.Replace(string(raw), "sb1", "sb2", 1),
+		strings.Replace(string(raw), `"e":18`, `"e":19`, 1),
+	} {
+		if forged == string(raw) {
+			t.Fatalf("the forgery did not change %s", raw)
+		}
+		if _, err := s.Check(base64.RawURLEncoding.EncodeToString([]byte(forged))+"."+sig, now); !errors.Is(err, ErrInvalid) {
+			t.Errorf("forged %s: %v, want invalid", forged, err)
+		}
+	}
+	if _, err := NewSigner("other-key").Check(token, now); !errors.Is(err, ErrInvalid) {
+		t.Errorf("another daemon's key: %v, want invalid", err)
+	}
+	for _, bad := range []string{"", ".", "abc", "a.b.c", token + "x"} {
+		if _, err := s.Check(bad, now); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want invalid", bad, err)
+		}
+	}
+}

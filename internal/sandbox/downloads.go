@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
+	"github.com/hutchdev/hutch/internal/download"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/tools"
+)
+
+// Download URLs (sandbox_download_url): a signed URL of the daemon that
+// anyone holding it can fetch, without the API key, until it expires; one
+// file, or one directory packed, of one sandbox.
+
+// Bounds of a download URL's life.
+const (
+	defaultDownloadTTL = time.Hour
+	maxDownloadTTL     = 7 * 24 * time.Hour
+)
+
+type downloadArgs struct {
+	Path       string `json:"path"`
+	Format     string `json:"format"`
+	ExpiresInS int    `json:"expires_in_s"`
+}
+
+// DownloadResult is what sandbox_download_url returns.
+type DownloadResult struct {
+	URL       string    `json:"url"`
+	Path      string    `json:"path"`
+	Type      string    `json:"type"`             // file or dir
+	Format    string    `json:"format,omitempty"` // a directory's archive
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func (m *Manager) downloadTool(ctx context.Context, inst *instance, raw json.RawMessage, user string) (ToolOutcome, error) {
+	var a downloadArgs
+	if err := decodeStrict(raw, &a); err != nil {
+		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
+	}
+	ttl := time.Duration(a.ExpiresInS) * time.Second
+	switch {
+	case m.downloads == nil:
+		return toolFailure(tools.KindFailed, "this daemon makes no download URLs"), nil
+	case a.Path == "":
+		return toolFailure(tools.KindInvalidArgument, "path is required"), nil
+	case ttl == 0:
+		ttl = defaultDownloadTTL
+	case ttl < 0 || ttl > maxDownloadTTL:
+		return toolFailure(tools.KindInvalidArgument, "expires_in_s must be between 1 and %d", int(maxDownloadTTL.Seconds())), nil
+	}
+	if a.Format != "" && a.Format != tools.FormatTarGz && a.Format != tools.FormatZip {
+		return toolFailure(tools.KindInvalidArgument, "format must be %s or %s", tools.FormatTarGz, tools.FormatZip), nil
+	}
+	abs := workspacePath(a.Path)
+	entry, err := m.stat(ctx, inst, abs, userOr(user))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return toolFailure(tools.KindNotFound, "%s: no such file or directory", abs), nil
+	}
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	res := DownloadResult{Path: abs, Type: "file", ExpiresAt: time.Now().Add(ttl).UTC().Truncate(time.Second)}
+	claim := download.Claim{Sandbox: inst.id, Path: abs, Expires: res.ExpiresAt.Unix()}
+	if entry.GetType() == filesystem.FileType_FILE_TYPE_DIRECTORY {
+		res.Type, res.Format = "dir", a.Format
+		if res.Format == "" {
+			res.Format = tools.FormatTarGz
+		}
+		claim.Dir, claim.Format = true, res.Format
+	}
+	token, err := m.downloads.Sign(claim)
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	res.URL = m.publicURL + "/v1/downloads/" + token
+	out, err := json.Marshal(res)
+	return ToolOutcome{Result: out}, err
+}
+
+// Download opens what a download URL's token allows, waking its sandbox:
+// the file, or the directory packed. It returns the name to save it as.
+// A token that is forged or expired is unauthenticated.
+func (m *Manager) Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error) {
+	if m.downloads == nil {
+		return "", nil, errdefs.NotFound("this daemon makes no download URLs")
+	}
+	claim, err := m.downloads.Check(token, time.Now())
+	if err != nil {
+		return "", nil, errdefs.Unauthenticated("%v", err)
+	}
+	inst, err := m.instance(ctx, claim.Sandbox)
+	if err != nil {
+		return "", nil, err
+	}
+	name = path.Base(claim.Path)
+	if claim.Dir {
+		body, err = inst.agent.Archive(ctx, claim.Path, claim.Format, "")
+		return name + "." + claim.Format, body, err
+	}
+	body, err = inst.agent.ReadFile(ctx, claim.Path, "")
+	return name, body, err
+}
