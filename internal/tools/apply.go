@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 type patchArgs struct {
@@ -256,12 +258,12 @@ func applyHunks(p, text string, hunks []hunk) (string, error) {
 	}
 	cursor, delta := 0, 0
 	for i, h := range hunks {
-		at, err := locate(lines, h, cursor, delta)
+		at, err := locate(asUTF8(lines), h, cursor, delta)
 		if err != nil {
 			return "", invalid("%s: hunk %d of %d (%s) does not apply: %v; no file was changed", p, i+1, len(hunks), h.header, err)
 		}
 		atEnd := at+len(h.old) == len(lines)
-		lines = append(lines[:at:at], append(append([]string{}, h.new...), lines[at+len(h.old):]...)...)
+		lines = append(lines[:at:at], append(replacement(h, lines[at:at+len(h.old)]), lines[at+len(h.old):]...)...)
 		if atEnd {
 			switch {
 			case h.newNoEOL:
@@ -273,6 +275,45 @@ func applyHunks(p, text string, hunks []hunk) (string, error) {
 		cursor, delta = at+len(h.new), delta+len(h.new)-len(h.old)
 	}
 	return joinLines(lines, eol, crlf), nil
+}
+
+// replacement is what hunk h puts in place of the file's lines it matched:
+// its added lines, and its context lines as the file has them (byte for
+// byte, where the hunk may differ in whitespace or show U+FFFD).
+func replacement(h hunk, matched []string) []string {
+	var out []string
+	oi, ni := 0, 0
+	for _, k := range h.kinds {
+		switch k {
+		case ' ':
+			out = append(out, matched[oi])
+			oi, ni = oi+1, ni+1
+		case '-':
+			oi++
+		case '+':
+			out = append(out, h.new[ni])
+			ni++
+		}
+	}
+	return out
+}
+
+// asUTF8 is lines with bytes that are not UTF-8 shown as U+FFFD, as
+// sandbox_read_file shows them and a patch copies them.
+func asUTF8(lines []string) []string {
+	var out []string
+	for i, l := range lines {
+		if !utf8.ValidString(l) {
+			if out == nil {
+				out = slices.Clone(lines)
+			}
+			out[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
+	if out == nil {
+		return lines
+	}
+	return out
 }
 
 // joinLines makes text of lines, with a final line ending when eol.

@@ -3,10 +3,12 @@ package tools
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+	"unicode/utf8"
 )
 
 // maxEditBytes bounds a file that find_replace or apply_patch reads whole.
@@ -143,8 +145,11 @@ func (f Files) findReplace(a findReplaceArgs) (FindReplaceResult, error) {
 	switch {
 	case n == 0:
 		hint := ""
-		if bytes.Contains(data, []byte("\r\n")) && !bytes.Contains(find, []byte("\r\n")) && bytes.Contains(find, []byte("\n")) {
+		switch {
+		case bytes.Contains(data, []byte("\r\n")) && !bytes.Contains(find, []byte("\r\n")) && bytes.Contains(find, []byte("\n")):
 			hint = " (the file's lines end in \\r\\n)"
+		case !utf8.Valid(data) && bytes.ContainsRune(find, utf8.RuneError):
+			hint = fmt.Sprintf(" (the file has bytes that are not UTF-8, which read as U+FFFD: %s matches them)", ApplyPatch)
 		}
 		return FindReplaceResult{}, invalid("the text to find is not in %s%s; read the file and copy the text exactly", p, hint)
 	case n > 1 && !a.ReplaceAll:

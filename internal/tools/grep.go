@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -91,7 +92,7 @@ func (f Files) grepFiles(a grepArgs) (GrepResult, error) {
 	res := GrepResult{Path: root, Matches: []GrepMatch{}}
 	if rg, err := exec.LookPath("rg"); err == nil {
 		res.Engine = "ripgrep"
-		err = ripgrep(rg, root, a, &res)
+		err = f.ripgrep(rg, root, a, &res)
 		return res, err
 	}
 	res.Engine = "builtin"
@@ -173,8 +174,8 @@ func cutLine(s string) string {
 }
 
 // ripgrep runs rg --json and reads its matches and context lines.
-func ripgrep(rg, root string, a grepArgs, res *GrepResult) error {
-	args := []string{"--json", "--no-config", "--no-require-git", "--sort", "path", "-C", strconv.Itoa(a.Context)}
+func (f Files) ripgrep(rg, root string, a grepArgs, res *GrepResult) error {
+	args := []string{rg, "--json", "--no-config", "--no-require-git", "--sort", "path", "-C", strconv.Itoa(a.Context)}
 	if a.CaseInsensitive {
 		args = append(args, "-i")
 	}
@@ -182,25 +183,39 @@ func ripgrep(rg, root string, a grepArgs, res *GrepResult) error {
 		args = append(args, "-g", g)
 	}
 	args = append(args, "-e", a.Pattern, "--", ".")
-	ctx, cancel := context.WithTimeout(context.Background(), grepTimeout)
-	defer cancel()
-	// #nosec G204 -- ripgrep with the caller's pattern as an argument, no shell
-	cmd := exec.CommandContext(ctx, rg, args...)
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
-		cmd.Args[len(cmd.Args)-1] = filepath.Base(root)
+		args[len(args)-1] = filepath.Base(root)
 		root = filepath.Dir(root)
 	}
-	cmd.Dir = root
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return fileError(err)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), grepTimeout)
+	defer cancel()
+	out, w := io.Pipe()
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fileError(err)
+	done := make(chan error, 1)
+	go func() {
+		err := f.exec(ctx, root, args, w, &stderr)
+		_ = w.Close()
+		done <- err
+	}()
+	err := readRipgrep(out, a, res)
+	cancel() // rg has said enough, or all
+	_ = out.Close()
+	runErr := <-done
+	var exit *ExitError
+	switch {
+	case err != nil:
+		return err
+	case errors.As(runErr, &exit) && exit.Code == 1:
+		return nil // no match
+	case runErr != nil && !res.Truncated:
+		return &Error{Kind: KindFailed, Message: fmt.Sprintf("ripgrep: %v: %s", runErr, strings.TrimSpace(stderr.String()))}
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	return nil
+}
+
+// readRipgrep reads rg --json's events into res, until the end or
+// a.MaxResults.
+func readRipgrep(out io.Reader, a grepArgs, res *GrepResult) error {
 	type rgText struct {
 		Text string `json:"text"`
 	}
@@ -243,13 +258,6 @@ func ripgrep(rg, root string, a grepArgs, res *GrepResult) error {
 			res.Matches = append(res.Matches, GrepMatch{Path: rel, Line: event.Data.LineNumber, Text: cutLine(text), Before: before})
 			last, pending = &res.Matches[len(res.Matches)-1], nil
 		}
-	}
-	if err := cmd.Wait(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.ExitCode() == 1 {
-			return nil // no match
-		}
-		return &Error{Kind: KindFailed, Message: fmt.Sprintf("ripgrep: %v: %s", err, strings.TrimSpace(stderr.String()))}
 	}
 	return nil
 }

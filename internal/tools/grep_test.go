@@ -46,7 +46,7 @@ func TestGrepFiles(t *testing.T) {
 		},
 	}
 	if rg, err := exec.LookPath("rg"); err == nil {
-		engines["ripgrep"] = func(a grepArgs, res *GrepResult) error { return ripgrep(rg, f.Dir, a, res) }
+		engines["ripgrep"] = func(a grepArgs, res *GrepResult) error { return f.ripgrep(rg, f.Dir, a, res) }
 	} else {
 		t.Log("no rg here (./setup --deps installs ripgrep): only the built-in search is tested")
 	}

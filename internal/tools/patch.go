@@ -39,6 +39,9 @@ type hunk struct {
 	// after.
 	anchor   string
 	old, new []string
+	// kinds is the hunk's body line by line: ' ' context, '-' removed,
+	// '+' added; what old and new are made of.
+	kinds []byte
 	// oldNoEOL and newNoEOL: the last old (new) line is the file's last,
 	// without a newline.
 	oldNoEOL, newNoEOL bool
@@ -123,18 +126,20 @@ func parseBeginPatch(lines []string) ([]change, error) {
 // addLine adds a line of a hunk body: ' ' context, '-' removed, '+' added.
 // An empty line counts as an empty context line (editors strip the space).
 func (h *hunk) addLine(l string, n int) error {
-	switch {
-	case l == "":
-		h.old, h.new = append(h.old, ""), append(h.new, "")
-	case l[0] == ' ':
+	if l == "" {
+		l = " "
+	}
+	switch l[0] {
+	case ' ':
 		h.old, h.new = append(h.old, l[1:]), append(h.new, l[1:])
-	case l[0] == '-':
+	case '-':
 		h.old = append(h.old, l[1:])
-	case l[0] == '+':
+	case '+':
 		h.new = append(h.new, l[1:])
 	default:
 		return invalid("patch line %d: a hunk line must start with a space, - or +, got %q", n, l)
 	}
+	h.kinds = append(h.kinds, l[0])
 	return nil
 }
 

@@ -218,7 +218,8 @@ func TestApplyPatchFuzz(t *testing.T) {
 +	return // done
  }
 `)
-	if got := readBack(t, f, "a.go"); got != "package a\n\n// added above\n\nfunc A() {\n\treturn // done\n}\n" {
+	// Context lines stay as the file has them, trailing spaces and all.
+	if got := readBack(t, f, "a.go"); got != "package a\n\n// added above\n\nfunc A() {   \n\treturn // done\n}\n" {
 		t.Errorf("after a shifted hunk: %q", got)
 	}
 	if entries, _ := filepath.Glob(filepath.Join(f.Dir, ".*hutch*")); len(entries) > 0 {

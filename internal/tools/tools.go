@@ -8,11 +8,14 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -76,6 +79,32 @@ type Files struct {
 	Dir string
 	// UID and GID own what the tools create.
 	UID, GID int
+	// Exec, when not nil, runs a helper program a tool uses (rg) in dir,
+	// until it exits or ctx ends, its output to stdout and stderr; a
+	// non-zero exit is an *ExitError. Nil uses os/exec. (The agent, PID 1
+	// of its sandbox, starts its children through its reaper.)
+	Exec func(ctx context.Context, dir string, argv []string, stdout, stderr io.Writer) error
+}
+
+// ExitError is a helper program's non-zero exit.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// exec runs a helper program, with f.Exec or os/exec.
+func (f Files) exec(ctx context.Context, dir string, argv []string, stdout, stderr io.Writer) error {
+	if f.Exec != nil {
+		return f.Exec(ctx, dir, argv, stdout, stderr)
+	}
+	// #nosec G204 -- a helper program (rg) with arguments, no shell
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return &ExitError{Code: ee.ExitCode()}
+	}
+	return err
 }
 
 // Run runs file tool name with its JSON arguments and returns its result,

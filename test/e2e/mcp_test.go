@@ -81,6 +81,10 @@ func TestMCP(t *testing.T) {
 					Text    string
 				}
 				Listed string
+				Others map[string]struct {
+					IsError bool
+					Text    string
+				}
 			}
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("the client's output %q: %v", out, err)
@@ -107,6 +111,19 @@ func TestMCP(t *testing.T) {
 			}
 			if !strings.Contains(got.Listed, got.ID) {
 				t.Errorf("sandbox_list %s lacks %s", got.Listed, got.ID)
+			}
+			for name, want := range map[string]string{
+				"sandbox_find_replace":   `"replacements":1`,
+				"sandbox_apply_patch":    `"action":"added"`,
+				"sandbox_list_directory": `"path":"added.txt"`,
+				"sandbox_grep_files":     `"path":"mcp.txt"`,
+				"sandbox_find_files":     `"path":"added.txt"`,
+				"sandbox_download_url":   `/v1/downloads/`,
+				"sandbox_delete_file":    `"type":"file"`,
+			} {
+				if res, ok := got.Others[name]; !ok || res.IsError || !strings.Contains(res.Text, want) {
+					t.Errorf("%s: %+v, want success saying %s", name, res, want)
+				}
 			}
 		})
 	}

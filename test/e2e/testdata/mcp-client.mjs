@@ -1,7 +1,8 @@
 // An MCP client made with the official TypeScript SDK, for TestMCP: it
 // connects to Hutch over stdio (`hutch mcp`) or streamable HTTP (/mcp),
-// creates a sandbox, writes and reads a file in it, fails a read, lists
-// sandboxes, and prints what it saw as one JSON object.
+// creates a sandbox, writes and reads a file in it, fails a read and a
+// command, lists sandboxes, calls every other tool once, and prints what
+// it saw as one JSON object.
 //
 //   node mcp-client.mjs stdio HUTCH_BINARY
 //   node mcp-client.mjs http URL
@@ -19,6 +20,12 @@ const transport = mode === "stdio"
     });
 const client = new Client({ name: "hutch-e2e", version: "1.0.0" });
 await client.connect(transport);
+// Each call is named on stderr first: a call that hangs shows which.
+const callTool = client.callTool.bind(client);
+client.callTool = (req) => {
+  console.error(`calling ${req.name}`);
+  return callTool(req);
+};
 
 const text = (res) => res.content.map((c) => c.text).join("\n");
 const tools = await client.listTools();
@@ -32,6 +39,20 @@ const read = await client.callTool({ name: "sandbox_read_file", arguments: { san
 const missing = await client.callTool({ name: "sandbox_read_file", arguments: { sandbox_id: id, path: "nope.txt" } });
 const command = await client.callTool({ name: "sandbox_run_command", arguments: { sandbox_id: id, command: "exit 4" } });
 const listed = await client.callTool({ name: "sandbox_list", arguments: {} });
+// Every other tool once, in the sandbox made above.
+const others = {};
+for (const [name, args] of [
+  ["sandbox_find_replace", { path: "mcp.txt", find: "over", replace: "via" }],
+  ["sandbox_apply_patch", { patch: "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch\n" }],
+  ["sandbox_list_directory", {}],
+  ["sandbox_grep_files", { pattern: "via" }],
+  ["sandbox_find_files", { query: "added" }],
+  ["sandbox_download_url", { path: "added.txt" }],
+  ["sandbox_delete_file", { path: "added.txt" }],
+]) {
+  const res = await client.callTool({ name, arguments: { sandbox_id: id, ...args } });
+  others[name] = { isError: !!res.isError, text: text(res) };
+}
 await client.close();
 
 console.log(JSON.stringify({
@@ -43,4 +64,5 @@ console.log(JSON.stringify({
   missing: { isError: !!missing.isError, text: text(missing) },
   command: { isError: !!command.isError, text: text(command) },
   listed: text(listed),
+  others,
 }));
