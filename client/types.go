@@ -442,6 +442,11 @@ type ToolResult struct {
 	Status string          `json:"status"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *ToolFailure    `json:"error,omitempty"`
+	// RanOn is where it ran: "sandbox", or "host" in the sandbox modes
+	// selective and off; Why, for a selective call sent to the sandbox,
+	// what made it risky.
+	RanOn string `json:"ran_on,omitempty"`
+	Why   string `json:"why,omitempty"`
 }
 
 // ToolFailure is a tool's failure, with a kind a model can act on:

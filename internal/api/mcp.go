@@ -51,12 +51,13 @@ func (a managerSandboxes) ListSandboxes(ctx context.Context) ([]client.Sandbox, 
 	return out, nil
 }
 
-func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any) (*client.ToolResult, error) {
+// RunTool runs in the daemon's default mode: an MCP call names none.
+func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any, _ ...client.ToolOption) (*client.ToolResult, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	outcome, err := a.s.m.RunTool(ctx, id, name, raw, "", nil)
+	outcome, err := a.s.m.RunTool(ctx, id, sandbox.ToolCall{Name: name, Args: raw}, nil)
 	if err != nil {
 		return nil, asClientError(err)
 	}

@@ -48,7 +48,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// runTool serves POST /v1/sandboxes/{id}/tools/{name}[?user=U], the body
+// runTool serves POST /v1/sandboxes/{id}/tools/{name}[?user=U][&mode=M], the body
 // the tool's arguments (a JSON object). It answers with a client.ToolResult;
 // with Accept: text/event-stream, with events: tool.call when the tool
 // starts, tool.output as a command writes ({stream, data}), and
@@ -67,9 +67,9 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", maxCreateBody>>20))
 		return
 	}
-	user := r.URL.Query().Get("user")
+	call := sandbox.ToolCall{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: r.URL.Query().Get("mode")}
 	if !acceptsEvents(r) {
-		outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), name, args, user, nil)
+		outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, nil)
 		if err != nil {
 			writeError(w, r, s.log, err)
 			return
@@ -87,7 +87,7 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	carry := map[sandbox.Stream][]byte{}
-	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), name, args, user, func(st sandbox.Stream, data []byte) error {
+	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, func(st sandbox.Stream, data []byte) error {
 		text, rest := splitUTF8(append(carry[st], data...))
 		carry[st] = rest
 		if len(text) == 0 {
@@ -110,7 +110,7 @@ type toolOutput struct {
 }
 
 func toolResult(o sandbox.ToolOutcome) client.ToolResult {
-	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result}
+	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result, RanOn: o.Where, Why: o.Why}
 	if o.Error != nil {
 		res.Status, res.Error = client.ToolError, &client.ToolFailure{Kind: o.Error.Kind, Message: o.Error.Message}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/spf13/cobra"
 )
 
@@ -42,6 +43,7 @@ func (a *app) newToolCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	var mode string
 	run := &cobra.Command{
 		Use:   "run ID NAME [ARGS_JSON | -]",
 		Short: "Call a tool in a sandbox and print its result",
@@ -70,7 +72,11 @@ func (a *app) newToolCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := c.RunTool(cmd.Context(), args[0], args[1], json.RawMessage(raw))
+			var opts []client.ToolOption
+			if mode != "" {
+				opts = append(opts, client.InMode(mode))
+			}
+			res, err := c.RunTool(cmd.Context(), args[0], args[1], json.RawMessage(raw), opts...)
 			if err != nil {
 				return err
 			}
@@ -91,6 +97,7 @@ func (a *app) newToolCmd() *cobra.Command {
 			return nil
 		},
 	}
+	run.Flags().StringVar(&mode, "mode", "", "sandbox mode: all (every call in the sandbox), selective (risky calls in it, the rest on the host) or off (all on the host), as the daemon allows (default: the daemon's)")
 	cmd.AddCommand(ls, run)
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // Config is the daemon's configuration: defaults, then the TOML file, then
@@ -25,6 +26,12 @@ type Config struct {
 	// PublicURL is how callers reach the API, for the download URLs it
 	// makes (default: http:// and Listen).
 	PublicURL string `toml:"public_url"`
+	// ToolsMode is the sandbox mode of tool calls that name none: all
+	// (the default), selective or off. ToolsHostDir is where calls run on
+	// the host in the last two, which are refused without it: trusted
+	// local development only.
+	ToolsMode    string `toml:"tools_mode"`
+	ToolsHostDir string `toml:"tools_host_dir"`
 	// DataDir holds the database, the API key, templates and sandboxes.
 	DataDir string `toml:"data_dir"`
 	// RunDir holds the unix socket and the runtime's state.
@@ -97,6 +104,20 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.PublicURL); c.PublicURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		errs = append(errs, fmt.Errorf("public_url must be an http or https URL, got %q", c.PublicURL))
+	}
+	switch c.ToolsMode {
+	case "", tools.ModeAll:
+	case tools.ModeSelective, tools.ModeOff:
+		if c.ToolsHostDir == "" {
+			errs = append(errs, fmt.Errorf("tools_mode %s runs tool calls on the host: it needs tools_host_dir", c.ToolsMode))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("tools_mode must be all, selective or off, got %q", c.ToolsMode))
+	}
+	if c.ToolsHostDir != "" {
+		if fi, err := os.Stat(c.ToolsHostDir); err != nil || !fi.IsDir() || !filepath.IsAbs(c.ToolsHostDir) {
+			errs = append(errs, fmt.Errorf("tools_host_dir must be an absolute path to a directory, got %q", c.ToolsHostDir))
+		}
 	}
 	for name, dir := range map[string]string{"data_dir": c.DataDir, "run_dir": c.RunDir} {
 		if !filepath.IsAbs(dir) {

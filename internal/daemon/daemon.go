@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -99,9 +100,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		Templates: templates, PackageCache: cfg.packageCache(), Logger: log, Pools: cfg.poolSpecs(),
 		VolumeDir: filepath.Join(cfg.DataDir, "volumes"),
 		Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
+		ToolMode: cfg.ToolsMode, HostToolsDir: cfg.ToolsHostDir,
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.ToolsHostDir != "" {
+		log.Warn("tool calls may run on the host, outside any sandbox, in modes selective and off: trusted local development only",
+			"tools_host_dir", cfg.ToolsHostDir, "tools_mode", cmp.Or(cfg.ToolsMode, "all"))
 	}
 	defer mgr.Close()
 	if err := mgr.Recover(ctx); err != nil {

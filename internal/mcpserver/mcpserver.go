@@ -23,7 +23,7 @@ import (
 type Sandboxes interface {
 	CreateSandbox(ctx context.Context, req client.CreateSandboxRequest) (*client.Sandbox, error)
 	ListSandboxes(ctx context.Context) ([]client.Sandbox, error)
-	RunTool(ctx context.Context, id, name string, args any) (*client.ToolResult, error)
+	RunTool(ctx context.Context, id, name string, args any, opts ...client.ToolOption) (*client.ToolResult, error)
 }
 
 // Names of the tools only MCP has.

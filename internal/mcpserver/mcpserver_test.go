@@ -26,7 +26,7 @@ func (f *fakeSandboxes) ListSandboxes(context.Context) ([]client.Sandbox, error)
 	return []client.Sandbox{{ID: "sb1", State: client.StateSuspended}}, nil
 }
 
-func (f *fakeSandboxes) RunTool(_ context.Context, id, name string, args any) (*client.ToolResult, error) {
+func (f *fakeSandboxes) RunTool(_ context.Context, id, name string, args any, _ ...client.ToolOption) (*client.ToolResult, error) {
 	b, _ := json.Marshal(args)
 	f.calls = append(f.calls, id+" "+name+" "+string(b))
 	switch {

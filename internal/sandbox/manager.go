@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // Defaults and bounds of a create call.
@@ -72,6 +74,11 @@ type Config struct {
 	// tool says downloads are off.
 	Downloads *download.Signer
 	PublicURL string
+	// ToolMode is the sandbox mode of tool calls that name none
+	// (tools.ModeAll when ""); HostToolsDir, where calls run on the host
+	// in the other modes, which are refused without it (hosttools.go).
+	ToolMode     string
+	HostToolsDir string
 }
 
 // Manager owns the sandboxes.
@@ -89,6 +96,8 @@ type Manager struct {
 	volumeDir    string
 	downloads    *download.Signer
 	publicURL    string
+	toolMode     string
+	hostToolsDir string
 
 	pool *warmPool
 
@@ -114,6 +123,8 @@ func New(cfg Config) (*Manager, error) {
 		volumeDir:    cfg.VolumeDir,
 		downloads:    cfg.Downloads,
 		publicURL:    strings.TrimSuffix(cfg.PublicURL, "/"),
+		toolMode:     cmp.Or(cfg.ToolMode, tools.ModeAll),
+		hostToolsDir: cfg.HostToolsDir,
 		live:         map[string]*instance{},
 		wakeLocks:    map[string]*wakeLock{},
 		reaping:      map[string]bool{},

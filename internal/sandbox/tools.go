@@ -17,37 +17,74 @@ import (
 // Agent tools (package tools). The file tools run in the sandbox's agent,
 // on the sandbox's files; sandbox_run_command runs here, as an exec.
 
+// ToolCall is a call of a tool of the catalogue.
+type ToolCall struct {
+	Name string
+	Args json.RawMessage
+	User string // who it acts as in the sandbox (default: the sandbox user)
+	// Mode is tools.ModeAll, ModeSelective or ModeOff; "" means the
+	// daemon's (Config.ToolMode).
+	Mode string
+}
+
 // ToolOutcome is how a tool call ended: its result, its failure, or both
 // (a command that failed still has its output).
 type ToolOutcome struct {
 	Result json.RawMessage
 	Error  *tools.Error
+	// Where is where it ran: "sandbox" or "host"; Why, in selective
+	// mode, what made it risky.
+	Where, Why string
 }
 
-// RunTool runs tool name of the catalogue in sandbox id (waking it), with
-// its JSON arguments, acting for user (default: the sandbox user). out, when
-// not nil, gets a command's output as it comes. The error is the call's (no
-// such sandbox or tool); a tool's own failure is in the outcome.
-func (m *Manager) RunTool(ctx context.Context, id, name string, args json.RawMessage, user string, out Output) (ToolOutcome, error) {
-	tool, ok := tools.Lookup(name)
+// Where tool calls run.
+const (
+	InSandbox = "sandbox"
+	OnHost    = "host"
+)
+
+// RunTool runs a tool call in sandbox id (waking it), or on the host as
+// its mode says (hosttools.go). out, when not nil, gets a command's output
+// as it comes. The error is the call's (no such sandbox or tool, a mode
+// this daemon refuses); a tool's own failure is in the outcome.
+func (m *Manager) RunTool(ctx context.Context, id string, call ToolCall, out Output) (ToolOutcome, error) {
+	tool, ok := tools.Lookup(call.Name)
 	if !ok {
-		return ToolOutcome{}, errdefs.NotFound("no tool %q (GET /v1/tools lists them)", name)
+		return ToolOutcome{}, errdefs.NotFound("no tool %q (GET /v1/tools lists them)", call.Name)
 	}
+	onHost, why, err := m.toolOnHost(call)
+	if err != nil {
+		return ToolOutcome{}, err
+	}
+	if onHost {
+		if _, err := m.store.GetSandbox(ctx, id); err != nil {
+			return ToolOutcome{}, err
+		}
+		outcome, err := m.runOnHost(ctx, call, out)
+		outcome.Where = OnHost
+		return outcome, err
+	}
+	outcome, err := m.runInSandbox(ctx, id, tool, call, out)
+	outcome.Where, outcome.Why = InSandbox, why
+	return outcome, err
+}
+
+func (m *Manager) runInSandbox(ctx context.Context, id string, tool tools.Tool, call ToolCall, out Output) (ToolOutcome, error) {
 	inst, err := m.instance(ctx, id)
 	if err != nil {
 		return ToolOutcome{}, err
 	}
 	switch {
 	case tool.Name == tools.RunCommand:
-		return m.runCommandTool(ctx, inst, args, user, out)
+		return m.runCommandTool(ctx, inst, call.Args, call.User, out)
 	case tool.Name == tools.DownloadURL:
-		return m.downloadTool(ctx, inst, args, user)
+		return m.downloadTool(ctx, inst, call.Args, call.User)
 	case !tool.InSandbox:
-		return ToolOutcome{}, errdefs.NotImplemented("tool %s runs nowhere", name)
+		return ToolOutcome{}, errdefs.NotImplemented("tool %s runs nowhere", tool.Name)
 	}
 	inst.begin() // busy while it runs, as a command is
 	defer inst.end()
-	res, err := inst.agent.RunTool(ctx, name, args, template.Workspace, userOr(user))
+	res, err := inst.agent.RunTool(ctx, tool.Name, call.Args, template.Workspace, userOr(call.User))
 	var failed *tools.Error
 	if errors.As(err, &failed) {
 		return ToolOutcome{Error: failed}, nil
@@ -82,6 +119,15 @@ type RunCommandResult struct {
 }
 
 func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.RawMessage, user string, out Output) (ToolOutcome, error) {
+	return commandTool(raw, out, func(a runCommandArgs, timeout time.Duration, capture Output) (ExecResult, error) {
+		return m.run(ctx, inst, []string{"/bin/bash", "-c", a.Command}, ExecRequest{Cwd: a.Cwd, User: user}, timeout, capture)
+	})
+}
+
+// commandTool is sandbox_run_command wherever it runs: it checks the
+// arguments, has run run the command with an Output that keeps the start
+// of each stream (and passes it on to out), and tells how it ended.
+func commandTool(raw json.RawMessage, out Output, run func(a runCommandArgs, timeout time.Duration, capture Output) (ExecResult, error)) (ToolOutcome, error) {
 	var a runCommandArgs
 	if err := decodeStrict(raw, &a); err != nil {
 		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
@@ -96,18 +142,17 @@ func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.R
 		return toolFailure(tools.KindInvalidArgument, "timeout_s must be between 1 and %d", int(maxToolTimeout.Seconds())), nil
 	}
 	var stdout, stderr cappedBuffer
-	res, err := m.run(ctx, inst, []string{"/bin/bash", "-c", a.Command}, ExecRequest{Cwd: a.Cwd, User: user}, timeout,
-		func(s Stream, data []byte) error {
-			if s == Stdout {
-				stdout.write(data)
-			} else {
-				stderr.write(data)
-			}
-			if out != nil {
-				return out(s, data)
-			}
-			return nil
-		})
+	res, err := run(a, timeout, func(s Stream, data []byte) error {
+		if s == Stdout {
+			stdout.write(data)
+		} else {
+			stderr.write(data)
+		}
+		if out != nil {
+			return out(s, data)
+		}
+		return nil
+	})
 	if err != nil {
 		return ToolOutcome{}, err
 	}

@@ -107,6 +107,7 @@ type daemon struct {
 	key     string
 	cmd     *exec.Cmd
 	logPath string
+	flags   []string // more flags for hutch serve
 	client  *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
@@ -154,6 +155,12 @@ func (d *daemon) cli(stdin string, args ...string) (stdout, stderr string, code 
 // answers. It is stopped, and checked to have left nothing, at cleanup.
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
+	return startDaemonWith(t)
+}
+
+// startDaemonWith is startDaemon with more flags for hutch serve.
+func startDaemonWith(t *testing.T, flags ...string) *daemon {
+	t.Helper()
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
@@ -172,6 +179,7 @@ func startDaemon(t *testing.T) *daemon {
 		runDir:  filepath.Join(base, "run"),
 		addr:    freeAddr(t),
 		logPath: filepath.Join(base, "daemon.log"),
+		flags:   flags,
 	}
 	t.Cleanup(func() {
 		if d.cmd != nil && d.cmd.ProcessState != nil {
@@ -220,7 +228,7 @@ func (d *daemon) start() {
 	if runscBin != "" {
 		args = append(args, "--runsc", runscBin)
 	}
-	d.cmd = exec.Command(hutchBin, args...)
+	d.cmd = exec.Command(hutchBin, append(args, d.flags...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -284,3 +284,64 @@ func TestDownloadURL(t *testing.T) {
 		}
 	})
 }
+
+// Sandbox modes: off runs tool calls on the host, in the directory the
+// daemon allows, with nothing of the daemon's environment; selective sends
+// only risky calls to the sandbox, saying why; without a host directory
+// both are refused.
+func TestToolModes(t *testing.T) {
+	strict := startDaemon(t)
+	sb := strict.create(client.CreateSandboxRequest{})
+	for _, mode := range []string{"off", "selective"} {
+		_, err := strict.client.RunTool(t.Context(), sb.ID, "sandbox_run_command", map[string]string{"command": "true"}, client.InMode(mode))
+		if !client.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "--tools-host-dir") {
+			t.Errorf("mode %s on a daemon that allows no host: %v", mode, err)
+		}
+	}
+
+	host := t.TempDir()
+	d := startDaemonWith(t, "--tools-host-dir", host)
+	sb = d.create(client.CreateSandboxRequest{})
+	run := func(mode, tool string, args any) *client.ToolResult {
+		t.Helper()
+		res, err := d.client.RunTool(t.Context(), sb.ID, tool, args, client.InMode(mode))
+		if err != nil {
+			t.Fatalf("%s %s: %v", mode, tool, err)
+		}
+		return res
+	}
+	if res := run("off", "sandbox_write_file", map[string]string{"path": "on-host.txt", "content": "host\n"}); res.Status != client.ToolSuccess || res.RanOn != "host" {
+		t.Errorf("off, write: %+v", res)
+	}
+	if b, err := os.ReadFile(filepath.Join(host, "on-host.txt")); err != nil || string(b) != "host\n" {
+		t.Errorf("the file written on the host: %q, %v", b, err)
+	}
+	if res := d.exec(sb.ID, "ls on-host.txt"); res.ExitCode == 0 {
+		t.Error("mode off wrote in the sandbox")
+	}
+	var ran struct{ Stdout string }
+	res := run("off", "sandbox_run_command", map[string]string{"command": "pwd; echo ${HUTCH_API_KEY:-no key}"})
+	if err := json.Unmarshal(res.Result, &ran); err != nil || res.RanOn != "host" || ran.Stdout != host+"\nno key\n" {
+		t.Errorf("off, a command: %+v %q %v", res, ran.Stdout, err)
+	}
+	// Selective: this is safe, on the host; installing is not.
+	if res := run("selective", "sandbox_run_command", map[string]string{"command": "cat on-host.txt"}); res.RanOn != "host" || !strings.Contains(string(res.Result), `host\n`) {
+		t.Errorf("selective, a safe command: %+v", res)
+	}
+	res = run("selective", "sandbox_run_command", map[string]string{"command": "pip install nothing-here; hostname"})
+	if res.RanOn != "sandbox" || !strings.Contains(res.Why, "installs packages") || !strings.Contains(string(res.Result), sb.ID) {
+		t.Errorf("selective, an install: %+v", res)
+	}
+	if res := run("selective", "sandbox_write_file", map[string]string{"path": "/etc/hutch-mode-test", "content": "x"}); res.RanOn != "sandbox" || !strings.Contains(res.Why, "outside the workspace") {
+		t.Errorf("selective, a write out of the workspace: %+v", res)
+	}
+	if _, err := os.Stat("/etc/hutch-mode-test"); err == nil {
+		t.Error("selective wrote /etc on the host")
+	}
+	if res := run("all", "sandbox_run_command", map[string]string{"command": "hostname"}); res.RanOn != "sandbox" {
+		t.Errorf("all: %+v", res)
+	}
+	if _, err := d.client.RunTool(t.Context(), sb.ID, "sandbox_read_file", map[string]string{"path": "x"}, client.InMode("sometimes")); !client.IsInvalidArgument(err) {
+		t.Errorf("an unknown mode: %v", err)
+	}
+}
