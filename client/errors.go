@@ -12,6 +12,7 @@ import (
 const (
 	CodeInvalidArgument    = "invalid_argument"
 	CodeUnauthenticated    = "unauthenticated"
+	CodePermissionDenied   = "permission_denied"
 	CodeNotFound           = "not_found"
 	CodeAlreadyExists      = "already_exists"
 	CodeConflict           = "conflict"
@@ -45,6 +46,10 @@ func IsConflict(err error) bool { return hasCode(err, CodeConflict) }
 
 // IsUnauthenticated reports whether err is the API's unauthenticated error.
 func IsUnauthenticated(err error) bool { return hasCode(err, CodeUnauthenticated) }
+
+// IsPermissionDenied reports whether err is the API's permission_denied
+// error: the key is known but may not do that.
+func IsPermissionDenied(err error) bool { return hasCode(err, CodePermissionDenied) }
 
 // IsInvalidArgument reports whether err is the API's invalid_argument error.
 func IsInvalidArgument(err error) bool { return hasCode(err, CodeInvalidArgument) }
@@ -93,6 +98,8 @@ func codeForStatus(status int) string {
 		return CodeInvalidArgument
 	case http.StatusUnauthorized:
 		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
 	case http.StatusNotFound:
 		return CodeNotFound
 	case http.StatusConflict:

@@ -456,3 +456,20 @@ type ToolFailure struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 }
+
+// APIKey is an API key besides the daemon's own. Key, the secret, is only
+// in the answer of its creation.
+type APIKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key,omitempty"`
+	// ToolsMode is the least isolated sandbox mode its tool calls may use:
+	// all, selective or off; the one they get when they name none.
+	ToolsMode string    `json:"tools_mode"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateAPIKeyRequest makes an API key.
+type CreateAPIKeyRequest struct {
+	Name      string `json:"name"`
+	ToolsMode string `json:"tools_mode,omitempty"`
+}

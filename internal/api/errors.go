@@ -40,6 +40,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusNotImplemented, kind.Error()
 	case errdefs.ErrUnauthenticated:
 		return http.StatusUnauthorized, kind.Error()
+	case errdefs.ErrPermissionDenied:
+		return http.StatusForbidden, kind.Error()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout, "timeout"

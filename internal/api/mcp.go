@@ -16,17 +16,24 @@ import (
 
 // mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
 // the Manager directly. Requests need the API key as every route does.
+// A session's tool calls run in the sandbox mode of the key that opened it.
 func (s *Server) mcpHandler() (http.Handler, error) {
-	srv, err := mcpserver.New(managerSandboxes{s}, s.version)
-	if err != nil {
-		return nil, err
+	if _, err := mcpserver.New(managerSandboxes{s: s}, s.version); err != nil {
+		return nil, err // the catalogue's schemas, checked once
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		mode, _ := toolMode(r.Context(), "")
+		srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode}, s.version) // checked above
+		return srv
+	}, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
 }
 
 // managerSandboxes is mcpserver.Sandboxes on the Manager, answering as the
-// REST API does.
-type managerSandboxes struct{ s *Server }
+// REST API does; its tool calls run in mode ("": the daemon's).
+type managerSandboxes struct {
+	s    *Server
+	mode string
+}
 
 func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSandboxRequest) (*client.Sandbox, error) {
 	sb, _, err := a.s.m.Open(ctx, sandbox.CreateOptions{
@@ -51,13 +58,13 @@ func (a managerSandboxes) ListSandboxes(ctx context.Context) ([]client.Sandbox, 
 	return out, nil
 }
 
-// RunTool runs in the daemon's default mode: an MCP call names none.
+// RunTool runs in a's mode: an MCP call names none.
 func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any, _ ...client.ToolOption) (*client.ToolResult, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	outcome, err := a.s.m.RunTool(ctx, id, sandbox.ToolCall{Name: name, Args: raw}, nil)
+	outcome, err := a.s.m.RunTool(ctx, id, sandbox.ToolCall{Name: name, Args: raw, Mode: a.mode}, nil)
 	if err != nil {
 		return nil, asClientError(err)
 	}

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // Config wires a Server.
@@ -83,6 +85,9 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/files/upload", s.uploadFiles)
 	mux.HandleFunc("GET /v1/tools", s.listTools)
+	mux.HandleFunc("POST /v1/keys", s.createAPIKey)
+	mux.HandleFunc("GET /v1/keys", s.listAPIKeys)
+	mux.HandleFunc("DELETE /v1/keys/{name}", s.deleteAPIKey)
 	mux.HandleFunc("POST /v1/sandboxes/{id}/tools/{name}", s.runTool)
 	mux.HandleFunc("GET /v1/downloads/{token}", s.download)
 	mux.HandleFunc("POST /v1/volumes", s.createVolume)
@@ -118,14 +123,61 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="hutch"`)
-			writeError(w, r, s.log, errdefs.Unauthenticated(
-				"missing or wrong API key: send 'Authorization: Bearer <key>' (the key is in the daemon's data dir, api.key)"))
+		if ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) == 1 {
+			next.ServeHTTP(w, r) // the daemon's own key: the owner
 			return
 		}
-		next.ServeHTTP(w, r)
+		if ok {
+			if k, err := s.m.LookupAPIKey(r.Context(), token); err == nil {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: k.Name, toolsMode: k.ToolsMode})))
+				return
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hutch"`)
+		writeError(w, r, s.log, errdefs.Unauthenticated(
+			"missing or wrong API key: send 'Authorization: Bearer <key>' (the daemon's own key is in its data dir, api.key)"))
 	})
+}
+
+// caller is who made a request with a key of hutch key create. A request
+// without one came from the daemon's owner: its own key, or the unix
+// socket.
+type caller struct {
+	name string
+	// toolsMode is the least isolated sandbox mode its tool calls may use.
+	toolsMode string
+}
+
+type callerKey struct{}
+
+// callerOf returns the request's caller, and false for the owner.
+func callerOf(ctx context.Context) (caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	return c, ok
+}
+
+// ownerOnly refuses callers other than the daemon's owner.
+func ownerOnly(r *http.Request) error {
+	if c, ok := callerOf(r.Context()); ok {
+		return errdefs.PermissionDenied("key %s may not manage API keys: use the daemon's own key (api.key)", c.name)
+	}
+	return nil
+}
+
+// toolMode is the sandbox mode of a tool call that asks for mode (""
+// for the default) from the request's caller: a key's mode when it asks
+// for none, and never a less isolated one than its key allows.
+func toolMode(ctx context.Context, mode string) (string, error) {
+	c, ok := callerOf(ctx)
+	switch {
+	case !ok:
+		return mode, nil
+	case mode == "":
+		return c.toolsMode, nil
+	case tools.ValidMode(mode) && !tools.ModeAllows(c.toolsMode, mode):
+		return "", errdefs.PermissionDenied("key %s may not use sandbox mode %s: its tool calls run in mode %s or a more isolated one", c.name, mode, c.toolsMode)
+	}
+	return mode, nil
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -67,7 +67,12 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", maxCreateBody>>20))
 		return
 	}
-	call := sandbox.ToolCall{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: r.URL.Query().Get("mode")}
+	mode, err := toolMode(r.Context(), r.URL.Query().Get("mode"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	call := sandbox.ToolCall{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: mode}
 	if !acceptsEvents(r) {
 		outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, nil)
 		if err != nil {

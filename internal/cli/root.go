@@ -115,6 +115,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newTemplateCmd(),
 		a.newToolCmd(),
 		a.newMCPCmd(),
+		a.newKeyCmd(),
 		newServeCmd(),
 	)
 	return root

@@ -21,12 +21,13 @@ var (
 	ErrUnavailable        = errors.New("unavailable")
 	ErrNotImplemented     = errors.New("not_implemented")
 	ErrUnauthenticated    = errors.New("unauthenticated")
+	ErrPermissionDenied   = errors.New("permission_denied")
 )
 
 var kinds = []error{
 	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrConflict, ErrResourceExhausted, ErrUnavailable, ErrNotImplemented,
-	ErrUnauthenticated,
+	ErrUnauthenticated, ErrPermissionDenied,
 }
 
 // Error is an error whose message is meant for the user of the API, with the
@@ -65,6 +66,9 @@ func NotImplemented(format string, args ...any) error {
 }
 func Unauthenticated(format string, args ...any) error {
 	return newf(ErrUnauthenticated, format, args...)
+}
+func PermissionDenied(format string, args ...any) error {
+	return newf(ErrPermissionDenied, format, args...)
 }
 
 // Kind returns the kind err belongs to, or nil when it has none (an internal

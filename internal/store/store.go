@@ -38,7 +38,27 @@ type Store interface {
 	ListVolumes(ctx context.Context) ([]*Volume, error)
 	// DeleteVolume removes a volume's record; ErrNotFound if absent.
 	DeleteVolume(ctx context.Context, name string) error
+
+	// CreateAPIKey records a key; ErrAlreadyExists if the name is taken.
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// ListAPIKeys returns every key, by name.
+	ListAPIKeys(ctx context.Context) ([]*APIKey, error)
+	// APIKeyByHash finds a key by its hash; ErrNotFound if none.
+	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	// DeleteAPIKey removes a key; ErrNotFound if absent.
+	DeleteAPIKey(ctx context.Context, name string) error
 	Close() error
+}
+
+// APIKey is an API key besides the daemon's own. The key itself is not
+// kept, only its hash.
+type APIKey struct {
+	Name string
+	Hash string
+	// ToolsMode is the least isolated sandbox mode its tool calls may use
+	// (and the one they get when they name none).
+	ToolsMode string
+	CreatedAt time.Time
 }
 
 // Volume is a named persistent volume: a directory that outlives the

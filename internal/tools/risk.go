@@ -18,6 +18,18 @@ const (
 	ModeOff = "off"
 )
 
+// ModeAllows says whether a caller whose least isolated mode is floor may
+// ask for mode: all is the most isolated, then selective, then off.
+func ModeAllows(floor, mode string) bool {
+	rank := map[string]int{ModeOff: 0, ModeSelective: 1, ModeAll: 2}
+	f, ok1 := rank[floor]
+	m, ok2 := rank[mode]
+	return ok1 && ok2 && m >= f
+}
+
+// ValidMode says whether mode is one of the three.
+func ValidMode(mode string) bool { return mode == ModeAll || mode == ModeSelective || mode == ModeOff }
+
 // The rules of selective mode. A call is risky when it:
 //
 //   - reaches the network: a command naming curl, wget, ssh, scp, sftp,

@@ -345,3 +345,68 @@ func TestToolModes(t *testing.T) {
 		t.Errorf("an unknown mode: %v", err)
 	}
 }
+
+// API keys carry a sandbox mode: a key's calls get it when they name none,
+// may ask for a more isolated one, never a less isolated one; only the
+// daemon's own key manages keys, and a removed key works no more.
+func TestAPIKeyModes(t *testing.T) {
+	host := t.TempDir()
+	d := startDaemonWith(t, "--tools-host-dir", host)
+	sb := d.create(client.CreateSandboxRequest{})
+	out, stderr, code := d.cli("", "key", "create", "editor", "--tools-mode", "selective")
+	if code != 0 || !strings.HasPrefix(out, "hutch_") {
+		t.Fatalf("hutch key create: %d %q %q", code, out, stderr)
+	}
+	editor, err := client.New("http://"+d.addr, strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, err := d.client.CreateAPIKey(t.Context(), "locked", "")
+	if err != nil || locked.ToolsMode != "all" || locked.Key == "" {
+		t.Fatalf("a key with the default mode: %+v, %v", locked, err)
+	}
+	lockedClient, err := client.New("http://"+d.addr, locked.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	safe := map[string]string{"command": "pwd"}
+	for _, tc := range []struct {
+		who    *client.Client
+		name   string
+		mode   string
+		ranOn  string
+		denied bool
+	}{
+		{editor, "editor, no mode", "", "host", false},
+		{editor, "editor, all", "all", "sandbox", false},
+		{editor, "editor, off", "off", "", true},
+		{lockedClient, "locked, no mode", "", "sandbox", false},
+		{lockedClient, "locked, selective", "selective", "", true},
+		{d.client, "the owner, off", "off", "host", false},
+	} {
+		var opts []client.ToolOption
+		if tc.mode != "" {
+			opts = append(opts, client.InMode(tc.mode))
+		}
+		res, err := tc.who.RunTool(t.Context(), sb.ID, "sandbox_run_command", safe, opts...)
+		switch {
+		case tc.denied && !client.IsPermissionDenied(err):
+			t.Errorf("%s: %+v, %v; want permission_denied", tc.name, res, err)
+		case !tc.denied && (err != nil || res.RanOn != tc.ranOn):
+			t.Errorf("%s: %+v, %v; want it run on the %s", tc.name, res, err, tc.ranOn)
+		}
+	}
+	if _, err := editor.CreateAPIKey(t.Context(), "escalate", "off"); !client.IsPermissionDenied(err) {
+		t.Errorf("a key making keys: %v, want permission_denied", err)
+	}
+	keys, err := d.client.ListAPIKeys(t.Context())
+	if err != nil || len(keys) != 2 || keys[0].Name != "editor" || keys[0].Key != "" {
+		t.Errorf("keys: %+v, %v", keys, err)
+	}
+	if _, stderr, code := d.cli("", "key", "rm", "editor"); code != 0 {
+		t.Fatalf("hutch key rm: %d %q", code, stderr)
+	}
+	if _, err := editor.ListSandboxes(t.Context()); !client.IsUnauthenticated(err) {
+		t.Errorf("a removed key: %v, want unauthenticated", err)
+	}
+}

@@ -378,6 +378,69 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 	return nil
 }
 
+// CreateAPIKey records a key.
+func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
+	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, created_at) VALUES (?, ?, ?, ?)`,
+		k.Name, k.Hash, k.ToolsMode, k.CreatedAt.UnixNano())
+	if err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+			return errdefs.AlreadyExists("API key %s exists already", k.Name)
+		}
+		return fmt.Errorf("insert API key %s: %w", k.Name, err)
+	}
+	return nil
+}
+
+// ListAPIKeys returns every key, by name.
+func (d *DB) ListAPIKeys(ctx context.Context) ([]*store.APIKey, error) {
+	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, created_at FROM api_keys ORDER BY name`)
+}
+
+// APIKeyByHash finds a key by its hash.
+func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, created_at FROM api_keys WHERE hash = ?`, hash)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, errdefs.NotFound("no such API key")
+	}
+	return keys[0], nil
+}
+
+func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*store.APIKey, error) {
+	rows, err := d.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list API keys: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.APIKey
+	for rows.Next() {
+		var k store.APIKey
+		var created int64
+		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &created); err != nil {
+			return nil, fmt.Errorf("list API keys: %w", err)
+		}
+		k.CreatedAt = time.Unix(0, created).UTC()
+		out = append(out, &k)
+	}
+	return out, rows.Err()
+}
+
+// DeleteAPIKey removes a key.
+func (d *DB) DeleteAPIKey(ctx context.Context, name string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM api_keys WHERE name = ?`, name)
+	if err != nil {
+		return fmt.Errorf("delete API key %s: %w", name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return errdefs.NotFound("API key %s not found", name)
+	}
+	return nil
+}
+
 // ownerOnly makes the database file, if it is not there, and its journal
 // files readable by their owner alone. SQLite gives the journal files it
 // makes the database file's permissions.

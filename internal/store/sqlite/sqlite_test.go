@@ -272,3 +272,33 @@ func TestVolumes(t *testing.T) {
 		t.Errorf("delete twice: %v, want not found", err)
 	}
 }
+
+func TestAPIKeys(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ci := &store.APIKey{Name: "ci", Hash: "h1", ToolsMode: "all", CreatedAt: now}
+	for _, k := range []*store.APIKey{ci, {Name: "dev", Hash: "h2", ToolsMode: "off", CreatedAt: now}} {
+		if err := db.CreateAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CreateAPIKey(ctx, &store.APIKey{Name: "ci", Hash: "h3", ToolsMode: "all", CreatedAt: now}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("a second ci: %v, want already exists", err)
+	}
+	if got, err := db.APIKeyByHash(ctx, "h1"); err != nil || *got != *ci {
+		t.Errorf("by hash: %+v, %v; want %+v", got, err, ci)
+	}
+	if _, err := db.APIKeyByHash(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("an unknown hash: %v", err)
+	}
+	if keys, err := db.ListAPIKeys(ctx); err != nil || len(keys) != 2 || keys[1].Name != "dev" || keys[1].ToolsMode != "off" {
+		t.Errorf("list: %+v, %v", keys, err)
+	}
+	if err := db.DeleteAPIKey(ctx, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteAPIKey(ctx, "ci"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("deleting it again: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) newKeyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "key",
+		Aliases: []string{"keys"},
+		Short:   "Make, list and remove API keys for the apps that call Hutch",
+		Long: "API keys besides the daemon's own (api.key), one per app, each with the\n" +
+			"least isolated sandbox mode its tool calls may use. Only the daemon's own\n" +
+			"key manages them.",
+	}
+	groupCmd(cmd)
+	var mode string
+	create := &cobra.Command{
+		Use:   "create NAME [--tools-mode all|selective|off]",
+		Short: "Make a key and print it (it is shown this once)",
+		Args:  exactArgs(1, "a key name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			k, err := c.CreateAPIKey(cmd.Context(), args[0], mode)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(k)
+			}
+			_, err = fmt.Fprintln(a.stdout, k.Key)
+			return err
+		},
+	}
+	create.Flags().StringVar(&mode, "tools-mode", "", "the least isolated sandbox mode its tool calls may use, and theirs when they name none: all (the default: every call in the sandbox), selective or off")
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List the keys (not their secrets)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			keys, err := c.ListAPIKeys(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(keys)
+			}
+			now := time.Now()
+			t := newTable(a.stdout, "NAME", "TOOLS MODE", "CREATED")
+			for _, k := range keys {
+				t.row(k.Name, k.ToolsMode, age(now, k.CreatedAt))
+			}
+			return t.flush()
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Remove keys: they work no more",
+		Args:  minArgs(1, "one or more key names"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			return a.forEach(cmd, args, c.DeleteAPIKey)
+		},
+	}
+	cmd.AddCommand(create, ls, rm)
+	return cmd
+}
