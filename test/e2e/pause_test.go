@@ -106,11 +106,12 @@ func TestStop(t *testing.T) {
 		if _, err := d.client.StartProcess(ctx, sb.ID, client.StartProcessRequest{Name: "svc", Command: "date +%s%N > /tmp/started; exec sleep 600"}); err != nil {
 			t.Fatal(err)
 		}
-		// started waits up to 2 s for a start time other than last.
+		// started waits up to 2 s for a start time other than last (a
+		// read between the file's truncation and its write finds it empty).
 		started := func(last string) string {
 			var res *client.ExecResult
 			for range 100 {
-				if res = d.exec(sb.ID, "cat /tmp/started 2>/dev/null"); res.Stdout != last {
+				if res = d.exec(sb.ID, "cat /tmp/started 2>/dev/null"); res.Stdout != last && res.Stdout != "" {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)

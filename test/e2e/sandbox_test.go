@@ -676,7 +676,8 @@ func TestSnapshotAndFork(t *testing.T) {
 // source was), under runc they start again, as after a resume.
 func TestForkKeepsProcesses(t *testing.T) {
 	d := startDaemon(t)
-	const counter = "import time\ni = 0\nwhile True:\n    i += 1\n    open('/tmp/count', 'w').write(str(i))\n    time.sleep(0.05)\n"
+	// The count is renamed into place: a read never sees the file empty.
+	const counter = "import os, time\ni = 0\nwhile True:\n    i += 1\n    open('/tmp/count.new', 'w').write(str(i))\n    os.replace('/tmp/count.new', '/tmp/count')\n    time.sleep(0.05)\n"
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		ctx := t.Context()
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
