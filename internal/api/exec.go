@@ -107,12 +107,10 @@ func (c *capped) Write(p []byte) {
 // event.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
 	sse := &sseWriter{w: w}
-	text := utf8Carry{}
-	res, err := run(r.Context(), func(st sandbox.Stream, data []byte) error {
-		return text.send(sse, st, data)
-	})
+	text := outputEvents(sse)
+	res, err := run(r.Context(), text.send)
 	if err == nil {
-		err = text.flush(sse)
+		err = text.flush()
 	}
 	s.endStream(w, r, sse, err, "exit", client.ExecExit{
 		ExitCode: res.ExitCode, DurationMS: res.Duration.Milliseconds(),
@@ -125,24 +123,35 @@ func acceptsEvents(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// utf8Carry sends output as stdout and stderr events, holding back a
-// character cut between two chunks until the rest of it comes.
-type utf8Carry map[sandbox.Stream][]byte
+// utf8Carry passes output on to emit, holding back a character cut
+// between two chunks until the rest of it comes.
+type utf8Carry struct {
+	emit func(st sandbox.Stream, text []byte) error
+	held map[sandbox.Stream][]byte
+}
 
-func (c utf8Carry) send(sse *sseWriter, st sandbox.Stream, data []byte) error {
-	text, rest := splitUTF8(append(c[st], data...))
-	c[st] = rest
+func (c *utf8Carry) send(st sandbox.Stream, data []byte) error {
+	if c.held == nil {
+		c.held = map[sandbox.Stream][]byte{}
+	}
+	text, rest := splitUTF8(append(c.held[st], data...))
+	c.held[st] = rest
 	if len(text) == 0 {
 		return nil
 	}
-	return sse.event(string(st), outputEvent(text))
+	return c.emit(st, text)
 }
 
-// flush sends what was held back.
-func (c utf8Carry) flush(sse *sseWriter) error {
+// outputEvents sends output as stdout and stderr events.
+func outputEvents(sse *sseWriter) *utf8Carry {
+	return &utf8Carry{emit: func(st sandbox.Stream, text []byte) error { return sse.event(string(st), outputEvent(text)) }}
+}
+
+// flush passes on what was held back.
+func (c *utf8Carry) flush() error {
 	for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
-		if len(c[st]) > 0 {
-			if err := sse.event(string(st), outputEvent(c[st])); err != nil {
+		if len(c.held[st]) > 0 {
+			if err := c.emit(st, c.held[st]); err != nil {
 				return err
 			}
 		}

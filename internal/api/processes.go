@@ -74,12 +74,10 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := &sseWriter{w: w}
-	text := utf8Carry{}
-	err := s.m.ProcessLogs(r.Context(), id, name, follow, func(st sandbox.Stream, data []byte) error {
-		return text.send(sse, st, data)
-	})
+	text := outputEvents(sse)
+	err := s.m.ProcessLogs(r.Context(), id, name, follow, text.send)
 	if err == nil {
-		err = text.flush(sse)
+		err = text.flush()
 	}
 	s.endStream(w, r, sse, err, "end", struct{}{})
 }

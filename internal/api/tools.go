@@ -91,19 +91,12 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	carry := map[sandbox.Stream][]byte{}
-	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, func(st sandbox.Stream, data []byte) error {
-		text, rest := splitUTF8(append(carry[st], data...))
-		carry[st] = rest
-		if len(text) == 0 {
-			return nil
-		}
-		return sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(text)})
-	})
-	for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
-		if len(carry[st]) > 0 && err == nil {
-			err = sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(carry[st])})
-		}
+	text := utf8Carry{emit: func(st sandbox.Stream, b []byte) error {
+		return sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(b)})
+	}}
+	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, text.send)
+	if err == nil {
+		err = text.flush()
 	}
 	s.endStream(w, r, sse, err, "tool.message", toolResult(outcome))
 }

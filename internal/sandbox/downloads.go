@@ -41,8 +41,9 @@ type DownloadResult struct {
 
 func (m *Manager) downloadTool(ctx context.Context, inst *instance, raw json.RawMessage, user string) (ToolOutcome, error) {
 	var a downloadArgs
-	if err := decodeStrict(raw, &a); err != nil {
-		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
+	var failed *tools.Error
+	if errors.As(tools.DecodeArgs(raw, &a), &failed) {
+		return ToolOutcome{Error: failed}, nil
 	}
 	ttl := time.Duration(a.ExpiresInS) * time.Second
 	switch {

@@ -1,8 +1,8 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"

@@ -129,8 +129,9 @@ func (m *Manager) runCommandTool(ctx context.Context, inst *instance, raw json.R
 // of each stream (and passes it on to out), and tells how it ended.
 func commandTool(raw json.RawMessage, out Output, run func(a runCommandArgs, timeout time.Duration, capture Output) (ExecResult, error)) (ToolOutcome, error) {
 	var a runCommandArgs
-	if err := decodeStrict(raw, &a); err != nil {
-		return toolFailure(tools.KindInvalidArgument, "arguments: %v", err), nil
+	var failed *tools.Error
+	if errors.As(tools.DecodeArgs(raw, &a), &failed) {
+		return ToolOutcome{Error: failed}, nil
 	}
 	timeout := time.Duration(a.TimeoutS) * time.Second
 	switch {
@@ -176,13 +177,6 @@ func commandTool(raw json.RawMessage, out Output, run func(a runCommandArgs, tim
 		outcome.Error = &tools.Error{Kind: tools.KindCommandFailed, Message: fmt.Sprintf("the command exited with %d%s", res.ExitCode, why)}
 	}
 	return outcome, nil
-}
-
-// decodeStrict decodes a tool's JSON arguments, refusing unknown fields.
-func decodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }
 
 func toolFailure(kind, format string, args ...any) ToolOutcome {

@@ -8,6 +8,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,17 +132,28 @@ func (f Files) Run(name string, args json.RawMessage) (any, error) {
 	return nil, &Error{Kind: KindNotFound, Message: fmt.Sprintf("no file tool %q", name)}
 }
 
-// run decodes args strictly into A and calls fn.
+// run decodes args into A and calls fn.
 func run[A, R any](args json.RawMessage, fn func(A) (R, error)) (any, error) {
 	var a A
-	if len(args) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(args)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&a); err != nil {
-			return nil, invalid("arguments: %v", err)
-		}
+	if err := DecodeArgs(args, &a); err != nil {
+		return nil, err
 	}
 	return fn(a)
+}
+
+// DecodeArgs decodes a tool's JSON arguments into v, refusing fields the
+// tool does not have; an error is an *Error of kind invalid_argument.
+// No arguments leave v as it is.
+func DecodeArgs(args json.RawMessage, v any) error {
+	if len(args) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("arguments: %v", err)
+	}
+	return nil
 }
 
 // abs resolves p, absolute or relative to f.Dir.
