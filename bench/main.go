@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/mountinfo"
+	"github.com/hutchdev/hutch/test/neighbor"
 )
 
 // config is the command line.
@@ -92,6 +93,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, removeBase(base)) }()
+	// The daemon ./setup started, if it runs here, is left as it was.
+	before := neighbor.Take(b.runsc)
+	defer func() { err = errors.Join(err, neighbor.Take(b.runsc).Since(before)) }()
 	defer func() { err = errors.Join(err, cleanup(ctx, b.checkNoContainers)) }()
 	b.dir, b.runcRoot = filepath.Join(base, "b"), filepath.Join(base, "b", "runc")
 	// runc reaches a runc sandbox's root from inside its user namespace,

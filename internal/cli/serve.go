@@ -70,7 +70,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
-	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live")
+	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live, one per data dir (default: /run/hutch for the default --data-dir, else one named after it)")
 	f.StringVar(&cfg.Runc, "runc", cfg.Runc, "the runc binary")
 	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc binary (by name: beside hutch, then in PATH)")
 	f.StringVar(&cfg.Runtime, "runtime", cfg.Runtime, "runtime of sandboxes that name none: runc or gvisor (default: gvisor when usable)")

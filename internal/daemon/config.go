@@ -34,7 +34,9 @@ type Config struct {
 	ToolsHostDir string `toml:"tools_host_dir"`
 	// DataDir holds the database, the API key, templates and sandboxes.
 	DataDir string `toml:"data_dir"`
-	// RunDir holds the unix socket and the runtime's state.
+	// RunDir holds the unix socket and the runtimes' state. It belongs to
+	// one data dir (see lock.go); empty means the one derived from DataDir:
+	// /run/hutch for the default data dir.
 	RunDir string `toml:"run_dir"`
 	// Runc is the runc binary, a path or a name looked up in PATH.
 	Runc string `toml:"runc"`
@@ -72,8 +74,7 @@ func Default() Config {
 	return Config{
 		Version:  1,
 		Listen:   "127.0.0.1:7070",
-		DataDir:  "/var/lib/hutch",
-		RunDir:   "/run/hutch",
+		DataDir:  defaultDataDir,
 		Runc:     "runc",
 		Runsc:    "runsc",
 		LogLevel: "info",
@@ -120,7 +121,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for name, dir := range map[string]string{"data_dir": c.DataDir, "run_dir": c.RunDir} {
-		if !filepath.IsAbs(dir) {
+		if !filepath.IsAbs(dir) && (name == "data_dir" || dir != "") {
 			errs = append(errs, fmt.Errorf("%s must be an absolute path, got %q", name, dir))
 		}
 	}
@@ -171,9 +172,17 @@ func (c Config) packageCache() string {
 	}
 	return filepath.Join(c.DataDir, "cache", "debs")
 }
-func (c Config) socketPath() string { return filepath.Join(c.RunDir, "hutch.sock") }
+func (c Config) socketPath() string { return filepath.Join(c.runDir(), "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
-	return filepath.Join(c.RunDir, runtime)
+	return filepath.Join(c.runDir(), runtime)
+}
+
+// runDir is RunDir, or the one derived from the data dir.
+func (c Config) runDir() string {
+	if c.RunDir != "" {
+		return c.RunDir
+	}
+	return runDirFor(c.DataDir)
 }
 
 // ensureDirs makes the data and run directories. The data dir and its
@@ -185,7 +194,7 @@ func (c Config) ensureDirs() error {
 	dirs := []struct {
 		path string
 		mode os.FileMode
-	}{{c.DataDir, 0o711}, {c.sandboxDir(), 0o711}, {c.agentDir(), 0o755}, {c.RunDir, 0o700}}
+	}{{c.DataDir, 0o711}, {c.sandboxDir(), 0o711}, {c.agentDir(), 0o755}, {c.runDir(), 0o700}}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err

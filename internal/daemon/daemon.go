@@ -45,8 +45,21 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid config: %w", err)
 	}
+	// The lock first: a daemon refused leaves nothing behind.
+	// #nosec G301 -- searched by sandboxes' roots (see ensureDirs)
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // releases it
 	if err := cfg.ensureDirs(); err != nil {
 		return fmt.Errorf("create data dirs: %w", err)
+	}
+	if err := claimRunDir(cfg.runDir(), cfg.DataDir); err != nil {
+		return err
 	}
 	key, err := loadOrCreateKey(cfg.keyPath())
 	if err != nil {

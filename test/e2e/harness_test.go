@@ -6,6 +6,8 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/disk"
+	"github.com/hutchdev/hutch/test/neighbor"
 )
 
 // hutchBin is the binary under test, built once by TestMain.
@@ -65,7 +68,14 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build hutch: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	// The daemon ./setup started, if it runs here, is left as it was.
+	before := neighbor.Take(runscBin)
+	code := m.Run()
+	if err := neighbor.Take(runscBin).Since(before); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
 }
 
 func isExecutable(path string) bool {
@@ -108,7 +118,10 @@ type daemon struct {
 	cmd     *exec.Cmd
 	logPath string
 	flags   []string // more flags for hutch serve
-	client  *client.Client
+	// derivedRunDir starts the daemon without --run-dir: runDir is then
+	// the one hutch serve derives from the data dir.
+	derivedRunDir bool
+	client        *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
 	sandboxIDs []string
@@ -161,6 +174,15 @@ func startDaemon(t *testing.T) *daemon {
 // startDaemonWith is startDaemon with more flags for hutch serve.
 func startDaemonWith(t *testing.T, flags ...string) *daemon {
 	t.Helper()
+	d := newDaemon(t, flags...)
+	d.start()
+	return d
+}
+
+// newDaemon is startDaemonWith without the start: the caller may change
+// the daemon's settings first.
+func newDaemon(t *testing.T, flags ...string) *daemon {
+	t.Helper()
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
@@ -197,9 +219,18 @@ func startDaemonWith(t *testing.T, flags ...string) *daemon {
 		if err := os.RemoveAll(base); err != nil {
 			t.Errorf("remove test dirs: %v", err)
 		}
+		if d.derivedRunDir {
+			_ = os.RemoveAll(d.runDir)
+		}
 	})
-	d.start()
 	return d
+}
+
+// derivedRunDir is the run dir hutch serve derives from a data dir other
+// than the default one (see internal/daemon/lock.go).
+func derivedRunDir(dataDir string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(dataDir)))
+	return "/run/hutch-" + hex.EncodeToString(sum[:6])
 }
 
 func freeAddr(t *testing.T) string {
@@ -223,8 +254,13 @@ func (d *daemon) start() {
 	// runc is the default here; tests ask for gvisor by name.
 	// Template builds share one package cache across tests and runs, as
 	// builds on one host do: base downloads some 400 packages.
-	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--run-dir", d.runDir, "--runtime", "runc",
+	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--runtime", "runc",
 		"--package-cache", packageCache}
+	if d.derivedRunDir {
+		d.runDir = derivedRunDir(d.dataDir)
+	} else {
+		args = append(args, "--run-dir", d.runDir)
+	}
 	if runscBin != "" {
 		args = append(args, "--runsc", runscBin)
 	}
@@ -291,6 +327,7 @@ func (d *daemon) stop() {
 		_ = d.cmd.Process.Kill()
 		<-done
 	}
+	d.cmd = nil // stopped on purpose: not to be started again at cleanup
 }
 
 // assertNothingLeft checks that no sandbox of this daemon left a mount, a

@@ -17,15 +17,22 @@ import (
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/mountinfo"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/test/neighbor"
 )
 
 // The conformance suite against real runc and gVisor sandboxes, configured
 // as internal/daemon configures them (presets.go).
 
 func TestMain(m *testing.M) {
+	// The daemon ./setup started, if it runs here, is left as it was.
+	before := neighbor.Take(findRunsc())
 	code := m.Run()
 	if agentBuild.dir != "" {
 		_ = os.RemoveAll(agentBuild.dir) // a temporary directory
+	}
+	if err := neighbor.Take(findRunsc()).Since(before); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	os.Exit(code)
 }

@@ -92,7 +92,11 @@ type Config struct {
 	// AgentExe is the host path of the executable run as the sandbox's agent
 	// (the daemon's own).
 	AgentExe string
-	Logger   *slog.Logger
+	// IDRegistry is where user namespace id ranges are claimed, shared by
+	// every daemon on the host (DefaultIDRegistry when empty; see
+	// idranges.go).
+	IDRegistry string
+	Logger     *slog.Logger
 }
 
 // Runtime is a backend.Backend driving an OCI runtime binary.
@@ -111,7 +115,10 @@ func New(cfg Config) *Runtime {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{cfg: cfg, log: log, ids: &idAllocator{dir: cfg.SandboxDir}}
+	if cfg.IDRegistry == "" {
+		cfg.IDRegistry = DefaultIDRegistry
+	}
+	return &Runtime{cfg: cfg, log: log, ids: &idAllocator{registry: cfg.IDRegistry, sandboxDir: cfg.SandboxDir}}
 }
 
 func (r *Runtime) Name() string { return r.cfg.Name }
@@ -477,7 +484,9 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	} else if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove sandbox dir: %w", err))
 	} else if hasIDs {
-		r.ids.release(ids)
+		if err := r.ids.release(ids, dir); err != nil {
+			errs = append(errs, fmt.Errorf("release id range of sandbox %s: %w", h.ID, err))
+		}
 	}
 	return errors.Join(errs...)
 }

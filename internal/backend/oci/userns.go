@@ -33,17 +33,16 @@ package oci
 //
 // Which range a sandbox has is recorded where it is needed anyway: its
 // directory is owned by its root (runc, already in the namespace, must reach
-// the root file system through it).
+// the root file system through it). Ranges are handed out host-wide, by
+// claims in one directory every daemon shares (see idranges.go).
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -71,89 +70,6 @@ func (m idMapping) host(id int) int { return int(m.base) + id }
 
 func (m idMapping) spec() []specs.LinuxIDMapping {
 	return []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.base, Size: idRange}}
-}
-
-// idAllocator hands out id ranges to sandboxes. The ranges in use are read
-// from the owners of the sandbox directories the first time one is needed,
-// so that a restarted daemon does not hand out a range a sandbox still has.
-type idAllocator struct {
-	dir string // the sandbox dir
-
-	mu   sync.Mutex
-	used map[uint32]bool // bases; nil until read from dir
-	// namespaces keeps a user namespace of each range handed out so far:
-	// ranges are handed out again (the lowest free first), and making a
-	// namespace costs a process (a millisecond or two).
-	namespaces map[uint32]*os.File
-}
-
-// take reserves a free range for a sandbox, which must own its directory
-// (chown to the range's root) before release may be called for another.
-func (a *idAllocator) take() (idMapping, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.used == nil {
-		used, err := readUsedRanges(a.dir)
-		if err != nil {
-			return idMapping{}, err
-		}
-		a.used = used
-	}
-	for i := range uint32(idSlots) {
-		base := idBase + i*idRange
-		if !a.used[base] {
-			a.used[base] = true
-			return idMapping{base: base}, nil
-		}
-	}
-	return idMapping{}, errors.New("every user id range is in use: too many sandboxes")
-}
-
-func (a *idAllocator) release(m idMapping) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.used != nil {
-		delete(a.used, m.base)
-	}
-}
-
-// userns returns a user namespace with mapping m, kept for the next
-// sandbox with m: the caller must not close it.
-func (a *idAllocator) userns(m idMapping) (*os.File, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ns, ok := a.namespaces[m.base]; ok {
-		return ns, nil
-	}
-	ns, err := NewUserns(m.base)
-	if err != nil {
-		return nil, err
-	}
-	if a.namespaces == nil {
-		a.namespaces = map[uint32]*os.File{}
-	}
-	a.namespaces[m.base] = ns
-	return ns, nil
-}
-
-// readUsedRanges returns the ranges of the sandboxes in dir: the owners of
-// their directories.
-func readUsedRanges(dir string) (map[uint32]bool, error) {
-	used := map[uint32]bool{}
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read sandbox dir: %w", err)
-	}
-	for _, e := range entries {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(dir, e.Name()), &st); err != nil {
-			continue // removed meanwhile
-		}
-		if st.Uid >= idBase && (st.Uid-idBase)%idRange == 0 {
-			used[st.Uid] = true
-		}
-	}
-	return used, nil
 }
 
 // mappingOf returns the id range of the sandbox whose directory is dir, if
@@ -250,16 +166,12 @@ func attachIDMapped(source string, recursive uint, target string, userns *os.Fil
 
 // newUserNS gives the sandbox whose directory is dir an id range, makes the
 // directory its root's, and returns a namespace with its mapping. On error
-// the range is free again, or recorded as the directory's owner for
-// Destroy to free.
+// the range is free again, or its claim names the directory, for Destroy
+// to free.
 func (r *Runtime) newUserNS(dir string) (*userNS, error) {
-	ids, err := r.ids.take()
+	ids, err := r.ids.take(dir)
 	if err != nil {
 		return nil, err
-	}
-	if err := os.Lchown(dir, ids.host(0), ids.host(0)); err != nil {
-		r.ids.release(ids)
-		return nil, fmt.Errorf("give sandbox dir to its root: %w", err)
 	}
 	file, err := r.ids.userns(ids)
 	if err != nil {
