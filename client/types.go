@@ -52,7 +52,11 @@ const (
 	// StateStopped: its processes ended, its files kept; only a start
 	// (not any call) starts it.
 	StateStopped = "stopped"
-	StateError   = "error"
+	// StateDeleting is on its way out.
+	StateDeleting = "deleting"
+	// StateError: it ended by a failure, which its reason says; its files
+	// are kept, and a start, or any call, starts it again on them.
+	StateError = "error"
 )
 
 // Sandbox is a sandbox as the API describes it. Its environment is never

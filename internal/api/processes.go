@@ -119,7 +119,7 @@ func (s *Server) sandboxActivity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := client.Activity{
-		State: a.State, Busy: a.Busy, Reasons: a.Reasons, LastActivityAt: a.LastActivity.UTC(),
+		State: string(a.State), Busy: a.Busy, Reasons: a.Reasons, LastActivityAt: a.LastActivity.UTC(),
 		IdleTimeoutS: int64(a.IdleTimeout.Seconds()), IdleAction: a.IdleAction,
 	}
 	if !a.ActionAt.IsZero() {

@@ -24,7 +24,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 		vols = append(vols, client.VolumeMount(v))
 	}
 	return client.Sandbox{
-		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: sb.State,
+		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,

@@ -76,6 +76,16 @@ type Suspender interface {
 	Resume(ctx context.Context, h Handle, spec Spec) error
 }
 
+// ExitReporter says what ended a sandbox's container when it ended by
+// itself (killed from outside, by the host's OOM killer, a runtime crash):
+// the daemon records it as the reason the sandbox stopped.
+type ExitReporter interface {
+	// Exited says what ended the container of h, such as "its runtime
+	// process was killed by signal 9 (SIGKILL)"; "" when it cannot tell
+	// or the container still runs.
+	Exited(ctx context.Context, h Handle) (string, error)
+}
+
 // Snapshotter copies what a running sandbox changed into a root of its
 // own, without stopping it: snapshots and forks start from that root.
 type Snapshotter interface {

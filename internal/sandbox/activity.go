@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 )
 
 // busyCPU is the share of one CPU above which a sandbox counts as busy
@@ -19,7 +19,7 @@ const busyCPU = 0.05
 // Activity says why a sandbox counts as busy or idle, and what its idle
 // timer does when.
 type Activity struct {
-	State       string
+	State       lifecycle.State
 	IdleTimeout time.Duration
 	IdleAction  string
 	// LastActivity is the last call, command or busy moment.
@@ -46,9 +46,9 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	m.mu.Unlock()
 	if inst == nil {
 		switch rec.State {
-		case store.StateSuspended, store.StateSuspending, store.StateResuming:
+		case lifecycle.Suspended, lifecycle.Suspending, lifecycle.Resuming:
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
-		case store.StateStopped, store.StateStopping:
+		case lifecycle.Stopped, lifecycle.Stopping:
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; a start (POST …/start, hutch start) starts it, calls do not", rec.State)}
 		default:
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs", rec.State)}

@@ -105,8 +105,8 @@ func (m *Manager) runBuildStep(ctx context.Context, root string, step template.R
 		}
 	}
 
-	inst := newInstance(&store.Sandbox{ID: id, IdleTimeout: buildTimeout}, be, h)
-	defer inst.close()
+	inst := newInstance(&store.Sandbox{ID: id, IdleTimeout: buildTimeout}, be, h, m.clock)
+	defer inst.close(true)
 	lines := &lineWriter{emit: step.Output}
 	res, err := m.run(ctx, inst, step.Argv, ExecRequest{Cwd: orDefault(step.Cwd, "/"), Env: env, User: orDefault(step.User, "root"), Stdin: step.Stdin}, buildTimeout, lines.write)
 	lines.flush()

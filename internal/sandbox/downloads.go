@@ -96,15 +96,17 @@ func (m *Manager) Download(ctx context.Context, token string) (name string, body
 	if err != nil {
 		return "", nil, errdefs.Unauthenticated("%v", err)
 	}
-	inst, err := m.instance(ctx, claim.Sandbox)
+	inst, release, err := m.acquire(ctx, claim.Sandbox)
 	if err != nil {
 		return "", nil, err
 	}
 	name = path.Base(claim.Path)
 	if claim.Dir {
 		body, err = inst.agent.Archive(ctx, claim.Path, claim.Format, "")
+		body, err = releasing(body, err, release)
 		return name + "." + claim.Format, body, err
 	}
 	body, err = inst.agent.ReadFile(ctx, claim.Path, "")
+	body, err = releasing(body, err, release)
 	return name, body, err
 }

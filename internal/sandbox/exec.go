@@ -92,18 +92,19 @@ func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Outp
 			return ExecResult{}, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
 		}
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	return m.run(ctx, inst, argv, req, timeout, out)
+	defer release()
+	res, err := m.run(ctx, inst, argv, req, timeout, out)
+	return res, m.callErr(ctx, inst, err)
 }
 
-// run runs a checked command in a live sandbox (see Exec).
+// run runs a checked command in a live sandbox the caller holds (see
+// acquire, and Exec).
 func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req ExecRequest, timeout time.Duration, out Output) (ExecResult, error) {
 	id := inst.id
-	inst.begin()
-	defer inst.end()
 
 	cwd := req.Cwd
 	if cwd == "" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -27,33 +28,36 @@ func workspacePath(p string) string {
 
 // target checks a path a file call names and finds the sandbox's agent; it
 // returns the path made absolute.
-func (m *Manager) target(ctx context.Context, id, p string) (*instance, string, error) {
+// The caller calls release when done with the agent.
+func (m *Manager) target(ctx context.Context, id, p string) (inst *instance, release func(), abs string, err error) {
 	if p == "" {
-		return nil, "", errdefs.InvalidArgument("path is required")
+		return nil, nil, "", errdefs.InvalidArgument("path is required")
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err = m.acquire(ctx, id)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return inst, workspacePath(p), nil
+	return inst, release, workspacePath(p), nil
 }
 
 // ReadFile streams a file's content. The caller closes it.
 func (m *Manager) ReadFile(ctx context.Context, id, p, user string) (io.ReadCloser, error) {
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
-	return inst.agent.ReadFile(ctx, abs, userOr(user))
+	rc, err := inst.agent.ReadFile(ctx, abs, userOr(user))
+	return releasing(rc, err, release)
 }
 
 // WriteFile creates or replaces a file with r's content, making parent
 // directories.
 func (m *Manager) WriteFile(ctx context.Context, id, p, user string, r io.Reader) (*filesystem.EntryInfo, error) {
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	u := userOr(user)
 	if _, err := inst.agent.WriteFile(ctx, abs, u, r); err != nil {
 		return nil, err
@@ -74,10 +78,11 @@ func (m *Manager) Upload(ctx context.Context, id, name, user string, r io.Reader
 
 // Stat describes a path.
 func (m *Manager) Stat(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	return m.stat(ctx, inst, abs, userOr(user))
 }
 
@@ -93,10 +98,11 @@ func (m *Manager) stat(ctx context.Context, inst *instance, abs, user string) (*
 
 // Remove deletes a file, or a directory with its contents.
 func (m *Manager) Remove(ctx context.Context, id, p, user string) error {
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return err
 	}
+	defer release()
 	req := connect.NewRequest(&filesystem.RemoveRequest{Path: abs})
 	agentclient.WithUser(req, userOr(user))
 	_, err = inst.agent.Filesystem.Remove(ctx, req)
@@ -108,10 +114,11 @@ func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([
 	if depth < 1 || depth > 64 {
 		return nil, errdefs.InvalidArgument("depth must be between 1 and 64, got %d", depth)
 	}
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	// #nosec G115 -- depth is checked to be 1..64 above
 	req := connect.NewRequest(&filesystem.ListDirRequest{Path: abs, Depth: uint32(depth)})
 	agentclient.WithUser(req, userOr(user))
@@ -124,10 +131,11 @@ func (m *Manager) ListDir(ctx context.Context, id, p, user string, depth int) ([
 
 // MakeDir creates a directory and its parents.
 func (m *Manager) MakeDir(ctx context.Context, id, p, user string) (*filesystem.EntryInfo, error) {
-	inst, abs, err := m.target(ctx, id, p)
+	inst, release, abs, err := m.target(ctx, id, p)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	req := connect.NewRequest(&filesystem.MakeDirRequest{Path: abs})
 	agentclient.WithUser(req, userOr(user))
 	res, err := inst.agent.Filesystem.MakeDir(ctx, req)
@@ -142,10 +150,11 @@ func (m *Manager) Move(ctx context.Context, id, src, dst, user string) (*filesys
 	if src == "" || dst == "" {
 		return nil, errdefs.InvalidArgument("source and destination are required")
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	req := connect.NewRequest(&filesystem.MoveRequest{Source: workspacePath(src), Destination: workspacePath(dst)})
 	agentclient.WithUser(req, userOr(user))
 	res, err := inst.agent.Filesystem.Move(ctx, req)
@@ -153,4 +162,26 @@ func (m *Manager) Move(ctx context.Context, id, src, dst, user string) (*filesys
 		return nil, err
 	}
 	return res.Msg.GetEntry(), nil
+}
+
+// releasing returns rc (or err) such that closing rc calls release: a
+// stream read from the agent holds its sandbox until it is closed.
+func releasing(rc io.ReadCloser, err error, release func()) (io.ReadCloser, error) {
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &releaseOnClose{ReadCloser: rc, release: release}, nil
+}
+
+type releaseOnClose struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *releaseOnClose) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
 }

@@ -25,8 +25,9 @@ type instance struct {
 
 	mu         sync.Mutex
 	paused     bool // frozen: calls thaw it first
+	closing    bool // being halted or deleted: no new calls
 	lastActive time.Time
-	running    int               // execs in flight
+	running    int               // calls in flight (see hold)
 	limitHits  backend.LimitHits // limit hits already put down to a command
 	// The last CPU sample (see sampleCPU), and the share of a CPU used
 	// between it and the one before.
@@ -35,7 +36,7 @@ type instance struct {
 	cpuShare float64
 }
 
-func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *instance {
+func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle, clock Clock) *instance {
 	dial := func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) }
 	return &instance{
 		id:          rec.ID,
@@ -44,30 +45,51 @@ func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle) *inst
 		agent:       agentclient.New(dial),
 		backend:     be,
 		handle:      h,
-		lastActive:  time.Now(),
+		lastActive:  clock.Now(),
 	}
 }
 
-// touch records activity now.
-func (i *instance) touch() {
+// touch records activity at now.
+func (i *instance) touch(now time.Time) {
 	i.mu.Lock()
-	i.lastActive = time.Now()
+	i.lastActive = now
 	i.mu.Unlock()
 }
 
-// begin and end bracket a command: a sandbox running one is never idle.
-func (i *instance) begin() {
+// hold counts a call in flight, unless the instance is closing: a sandbox
+// with one is never idle, and is not suspended or stopped under it.
+func (i *instance) hold(now time.Time) bool {
 	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closing {
+		return false
+	}
 	i.running++
-	i.lastActive = time.Now()
-	i.mu.Unlock()
+	i.lastActive = now
+	return true
 }
 
-func (i *instance) end() {
+// release ends what hold began.
+func (i *instance) release(now time.Time) {
 	i.mu.Lock()
 	i.running--
-	i.lastActive = time.Now()
+	i.lastActive = now
 	i.mu.Unlock()
+}
+
+// close marks the instance closing and drops the agent's idle
+// connections, and reports whether it did: unless force, not while calls
+// are in flight.
+func (i *instance) close(force bool) bool {
+	i.mu.Lock()
+	if i.running > 0 && !force {
+		i.mu.Unlock()
+		return false
+	}
+	i.closing = true
+	i.mu.Unlock()
+	i.agent.CloseIdleConnections()
+	return true
 }
 
 // idle reports whether the sandbox has been idle past its timeout.
@@ -76,9 +98,6 @@ func (i *instance) idle(now time.Time) bool {
 	defer i.mu.Unlock()
 	return i.running == 0 && now.Sub(i.lastActive) >= i.idleTimeout
 }
-
-// close drops the agent's idle connections.
-func (i *instance) close() { i.agent.CloseIdleConnections() }
 
 func (i *instance) isPaused() bool {
 	i.mu.Lock()
@@ -89,5 +108,12 @@ func (i *instance) isPaused() bool {
 func (i *instance) setPaused(p bool) {
 	i.mu.Lock()
 	i.paused = p
+	i.mu.Unlock()
+}
+
+// reopen undoes close when what closed it did not go ahead.
+func (i *instance) reopen() {
+	i.mu.Lock()
+	i.closing = false
 	i.mu.Unlock()
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
 // Open is create with scopes: without a Key it creates; with one it is
 // get-or-create. The sandbox that has the key is returned, woken first if
-// suspended or paused; one that failed (state error) is replaced; only when
+// suspended or paused, started again on its files if it failed (state
+// error), replaced if that fails too; only when
 // none has the key is one created. created says which. A key's sandbox
 // asked for with another template or runtime is a conflict, not a
 // surprise.
@@ -22,7 +24,10 @@ func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *store.Sandb
 		sb, err := m.Create(ctx, opts)
 		return sb, err == nil, err
 	}
-	unlock := m.lockWake("key:" + opts.Key) // one get-or-create per key at a time
+	unlock, err := m.locks.lock(ctx, "key:"+opts.Key) // one get-or-create per key at a time
+	if err != nil {
+		return nil, false, err
+	}
 	defer unlock()
 	rec, err := m.store.GetSandboxByKey(ctx, opts.Key)
 	switch {
@@ -36,14 +41,14 @@ func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *store.Sandb
 		return nil, false, errdefs.Conflict("key %q names sandbox %s, of template %s on %s; this asks for %s on %s",
 			opts.Key, rec.ID, rec.Template, rec.Backend, orDefault(opts.Template, rec.Template), orDefault(opts.Runtime, rec.Backend))
 	}
-	if rec.State == store.StateError {
-		m.log.Info("replacing failed sandbox of key", attrSandbox, rec.ID, "reason", rec.StateReason)
-		if err := m.Delete(ctx, rec.ID); err != nil {
-			return nil, false, err
-		}
-		sb, err := m.Create(ctx, opts)
-		return sb, err == nil, err
+	sb, err = m.Resume(ctx, rec.ID) // wakes or starts it, a failed one too
+	if err == nil || rec.State != lifecycle.Error {
+		return sb, false, err
 	}
-	sb, err = m.Resume(ctx, rec.ID) // wakes or starts it
-	return sb, false, err
+	m.log.Info("replacing failed sandbox of key: it did not start again", attrSandbox, rec.ID, "reason", rec.StateReason, "error", err)
+	if err := m.Delete(ctx, rec.ID); err != nil {
+		return nil, false, err
+	}
+	sb, err = m.Create(ctx, opts)
+	return sb, err == nil, err
 }

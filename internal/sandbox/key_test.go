@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 )
 
 // A key's sandbox is made once, found again (woken if suspended), by one
@@ -26,7 +26,7 @@ func TestOpenByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	woken, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})
-	if err != nil || created || woken.ID != first.ID || woken.State != store.StateRunning {
+	if err != nil || created || woken.ID != first.ID || woken.State != lifecycle.Running {
 		t.Fatalf("Open of a suspended key: %+v, %v, %v", woken, created, err)
 	}
 	if _, _, err := d.m.Open(ctx, CreateOptions{Key: "chat-1", Template: "python"}); !errors.Is(err, errdefs.ErrConflict) {

@@ -79,6 +79,8 @@ type Config struct {
 	// in the other modes, which are refused without it (hosttools.go).
 	ToolMode     string
 	HostToolsDir string
+	// Clock tells the time of timers and records (the real one when nil).
+	Clock Clock
 }
 
 // Manager owns the sandboxes.
@@ -98,14 +100,16 @@ type Manager struct {
 	publicURL    string
 	toolMode     string
 	hostToolsDir string
+	clock        Clock
 
 	pool *warmPool
+	// locks serialise each sandbox's changes of state (see locks.go).
+	locks locks
 
-	mu        sync.Mutex
-	live      map[string]*instance // sandboxes with a running container
-	wakeLocks map[string]*wakeLock // sandboxes being suspended or resumed
-	reaping   map[string]bool      // idle sandboxes being suspended or deleted
-	reaps     sync.WaitGroup       // of those, for Close
+	mu      sync.Mutex
+	live    map[string]*instance // sandboxes with a running container
+	reaping map[string]bool      // idle sandboxes being suspended or deleted
+	reaps   sync.WaitGroup       // of those, for Close
 }
 
 // New returns a Manager. Call Recover before serving and Run for the timers.
@@ -125,13 +129,16 @@ func New(cfg Config) (*Manager, error) {
 		publicURL:    strings.TrimSuffix(cfg.PublicURL, "/"),
 		toolMode:     cmp.Or(cfg.ToolMode, tools.ModeAll),
 		hostToolsDir: cfg.HostToolsDir,
+		clock:        cfg.Clock,
 		live:         map[string]*instance{},
-		wakeLocks:    map[string]*wakeLock{},
 		reaping:      map[string]bool{},
 		pool:         newWarmPool(cfg.Pools, cfg.Default),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.clock == nil {
+		m.clock = realClock{}
 	}
 	if m.reapEvery == 0 {
 		m.reapEvery = time.Second
@@ -296,91 +303,6 @@ func checkMaxLifetime(d time.Duration) error {
 	return nil
 }
 
-// Create makes and starts a sandbox and returns it once its agent answers.
-// On failure nothing of it remains.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
-	opts, err = opts.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	tmpl, err := m.templates.Get(opts.Template)
-	if err != nil {
-		return nil, err
-	}
-	if opts.FromSnapshot != "" {
-		if info, err := m.templates.Info(opts.FromSnapshot); err != nil || info.Source != template.SourceSnapshot {
-			return nil, errdefs.InvalidArgument("%s is not a snapshot (hutch template ls shows their source)", opts.FromSnapshot)
-		}
-	}
-	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
-	be, err := m.backendFor(opts.Runtime)
-	if err != nil {
-		return nil, err
-	}
-	if opts.Volumes, err = m.volumeMounts(ctx, opts.Volumes); err != nil {
-		return nil, err
-	}
-	// A pool's sandboxes run already: files and volumes go in before the
-	// start, and a snapshot's memory is the start.
-	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
-		if sb, ok := m.takePooled(opts, be.Name()); ok {
-			if sb.version == tmpl.Version {
-				return m.adopt(ctx, sb, opts)
-			}
-			go m.destroyPooled(sb) // made before a rebuild
-		}
-	}
-	now := time.Now().UTC()
-	rec := &store.Sandbox{
-		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.StateCreating,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
-		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
-		Volumes: opts.Volumes,
-	}
-	if err := m.store.CreateSandbox(ctx, rec); err != nil {
-		return nil, err
-	}
-	log := m.log.With(attrSandbox, rec.ID, attrBackend, be.Name())
-	defer func() {
-		if err == nil {
-			return
-		}
-		// The backend rolled back its part; drop the record too.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if derr := m.store.DeleteSandbox(cctx, rec.ID); derr != nil {
-			log.Error("drop record of failed sandbox", "error", derr)
-		}
-	}()
-
-	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
-	maps.Copy(spec.Files, opts.workspace)
-	if tmpl.MemoryRuntime == be.Name() {
-		spec.Restore = tmpl.Memory // a snapshot's processes go on
-	}
-	h, err := be.Create(ctx, spec)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
-	}
-	rec.Handle = h.State
-	rec.State = store.StateRunning
-	rec.UpdatedAt = time.Now().UTC()
-	inst := newInstance(rec, be, h)
-	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := be.Destroy(cctx, h); derr != nil {
-			log.Error("roll back sandbox", "error", derr)
-		}
-		return nil, err
-	}
-	m.mu.Lock()
-	m.live[rec.ID] = inst
-	m.mu.Unlock()
-	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
-	return copyRecord(rec), nil
-}
-
 // spec is what sandbox id is made from. Its environment is not in it: the
 // sandbox's env is given to each command (see instance.env), so that a
 // sandbox made ahead of time for the pool serves any.
@@ -398,195 +320,6 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOpti
 			DiskBytes:   opts.DiskMB << 20,
 		},
 	}
-}
-
-// adopt makes a pool sandbox the caller's: one insert into the store.
-func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*store.Sandbox, error) {
-	now := time.Now().UTC()
-	rec := &store.Sandbox{
-		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.StateRunning,
-		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
-		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
-		ExpiresAt: now.Add(opts.MaxLifetime),
-	}
-	if err := m.store.CreateSandbox(ctx, rec); err != nil {
-		go m.destroyPooled(sb)
-		return nil, err
-	}
-	inst := sb.inst
-	inst.mu.Lock()
-	inst.idleTimeout, inst.env, inst.lastActive = rec.IdleTimeout, rec.Env, time.Now()
-	inst.mu.Unlock()
-	m.mu.Lock()
-	m.live[rec.ID] = inst
-	m.mu.Unlock()
-	m.log.Info("sandbox created", attrSandbox, rec.ID, attrBackend, rec.Backend, "template", rec.Template, "from_pool", true)
-	return copyRecord(rec), nil
-}
-
-// Get returns a sandbox's record.
-func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
-	return m.store.GetSandbox(ctx, id)
-}
-
-// List returns every sandbox's record.
-func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
-	return m.store.ListSandboxes(ctx)
-}
-
-// Delete destroys a sandbox and forgets it. A sandbox whose destruction
-// fails stays listed in state error with the reason.
-func (m *Manager) Delete(ctx context.Context, id string) error {
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	inst := m.live[id]
-	delete(m.live, id)
-	m.mu.Unlock()
-
-	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	be, ok := m.backends[rec.Backend]
-	if ok {
-		if inst != nil {
-			inst.close()
-		}
-		// Destruction must finish even if the caller goes away.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := be.Destroy(dctx, h); err != nil {
-			m.setState(dctx, rec, store.StateError, "delete failed: "+err.Error())
-			return fmt.Errorf("delete sandbox %s: %w", id, err)
-		}
-	}
-	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return err
-	}
-	m.log.Info("sandbox deleted", attrSandbox, id)
-	return nil
-}
-
-// setState records a state change; failures are logged, as the caller is
-// already reporting something else.
-func (m *Manager) setState(ctx context.Context, rec *store.Sandbox, state, reason string) {
-	rec.State, rec.StateReason, rec.UpdatedAt = state, reason, time.Now().UTC()
-	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
-		m.log.Error("record sandbox state", attrSandbox, rec.ID, "state", state, "error", err)
-	}
-}
-
-// Stats reads what a running sandbox uses. Reading it is not activity: a
-// dashboard that polls stats does not keep a sandbox from its idle timeout.
-func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
-	if inst == nil {
-		return backend.Stats{}, m.notLive(ctx, id) // a suspended sandbox is not woken to be measured
-	}
-	return inst.backend.Stats(ctx, inst.handle)
-}
-
-// instance returns the live sandbox id, marking it active for the idle timer.
-func (m *Manager) instance(ctx context.Context, id string) (*instance, error) {
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
-	if inst != nil {
-		inst.touch()
-		// A paused sandbox wakes for any call that needs it.
-		if err := m.thaw(ctx, inst, "woken by a call"); err != nil {
-			return nil, err
-		}
-		return inst, nil
-	}
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if rec.State != store.StateSuspended && rec.State != store.StateSuspending && rec.State != store.StateResuming {
-		return nil, notRunning(rec)
-	}
-	// A suspended one too, once (one being suspended once that is done):
-	// calls that come meanwhile wait for it.
-	unlock := m.lockWake(id)
-	defer unlock()
-	m.mu.Lock()
-	inst = m.live[id]
-	m.mu.Unlock()
-	if inst == nil {
-		if rec, err = m.store.GetSandbox(ctx, id); err != nil {
-			return nil, err
-		}
-		if rec.State != store.StateSuspended {
-			return nil, notRunning(rec)
-		}
-		if inst, err = m.resume(ctx, rec, "woken by a call"); err != nil {
-			return nil, err
-		}
-	}
-	inst.touch()
-	return inst, nil
-}
-
-// notRunning is the error of a call to a sandbox that is not running.
-func notRunning(rec *store.Sandbox) error {
-	if rec.State == store.StateStopped {
-		return errdefs.FailedPrecondition("sandbox %s is stopped%s: start it with POST /v1/sandboxes/%s/start (hutch start %s)",
-			rec.ID, reasonSuffix(rec.StateReason), rec.ID, rec.ID)
-	}
-	return errdefs.FailedPrecondition("sandbox %s is %s, not running%s", rec.ID, rec.State, reasonSuffix(rec.StateReason))
-}
-
-// notLive says why sandbox id is not live, without waking it.
-func (m *Manager) notLive(ctx context.Context, id string) error {
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
-	}
-	return notRunning(rec)
-}
-
-// lostAgent is what a call whose connection to the agent broke returns.
-// The agent is the sandbox's PID 1: when a fresh connection finds it gone,
-// the sandbox has stopped (under gVisor, a memory or fork bomb takes the
-// whole sandbox), so it is marked error and cleaned up, and the call says so.
-// When the agent answers, err stands.
-func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) error {
-	inst.agent.CloseIdleConnections()
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	herr := inst.agent.Health(hctx)
-	cancel()
-	if herr == nil {
-		return err
-	}
-	const reason = "its agent stopped while a command ran (a gVisor sandbox stops like this when it exhausts its memory or process limit)"
-	m.mu.Lock()
-	if m.live[inst.id] != inst {
-		m.mu.Unlock()
-		return err // suspended or deleted meanwhile: not lost
-	}
-	delete(m.live, inst.id)
-	m.mu.Unlock()
-	inst.close()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if rec, gerr := m.store.GetSandbox(cctx, inst.id); gerr == nil {
-		m.setState(cctx, rec, store.StateError, reason)
-	}
-	if derr := inst.backend.Destroy(cctx, inst.handle); derr != nil {
-		m.log.Error("clean up stopped sandbox", attrSandbox, inst.id, "error", derr)
-	}
-	m.log.Warn("sandbox stopped", attrSandbox, inst.id, "reason", reason)
-	return errdefs.Unavailable("sandbox %s stopped: %s", inst.id, reason)
-}
-
-func reasonSuffix(reason string) string {
-	if reason == "" {
-		return ""
-	}
-	return " (" + reason + ")"
 }
 
 // Attribute keys for logs.

@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/fake"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
@@ -141,7 +142,7 @@ func TestCreateExecDelete(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
-	if sb.State != store.StateRunning || sb.Backend != fake.Name {
+	if sb.State != lifecycle.Running || sb.Backend != fake.Name {
 		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Backend)
 	}
 	// The sandbox's own files reached the backend.
@@ -186,33 +187,39 @@ func TestCreateExecDelete(t *testing.T) {
 	}
 }
 
-// A sandbox whose agent dies (under gVisor, a memory or fork bomb does it)
-// is found out by the next call, marked error and cleaned up.
-func TestSandboxWithDeadAgentIsMarkedError(t *testing.T) {
+// A sandbox whose agent dies (killed from outside, say) is found out by
+// the next call, marked error, and keeps its files: the call after starts
+// it again on them, saying so.
+func TestDeadSandboxKeepsItsFiles(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	sb := d.create(t, CreateOptions{})
+	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.backend.Kill(sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo hi"})
-	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "stopped") {
-		t.Errorf("exec with the agent dead: %v, want unavailable, saying the sandbox stopped", err)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "stopped") || !strings.Contains(err.Error(), "files are kept") {
+		t.Errorf("exec with the agent dead: %v, want unavailable, saying the sandbox stopped and its files are kept", err)
 	}
 	rec, err := d.m.Get(t.Context(), sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != store.StateError || !strings.Contains(rec.StateReason, "agent stopped") {
+	if rec.State != lifecycle.Error || !strings.Contains(rec.StateReason, "agent stopped") {
 		t.Errorf("sandbox is %s (%s), want error saying its agent stopped", rec.State, rec.StateReason)
 	}
-	if d.listed(t, sb.ID) {
-		t.Error("the backend still has the stopped sandbox")
+	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"})
+	if err != nil || out != "kept\n" {
+		t.Fatalf("exec after the error: %q, %v; want the file kept", out, err)
 	}
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo hi"}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Errorf("exec in the stopped sandbox: %v, want failed precondition", err)
+	rec, _ = d.m.Get(t.Context(), sb.ID)
+	if rec.State != lifecycle.Running || !strings.HasPrefix(rec.StateReason, "started again by a call after an error: ") {
+		t.Errorf("after the exec: %s (%s), want running, started again after the error", rec.State, rec.StateReason)
 	}
 	if err := d.m.Delete(t.Context(), sb.ID); err != nil {
-		t.Errorf("Delete of the stopped sandbox: %v", err)
+		t.Errorf("Delete: %v", err)
 	}
 }
 
@@ -231,7 +238,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	// A create the daemon was in the middle of: recorded, made, not yet
 	// marked running.
 	now := time.Now().UTC()
-	halfMade := &store.Sandbox{ID: "halfmade", Template: DefaultTemplate, Backend: fake.Name, State: store.StateCreating, CreatedAt: now, UpdatedAt: now}
+	halfMade := &store.Sandbox{ID: "halfmade", Template: DefaultTemplate, Backend: fake.Name, State: lifecycle.Creating, CreatedAt: now, UpdatedAt: now}
 	if err := d.db.CreateSandbox(ctx, halfMade); err != nil {
 		t.Fatal(err)
 	}
@@ -253,13 +260,19 @@ func TestRecoverAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != store.StateError || !strings.Contains(rec.StateReason, "stopped while the daemon was down") {
+	if rec.State != lifecycle.Error || !strings.Contains(rec.StateReason, "stopped while the daemon was down") {
 		t.Errorf("crashed sandbox is %s (%s), want error saying it stopped while the daemon was down", rec.State, rec.StateReason)
 	}
 	if _, err := d.m.Get(ctx, halfMade.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Get of the half-made sandbox: %v, want not found", err)
 	}
-	for _, id := range []string{crashed.ID, halfMade.ID, "unrecorded"} {
+	// The crashed one keeps its files: a start brings it back.
+	if _, err := d.m.Resume(ctx, crashed.ID); err != nil {
+		t.Errorf("start of the crashed sandbox: %v", err)
+	} else if out, _, err := d.exec(t, crashed.ID, ExecRequest{Command: "echo back"}); err != nil || out != "back\n" {
+		t.Errorf("exec in the started crashed sandbox: %q, %v", out, err)
+	}
+	for _, id := range []string{halfMade.ID, "unrecorded"} {
 		if d.listed(t, id) {
 			t.Errorf("the backend still has sandbox %s after recovery", id)
 		}
@@ -304,7 +317,7 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State == store.StateSuspended {
+		if got.State == lifecycle.Suspended {
 			// Suspended is recorded once the backend is done: the fake's
 			// agent stops gracefully, which takes a moment (seconds under
 			// the race detector).
@@ -321,7 +334,7 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got, _ := d.m.Get(t.Context(), busy.ID); got.State != store.StateRunning {
+	if got, _ := d.m.Get(t.Context(), busy.ID); got.State != lifecycle.Running {
 		t.Errorf("the sandbox running sleep 3 is %s", got.State)
 	}
 	if err := <-slept; err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -13,21 +14,22 @@ import (
 // no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
 // so explicitly. Pausing a paused sandbox does nothing.
 func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
-	inst, pauser, err := m.pausable(ctx, id)
+	unlock, err := m.locks.lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	unlock := m.lockWake(id) // as suspend and resume: one change of state at a time
 	defer unlock()
-	if !m.isLive(inst) {
-		return nil, m.notLive(ctx, id) // suspended or deleted meanwhile
+	inst, pauser, err := m.pausable(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	if !inst.isPaused() {
 		if err := pauser.Pause(ctx, inst.handle); err != nil {
 			return nil, err
 		}
 		inst.setPaused(true)
-		if err := m.recordState(ctx, id, store.StatePaused, "paused by request"); err != nil {
+		if err := m.transition(ctx, id, lifecycle.Paused, "paused by request", lifecycle.Running); err != nil {
+			inst.setPaused(false)
 			return nil, err
 		}
 		m.log.Info("sandbox paused", attrSandbox, id)
@@ -49,9 +51,7 @@ func (m *Manager) Unpause(ctx context.Context, id string) (*store.Sandbox, error
 
 // pausable returns a live sandbox and its backend's Pauser.
 func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.Pauser, error) {
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
+	inst := m.liveInstance(id)
 	if inst == nil {
 		return nil, nil, m.notLive(ctx, id)
 	}
@@ -68,8 +68,14 @@ func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error
 	if !inst.isPaused() {
 		return nil
 	}
-	unlock := m.lockWake(inst.id)
+	unlock, err := m.locks.lock(ctx, inst.id)
+	if err != nil {
+		return err
+	}
 	defer unlock()
+	if !m.isLive(inst) {
+		return m.notLive(ctx, inst.id) // gone meanwhile
+	}
 	if !inst.isPaused() {
 		return nil // thawed meanwhile
 	}
@@ -84,24 +90,7 @@ func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error
 		return err
 	}
 	inst.setPaused(false)
-	inst.touch()
+	inst.touch(m.clock.Now())
 	m.log.Info("sandbox unpaused", attrSandbox, inst.id, "reason", reason)
-	return m.recordState(tctx, inst.id, store.StateRunning, reason)
-}
-
-// isLive reports whether inst is still its sandbox's live instance.
-func (m *Manager) isLive(inst *instance) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.live[inst.id] == inst
-}
-
-// recordState records a sandbox's new state and why.
-func (m *Manager) recordState(ctx context.Context, id, state, reason string) error {
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
-	}
-	rec.State, rec.StateReason, rec.UpdatedAt = state, reason, time.Now().UTC()
-	return m.store.UpdateSandbox(ctx, rec)
+	return m.transition(tctx, inst.id, lifecycle.Running, reason, lifecycle.Paused)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
@@ -20,17 +21,17 @@ func TestPauseAndWake(t *testing.T) {
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})
 	rec, err := d.m.Pause(ctx, sb.ID)
-	if err != nil || rec.State != store.StatePaused || rec.StateReason != "paused by request" {
+	if err != nil || rec.State != lifecycle.Paused || rec.StateReason != "paused by request" {
 		t.Fatalf("Pause: %+v, %v", rec, err)
 	}
-	if again, err := d.m.Pause(ctx, sb.ID); err != nil || again.State != store.StatePaused {
+	if again, err := d.m.Pause(ctx, sb.ID); err != nil || again.State != lifecycle.Paused {
 		t.Errorf("Pause of a paused sandbox: %+v, %v", again, err)
 	}
 	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: "echo awake"})
 	if err != nil || out != "awake\n" || res.ExitCode != 0 {
 		t.Fatalf("exec in a paused sandbox: %q, %+v, %v", out, res, err)
 	}
-	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning || got.StateReason != "woken by a call" {
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Running || got.StateReason != "woken by a call" {
 		t.Errorf("after the exec: %s (%s), want running, woken by a call", got.State, got.StateReason)
 	}
 
@@ -40,10 +41,10 @@ func TestPauseAndWake(t *testing.T) {
 	}
 	d.stop(t)
 	d = state.start(t)
-	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StatePaused {
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Paused {
 		t.Fatalf("after a restart: %+v, %v; want paused", got, err)
 	}
-	if rec, err := d.m.Unpause(ctx, sb.ID); err != nil || rec.State != store.StateRunning || rec.StateReason != "unpaused by request" {
+	if rec, err := d.m.Unpause(ctx, sb.ID); err != nil || rec.State != lifecycle.Running || rec.StateReason != "unpaused by request" {
 		t.Fatalf("Unpause: %+v, %v", rec, err)
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo again"}); err != nil || out != "again\n" {
@@ -71,20 +72,20 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := d.m.Suspend(ctx, sb.ID, "suspended by request")
-	if err != nil || rec.State != store.StateSuspended {
+	if err != nil || rec.State != lifecycle.Suspended {
 		t.Fatalf("Suspend: %+v, %v", rec, err)
 	}
 	if _, err := d.m.Stats(ctx, sb.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Stats of a suspended sandbox: %v, want failed precondition", err)
 	}
-	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateSuspended {
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Suspended {
 		t.Fatalf("Stats woke the sandbox: %s", got.State)
 	}
 	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: `cat note; echo "$KEPT"`})
 	if err != nil || out != "kept\nenv\n" {
 		t.Fatalf("exec in a suspended sandbox: %q, %v", out, err)
 	}
-	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning || got.StateReason != "woken by a call" {
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Running || got.StateReason != "woken by a call" {
 		t.Errorf("after the exec: %s (%s)", got.State, got.StateReason)
 	}
 
@@ -93,10 +94,10 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 	d.stop(t)
 	d = state.start(t)
-	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateSuspended {
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Suspended {
 		t.Fatalf("after a restart: %+v, %v; want suspended", got, err)
 	}
-	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.StateRunning {
+	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != lifecycle.Running {
 		t.Fatalf("Resume: %+v, %v", rec, err)
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
@@ -128,14 +129,13 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.State, rec.StateReason = store.StateSuspending, "idle for 1s"
-	if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+	if err := d.db.ChangeState(ctx, store.StateChange{ID: rec.ID, From: []lifecycle.State{rec.State}, To: lifecycle.Suspending, Reason: "idle for 1s", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t)
 	d = state.start(t)
 	got, err := d.m.Get(ctx, sb.ID)
-	if err != nil || got.State != store.StateSuspended || got.StateReason != "idle for 1s" {
+	if err != nil || got.State != lifecycle.Suspended || got.StateReason != "idle for 1s" {
 		t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
@@ -167,8 +167,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rec.State, rec.StateReason = store.StateResuming, "woken by a call"
-			if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+			if err := d.db.ChangeState(ctx, store.StateChange{ID: rec.ID, From: []lifecycle.State{rec.State}, To: lifecycle.Resuming, Reason: "woken by a call", At: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			if started {
@@ -184,7 +183,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			d.stop(t)
 			d = state.start(t)
 			got, err := d.m.Get(ctx, sb.ID)
-			if err != nil || got.State != store.StateSuspended || !strings.Contains(got.StateReason, "cut short by a daemon restart") {
+			if err != nil || got.State != lifecycle.Suspended || !strings.Contains(got.StateReason, "cut short by a daemon restart") {
 				t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
 			}
 			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Backend}); !errors.Is(err, errdefs.ErrNotFound) {
@@ -193,7 +192,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 				t.Errorf("the woken sandbox: %q, %v", out, err)
 			}
-			if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning {
+			if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Running {
 				t.Errorf("after the call: %s", got.State)
 			}
 			if err := d.m.Delete(ctx, sb.ID); err != nil {
@@ -234,7 +233,7 @@ func TestMaxLifetime(t *testing.T) {
 	if d.listed(t, running.ID) || d.listed(t, suspended.ID) {
 		t.Error("the backend still has an expired sandbox")
 	}
-	if got, err := d.m.Get(ctx, extended.ID); err != nil || got.State != store.StateRunning {
+	if got, err := d.m.Get(ctx, extended.ID); err != nil || got.State != lifecycle.Running {
 		t.Errorf("the sandbox whose lifetime was extended: %+v, %v", got, err)
 	}
 	if err := d.m.Delete(ctx, extended.ID); err != nil {
@@ -254,7 +253,7 @@ func TestKeepalive(t *testing.T) {
 		t.Fatalf("Keepalive: %+v, %v", rec, err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateRunning {
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Running {
 		t.Errorf("1.5 s after a keepalive of an hour: %+v, %v", got, err)
 	}
 	for _, bad := range []struct {
@@ -288,7 +287,7 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := d.m.Stop(ctx, sb.ID, "stopped by request")
-	if err != nil || rec.State != store.StateStopped {
+	if err != nil || rec.State != lifecycle.Stopped {
 		t.Fatalf("Stop: %+v, %v", rec, err)
 	}
 	_, _, err = d.exec(t, sb.ID, ExecRequest{Command: "true"})
@@ -301,10 +300,10 @@ func TestStopAndStart(t *testing.T) {
 	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Suspend of a stopped sandbox: %v, want failed precondition", err)
 	}
-	if rec, err := d.m.Stop(ctx, sb.ID, "again"); err != nil || rec.State != store.StateStopped || rec.StateReason != "stopped by request" {
+	if rec, err := d.m.Stop(ctx, sb.ID, "again"); err != nil || rec.State != lifecycle.Stopped || rec.StateReason != "stopped by request" {
 		t.Errorf("Stop of a stopped sandbox: %+v, %v; want it as it was", rec, err)
 	}
-	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.StateRunning || rec.StateReason != "started by request" {
+	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != lifecycle.Running || rec.StateReason != "started by request" {
 		t.Fatalf("start: %+v, %v", rec, err)
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
@@ -318,11 +317,11 @@ func TestStopAndStart(t *testing.T) {
 	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := d.m.Stop(ctx, sb.ID, "stopped by request"); err != nil || rec.State != store.StateStopped {
+	if rec, err := d.m.Stop(ctx, sb.ID, "stopped by request"); err != nil || rec.State != lifecycle.Stopped {
 		t.Fatalf("Stop of a suspended sandbox: %+v, %v", rec, err)
 	}
 	// A key's get-or-create starts it.
-	if got, created, err := d.m.Open(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != store.StateRunning {
+	if got, created, err := d.m.Open(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != lifecycle.Running {
 		t.Fatalf("Open of a stopped sandbox's key: %+v, %v, %v", got, created, err)
 	}
 
@@ -331,13 +330,12 @@ func TestStopAndStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.State, rec.StateReason = store.StateStopping, "stopped by request"
-	if err := d.db.UpdateSandbox(ctx, rec); err != nil {
+	if err := d.db.ChangeState(ctx, store.StateChange{ID: rec.ID, From: []lifecycle.State{rec.State}, To: lifecycle.Stopping, Reason: "stopped by request", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t)
 	d = state.start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.StateStopped {
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Stopped {
 		t.Fatalf("after a restart mid-stop: %+v, %v; want stopped", got, err)
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
@@ -349,7 +347,7 @@ func TestStopAndStart(t *testing.T) {
 	idle := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleStop})
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		got, err := d.m.Get(ctx, idle.ID)
-		if err == nil && got.State == store.StateStopped && got.StateReason == "idle for 1s" {
+		if err == nil && got.State == lifecycle.Stopped && got.StateReason == "idle for 1s" {
 			break
 		}
 		if time.Now().After(deadline) {

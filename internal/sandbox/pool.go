@@ -152,7 +152,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	if err != nil {
 		return pooled{}, err
 	}
-	sb := pooled{id: id, version: tmpl.Version, be: be, handle: h, inst: newInstance(&store.Sandbox{ID: id, IdleTimeout: opts.IdleTimeout}, be, h)}
+	sb := pooled{id: id, version: tmpl.Version, be: be, handle: h, inst: newInstance(&store.Sandbox{ID: id, IdleTimeout: opts.IdleTimeout}, be, h, m.clock)}
 	// A first command warms what the caller's first would pay for: the
 	// connection to the agent, and the agent's spare process starters.
 	res, err := m.run(ctx, sb.inst, []string{"true"}, ExecRequest{Cwd: "/"}, 30*time.Second, func(Stream, []byte) error { return nil })
@@ -279,7 +279,7 @@ func (m *Manager) drainPools() {
 }
 
 func (m *Manager) destroyPooled(sb pooled) {
-	sb.inst.close()
+	sb.inst.close(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sb.be.Destroy(ctx, sb.handle); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
@@ -112,10 +113,11 @@ func (m *Manager) StartProcess(ctx context.Context, id string, req ProcessReques
 			return ProcessInfo{}, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
 		}
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id)
 	if err != nil {
 		return ProcessInfo{}, err
 	}
+	defer release()
 	known, err := m.store.ListProcesses(ctx, id)
 	if err != nil {
 		return ProcessInfo{}, err
@@ -243,7 +245,7 @@ func (m *Manager) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, 
 		switch {
 		case ok:
 			status = ProcessRunning
-		case running == nil && p.Running && rec.State == store.StatePaused:
+		case running == nil && p.Running && rec.State == lifecycle.Paused:
 			status = ProcessRunning // frozen with its sandbox
 		case running == nil && p.Running:
 			status = ProcessSuspended
@@ -258,10 +260,11 @@ func (m *Manager) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, 
 // It wakes a suspended sandbox; after a resume under runc the logs start
 // with the process's new run.
 func (m *Manager) ProcessLogs(ctx context.Context, id, name string, follow bool, out Output) error {
-	inst, p, err := m.process(ctx, id, name)
+	inst, release, p, err := m.process(ctx, id, name)
 	if err != nil {
 		return err
 	}
+	defer release()
 	req := connect.NewRequest(&process.ConnectRequest{Process: selectProcess(p.Name)})
 	mode := agent.ReplayTail
 	if follow {
@@ -281,7 +284,7 @@ func (m *Manager) ProcessLogs(ctx context.Context, id, name string, follow bool,
 	for stream.Receive() {
 		ev := stream.Msg().GetEvent()
 		if follow {
-			inst.touch() // someone is watching
+			inst.touch(m.clock.Now()) // someone is watching
 		}
 		switch e := ev.GetEvent().(type) {
 		case *process.ProcessEvent_Data:
@@ -306,10 +309,11 @@ func (m *Manager) SignalProcess(ctx context.Context, id, name, signal string) er
 	if err != nil {
 		return err
 	}
-	inst, p, err := m.process(ctx, id, name)
+	inst, release, p, err := m.process(ctx, id, name)
 	if err != nil {
 		return err
 	}
+	defer release()
 	err = sendSignal(ctx, inst, p.Name, sig)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return errdefs.FailedPrecondition("process %q of sandbox %s is not running", name, id)
@@ -343,10 +347,11 @@ var processSignals = map[string]process.Signal{
 // SIGKILL to its tree) if it runs, and starts it again with the same
 // command and env.
 func (m *Manager) RestartProcess(ctx context.Context, id, name string) (ProcessInfo, error) {
-	inst, p, err := m.process(ctx, id, name)
+	inst, release, p, err := m.process(ctx, id, name)
 	if err != nil {
 		return ProcessInfo{}, err
 	}
+	defer release()
 	if err := m.stopProcess(ctx, inst, p.Name); err != nil {
 		return ProcessInfo{}, err
 	}
@@ -364,10 +369,11 @@ func (m *Manager) RestartProcess(ctx context.Context, id, name string) (ProcessI
 
 // DeleteProcess kills a background process's tree and forgets it.
 func (m *Manager) DeleteProcess(ctx context.Context, id, name string) error {
-	inst, p, err := m.process(ctx, id, name)
+	inst, release, p, err := m.process(ctx, id, name)
 	if err != nil {
 		return err
 	}
+	defer release()
 	m.signalProcess(ctx, inst, p.Name, process.Signal_SIGNAL_SIGKILL)
 	return m.store.DeleteProcess(context.WithoutCancel(ctx), id, p.Name)
 }
@@ -406,24 +412,24 @@ func (m *Manager) signalProcess(ctx context.Context, inst *instance, name string
 }
 
 // process finds a sandbox's background process by name and its sandbox,
-// woken.
-func (m *Manager) process(ctx context.Context, id, name string) (*instance, *store.Process, error) {
+// woken; the caller calls release when done with the agent.
+func (m *Manager) process(ctx context.Context, id, name string) (inst *instance, release func(), p *store.Process, err error) {
 	known, err := m.store.ListProcesses(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	i := slices.IndexFunc(known, func(p *store.Process) bool { return p.Name == name })
 	if i < 0 {
 		if _, err := m.store.GetSandbox(ctx, id); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return nil, nil, errdefs.NotFound("sandbox %s has no process %q", id, name)
+		return nil, nil, nil, errdefs.NotFound("sandbox %s has no process %q", id, name)
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err = m.acquire(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return inst, known[i], nil
+	return inst, release, known[i], nil
 }
 
 // noteRunningProcesses records which background processes run, before a

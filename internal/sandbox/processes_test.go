@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
@@ -69,7 +69,7 @@ func TestBackgroundProcesses(t *testing.T) {
 
 	// Past its idle timeout, the sandbox stays awake while the process runs.
 	time.Sleep(2500 * time.Millisecond)
-	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.StateRunning {
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Running {
 		t.Fatalf("a sandbox running a background process is %s (%s)", got.State, got.StateReason)
 	}
 	act, err := d.m.Activity(ctx, sb.ID)
@@ -116,7 +116,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	}
 	waitFor(t, "the idle sandbox to be suspended", func() bool {
 		got, _ := d.m.Get(ctx, sb.ID)
-		return got.State == store.StateSuspended
+		return got.State == lifecycle.Suspended
 	})
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)

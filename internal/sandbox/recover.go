@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -53,63 +54,72 @@ func (m *Manager) Recover(ctx context.Context) error {
 func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	be, ok := m.backends[rec.Backend]
 	if !ok {
-		if rec.State != store.StateError {
-			m.setState(ctx, rec, store.StateError, fmt.Sprintf("backend %q is not configured", rec.Backend))
+		if rec.State != lifecycle.Error && !lifecycle.Transient(rec.State) {
+			m.mustTransition(ctx, rec.ID, lifecycle.Error, fmt.Sprintf("backend %q is not configured", rec.Backend), rec.State)
 		}
 		return nil
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
 	switch rec.State {
-	case store.StateCreating:
+	case lifecycle.Creating:
 		// Caught half-made: nobody got its ID, so it goes.
 		if err := be.Destroy(ctx, h); err != nil {
 			return err
 		}
 		return m.store.DeleteSandbox(ctx, rec.ID)
-	case store.StateSuspending:
+	case lifecycle.Deleting:
+		// Caught half-deleted: the delete was acknowledged, so it goes.
+		if err := be.Destroy(ctx, h); err != nil {
+			m.mustTransition(ctx, rec.ID, lifecycle.Error, "delete failed after a restart: "+err.Error(), lifecycle.Deleting)
+			return err
+		}
+		return m.store.DeleteSandbox(ctx, rec.ID)
+	case lifecycle.Suspending:
 		// Caught half-way: finish, then it is suspended as asked.
 		return m.haltAfterRestart(ctx, be, h, rec, true, rec.StateReason, "its suspend")
-	case store.StateStopping:
+	case lifecycle.Stopping:
 		return m.haltAfterRestart(ctx, be, h, rec, false, rec.StateReason, "its stop")
-	case store.StateResuming:
+	case lifecycle.Resuming:
 		// Caught half-way back: undo what was started, so that it is
 		// wholly suspended; the next call resumes it.
 		return m.haltAfterRestart(ctx, be, h, rec, true,
 			"its resume was cut short by a daemon restart; the next call resumes it", "undoing its interrupted resume")
-	case store.StatePaused:
+	case lifecycle.Error:
+		// Its container may have been left by a daemon that died before
+		// cleaning up; its files stay.
+		m.keepFiles(ctx, be, h)
+		return nil
+	case lifecycle.Paused:
 		// Frozen, its agent answers nothing: found is enough.
+		inst := newInstance(rec, be, h, m.clock)
 		if err := be.Recover(ctx, h); err != nil {
-			m.setState(ctx, rec, store.StateError, "its container stopped while the daemon was down")
-			return be.Destroy(ctx, h)
+			m.setLive(inst)
+			m.markLost(ctx, inst, "its container stopped while the daemon was down")
+			return nil
 		}
-		inst := newInstance(rec, be, h)
 		inst.paused = true
-		m.mu.Lock()
-		m.live[rec.ID] = inst
-		m.mu.Unlock()
+		m.setLive(inst)
 		m.log.Info("sandbox recovered, paused", attrSandbox, rec.ID)
 		return nil
-	case store.StateRunning:
+	case lifecycle.Running:
+		inst := newInstance(rec, be, h, m.clock)
 		err := be.Recover(ctx, h)
 		if err == nil {
-			inst := newInstance(rec, be, h)
 			// OOM kills from before the restart are no command's.
 			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
-				m.mu.Lock()
-				m.live[rec.ID] = inst
-				m.mu.Unlock()
+				m.setLive(inst)
 				m.log.Info("sandbox recovered", attrSandbox, rec.ID)
 				return nil
 			}
-			inst.close()
 		}
 		reason := "its container stopped while the daemon was down"
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			reason = "its agent did not answer after a daemon restart"
 		}
-		m.setState(ctx, rec, store.StateError, reason)
-		return be.Destroy(ctx, h)
+		m.setLive(inst)
+		m.markLost(ctx, inst, m.endReason(ctx, inst, reason))
+		return nil
 	}
 	return nil
 }
@@ -118,20 +128,21 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 // restart caught on its way between states, and records it so, with
 // reason; what names the step for the error.
 func (m *Manager) haltAfterRestart(ctx context.Context, be backend.Backend, h backend.Handle, rec *store.Sandbox, keepMemory bool, reason, what string) error {
+	was := rec.State
 	suspender, ok := be.(backend.Suspender)
 	if !ok {
 		return fmt.Errorf("sandbox %s is %s, under a runtime that cannot suspend or stop", rec.ID, rec.State)
 	}
 	if err := suspender.Suspend(ctx, h, keepMemory); err != nil {
-		m.setState(ctx, rec, store.StateError, what+" after a restart failed: "+err.Error())
+		m.mustTransition(ctx, rec.ID, lifecycle.Error, what+" after a restart failed: "+err.Error(), was)
 		return err
 	}
-	state := store.StateSuspended
+	state := lifecycle.Suspended
 	if !keepMemory {
-		state = store.StateStopped
+		state = lifecycle.Stopped
 	}
-	m.log.Info("sandbox "+state+" after a restart", attrSandbox, rec.ID, "was", rec.State)
-	m.setState(ctx, rec, state, reason)
+	m.log.Info("sandbox "+string(state)+" after a restart", attrSandbox, rec.ID, "was", rec.State)
+	m.mustTransition(ctx, rec.ID, state, reason, was)
 	return nil
 }
 
@@ -146,7 +157,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
+		case <-t.C:
+			now := m.clock.Now()
 			m.sampleCPU(ctx, now)
 			m.reapIdle(ctx, now)
 			if now.Sub(lastExpiry) >= expiryEvery {
@@ -213,7 +225,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	m.mu.Unlock()
 	if inst != nil && !inst.isPaused() {
 		if procs, err := m.runningProcesses(ctx, inst); err == nil && len(procs) > 0 {
-			inst.touch()
+			inst.touch(m.clock.Now())
 			return
 		}
 	}
@@ -259,6 +271,6 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, inst := range m.live {
-		inst.close()
+		inst.agent.CloseIdleConnections()
 	}
 }

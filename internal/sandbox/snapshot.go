@@ -34,10 +34,11 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 	if name == template.HostName {
 		return template.Info{}, errdefs.InvalidArgument("a snapshot cannot be named %s", template.HostName)
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id)
 	if err != nil {
 		return template.Info{}, err
 	}
+	defer release()
 	snap, ok := inst.backend.(backend.Snapshotter)
 	if !ok {
 		return template.Info{}, errdefs.NotImplemented("runtime %s cannot snapshot sandboxes", inst.backend.Name())
@@ -52,12 +53,22 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 	}
 	// What the sandbox wrote may still be in its kernel's cache (gVisor's
 	// sentry keeps file data): flushed, it is in the writable layer.
-	res, err := m.run(ctx, inst, []string{"sync"}, ExecRequest{User: "root"}, 30*time.Second, func(Stream, []byte) error { return nil })
+	res, err := m.run(ctx, inst, []string{"sync"}, ExecRequest{User: "root", Cwd: "/"}, 30*time.Second, func(Stream, []byte) error { return nil })
+	if err != nil {
+		return template.Info{}, m.callErr(ctx, inst, err)
+	}
+	if res.ExitCode != 0 {
+		return template.Info{}, m.callErr(ctx, inst, errdefs.Unavailable("sync in sandbox %s before its snapshot exited with %d", id, res.ExitCode))
+	}
+	// The copy is a change of the sandbox's life: under its lock, a
+	// delete, pause or suspend waits for it.
+	unlock, err := m.locks.lock(ctx, id)
 	if err != nil {
 		return template.Info{}, err
 	}
-	if res.ExitCode != 0 {
-		return template.Info{}, errdefs.Unavailable("sync in sandbox %s before its snapshot exited with %d", id, res.ExitCode)
+	defer unlock()
+	if !m.isLive(inst) {
+		return template.Info{}, m.notLive(ctx, id)
 	}
 	began := time.Now()
 	info, err := m.templates.Snapshot(ctx, name, parent, id, inst.backend.Name(), func(root, memory string) (bool, error) {
@@ -138,10 +149,11 @@ func (m *Manager) forkProcesses(ctx context.Context, id string, procs []*store.P
 			return err
 		}
 	}
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id)
 	if err != nil {
 		return err
 	}
+	defer release()
 	m.restartProcesses(ctx, inst)
 	return nil
 }

@@ -3,11 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -16,7 +16,7 @@ import (
 // runtime checkpoints (gVisor); elsewhere they are gone, and the resume
 // starts again the background processes that ran. Any call that needs it
 // (exec, code, files) resumes it first; Resume does so explicitly.
-// Suspending a suspended sandbox does nothing.
+// lifecycle.Suspending a suspended sandbox does nothing.
 func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbox, error) {
 	return m.halt(ctx, id, reason, true)
 }
@@ -32,28 +32,30 @@ func (m *Manager) Stop(ctx context.Context, id, reason string) (*store.Sandbox, 
 
 // halt suspends (keepMemory) or stops a sandbox.
 func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*store.Sandbox, error) {
-	halting, halted := store.StateSuspending, store.StateSuspended
+	halting, halted := lifecycle.Suspending, lifecycle.Suspended
 	if !keepMemory {
-		halting, halted = store.StateStopping, store.StateStopped
+		halting, halted = lifecycle.Stopping, lifecycle.Stopped
 	}
-	unlock := m.lockWake(id)
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == halted {
+	was := rec.State
+	if was == halted {
 		return rec, nil
 	}
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
+	inst := m.liveInstance(id)
 	be, h := m.backends[rec.Backend], backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
 	switch {
 	case inst != nil:
 		be, h = inst.backend, inst.handle
-	case !keepMemory && rec.State == store.StateSuspended && be != nil:
-		// Stopped where it is: its kept memory goes.
+	case !keepMemory && was == lifecycle.Suspended && be != nil:
+		// lifecycle.Stopped where it is: its kept memory goes.
 	default:
 		return nil, notRunning(rec)
 	}
@@ -61,66 +63,69 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	if !ok {
 		return nil, errdefs.NotImplemented("runtime %s cannot suspend or stop sandboxes", be.Name())
 	}
-	if inst != nil {
-		inst.mu.Lock()
-		running := inst.running
-		inst.mu.Unlock()
-		if running > 0 {
-			return nil, errdefs.Conflict("sandbox %s runs %d command(s); suspending or stopping would kill them: wait for them, or delete the sandbox", id, running)
-		}
-	}
 	// Whatever the caller does next, the sandbox ends up wholly halted or
 	// still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	if inst != nil && !inst.isPaused() { // a frozen agent answers nothing: the records stand
-		m.noteRunningProcesses(sctx, inst)
+	if inst != nil {
+		if !inst.close(false) {
+			return nil, errdefs.Conflict("sandbox %s has calls running; suspending or stopping would end them: wait for them, or delete the sandbox", id)
+		}
+		if !inst.isPaused() { // a frozen agent answers nothing: the records stand
+			m.noteRunningProcesses(sctx, inst)
+		}
 	}
 	// The change is recorded first: a daemon that dies half-way finishes
 	// it when it starts again (Recover), and the time of the decision
 	// shows at once, however long the runtime takes to tear down.
-	m.setState(sctx, rec, halting, reason)
-	if inst != nil {
-		m.mu.Lock()
-		delete(m.live, id)
-		m.mu.Unlock()
-		inst.close()
-	}
-	if err := suspender.Suspend(sctx, h, keepMemory); err != nil {
-		m.setState(sctx, rec, store.StateError, halted+" failed: "+err.Error())
+	if err := m.transition(sctx, id, halting, reason, was); err != nil {
+		if inst != nil {
+			inst.reopen()
+		}
 		return nil, err
 	}
-	m.setState(sctx, rec, halted, reason)
-	m.log.Info("sandbox "+halted, attrSandbox, id, "reason", reason)
-	return copyRecord(rec), nil
+	m.takeLive(id)
+	if err := suspender.Suspend(sctx, h, keepMemory); err != nil {
+		m.mustTransition(sctx, id, lifecycle.Error, string(halted)+" failed: "+err.Error(), halting)
+		return nil, err
+	}
+	m.mustTransition(sctx, id, halted, reason, halting)
+	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
+	return m.store.GetSandbox(sctx, id)
 }
 
-// Resume starts a suspended or stopped sandbox again, with its files as
-// they were. Resuming a running one does nothing (a paused one is thawed).
+// Resume starts a suspended, stopped or failed sandbox again, with its
+// files as they were. lifecycle.Resuming a running one does nothing (a paused one is
+// thawed).
 func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
-	if err := m.startStopped(ctx, id); err != nil {
+	if err := m.start(ctx, id); err != nil {
 		return nil, err
 	}
-	if _, err := m.instance(ctx, id); err != nil {
+	_, release, err := m.acquire(ctx, id)
+	if err != nil {
 		return nil, err
 	}
+	release()
 	return m.store.GetSandbox(ctx, id)
 }
 
-// startStopped starts sandbox id if it is stopped, which calls do not.
-func (m *Manager) startStopped(ctx context.Context, id string) error {
-	unlock := m.lockWake(id)
+// start starts sandbox id if it is stopped, which calls do not.
+func (m *Manager) start(ctx context.Context, id string) error {
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil || rec.State != store.StateStopped {
+	if err != nil || rec.State != lifecycle.Stopped {
 		return err
 	}
 	_, err = m.resume(ctx, rec, "started by request")
 	return err
 }
 
-// resume brings a suspended or stopped sandbox back and makes it live; the
-// caller holds its wake lock.
+// resume brings a suspended, stopped or failed sandbox back and makes it
+// live; the caller holds its lock.
 func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
 	be, ok := m.backends[rec.Backend]
 	if !ok {
@@ -140,58 +145,31 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	began := time.Now()
-	// Resuming is recorded first: a daemon that dies half-way suspends it
+	// lifecycle.Resuming is recorded first: a daemon that dies half-way suspends it
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.
 	was, why := rec.State, rec.StateReason
-	m.setState(rctx, rec, store.StateResuming, reason)
+	if err := m.transition(rctx, rec.ID, lifecycle.Resuming, reason, was); err != nil {
+		return nil, err
+	}
 	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
-		m.setState(rctx, rec, was, why)
+		m.mustTransition(rctx, rec.ID, was, why, lifecycle.Resuming)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
 	}
-	inst := newInstance(rec, be, h)
+	inst := newInstance(rec, be, h, m.clock)
 	m.restartProcesses(rctx, inst)
-	m.mu.Lock()
-	m.live[rec.ID] = inst
-	m.mu.Unlock()
-	m.setState(rctx, rec, store.StateRunning, reason)
+	m.setLive(inst)
+	m.mustTransition(rctx, rec.ID, lifecycle.Running, reason, lifecycle.Resuming)
 	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))
 	return inst, nil
-}
-
-// lockWake takes the lock that serialises changes of state of sandbox id
-// (pause, thaw, suspend, resume), and returns its unlock.
-func (m *Manager) lockWake(id string) func() {
-	m.mu.Lock()
-	l, ok := m.wakeLocks[id]
-	if !ok {
-		l = &wakeLock{}
-		m.wakeLocks[id] = l
-	}
-	l.users++
-	m.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		m.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(m.wakeLocks, id)
-		}
-		m.mu.Unlock()
-	}
-}
-
-// wakeLock is a sandbox's lock for suspend and resume, kept while used.
-type wakeLock struct {
-	mu    sync.Mutex
-	users int
 }
 
 // Keepalive changes a sandbox's idle timeout and, when action is not
 // empty, its idle action, and counts as activity: the new timeout runs from
 // now (E2B's setTimeout). A lifetime that is not 0 makes the sandbox expire
 // that long from now. It does not wake a suspended sandbox. A timeout of 0
-// leaves the idle timeout as it was.
+// leaves the idle timeout as it was. It changes the timers only, so it
+// never undoes a change of state made meanwhile.
 func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
 	if timeout == 0 && lifetime == 0 {
 		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
@@ -213,26 +191,24 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 	if err != nil {
 		return nil, err
 	}
+	now := m.clock.Now()
+	t := store.Timers{IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, ExpiresAt: rec.ExpiresAt, At: now.UTC()}
 	if timeout != 0 {
-		rec.IdleTimeout = timeout
+		t.IdleTimeout = timeout
 	}
 	if action != "" {
-		rec.IdleAction = action
+		t.IdleAction = action
 	}
-	rec.UpdatedAt = time.Now().UTC()
 	if lifetime != 0 {
-		rec.ExpiresAt = rec.UpdatedAt.Add(lifetime)
+		t.ExpiresAt = t.At.Add(lifetime)
 	}
-	if err := m.store.UpdateSandbox(ctx, rec); err != nil {
+	if err := m.store.SetTimers(ctx, id, t); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
-	if inst != nil {
+	if inst := m.liveInstance(id); inst != nil {
 		inst.mu.Lock()
-		inst.idleTimeout, inst.lastActive = rec.IdleTimeout, time.Now()
+		inst.idleTimeout, inst.lastActive = t.IdleTimeout, now
 		inst.mu.Unlock()
 	}
-	return copyRecord(rec), nil
+	return m.store.GetSandbox(ctx, id)
 }

@@ -70,10 +70,11 @@ func (m *Manager) RunTool(ctx context.Context, id string, call ToolCall, out Out
 }
 
 func (m *Manager) runInSandbox(ctx context.Context, id string, tool tools.Tool, call ToolCall, out Output) (ToolOutcome, error) {
-	inst, err := m.instance(ctx, id)
+	inst, release, err := m.acquire(ctx, id) // busy while it runs, as a command is
 	if err != nil {
 		return ToolOutcome{}, err
 	}
+	defer release()
 	switch {
 	case tool.Name == tools.RunCommand:
 		return m.runCommandTool(ctx, inst, call.Args, call.User, out)
@@ -82,8 +83,6 @@ func (m *Manager) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 	case !tool.InSandbox:
 		return ToolOutcome{}, errdefs.NotImplemented("tool %s runs nowhere", tool.Name)
 	}
-	inst.begin() // busy while it runs, as a command is
-	defer inst.end()
 	res, err := inst.agent.RunTool(ctx, tool.Name, call.Args, template.Workspace, userOr(call.User))
 	var failed *tools.Error
 	if errors.As(err, &failed) {

@@ -5,6 +5,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/lifecycle"
 )
 
 // Store persists sandboxes. Methods are safe for concurrent use.
@@ -16,8 +18,14 @@ type Store interface {
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	// ListSandboxes returns all sandboxes, oldest first.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
-	// UpdateSandbox replaces the stored record with sb; ErrNotFound if absent.
-	UpdateSandbox(ctx context.Context, sb *Sandbox) error
+	// ChangeState applies a change of a sandbox's state if its stored
+	// state is one of c.From: ErrNotFound if it is absent, ErrConflict
+	// (saying what it is) if its state is another. Nothing else of the
+	// record changes but what c names.
+	ChangeState(ctx context.Context, c StateChange) error
+	// SetTimers sets a sandbox's idle timeout, idle action and end of
+	// life, and nothing else; ErrNotFound if absent.
+	SetTimers(ctx context.Context, id string, t Timers) error
 	// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
 	GetSandboxByKey(ctx context.Context, key string) (*Sandbox, error)
 	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
@@ -76,25 +84,31 @@ type VolumeMount struct {
 	Access string `json:"access"`
 }
 
-// Sandbox states.
-const (
-	StateCreating   = "creating"
-	StateRunning    = "running"
-	StatePaused     = "paused"     // frozen; any call thaws it
-	StateSuspended  = "suspended"  // no memory or CPU used, files (and under gVisor memory) kept; any call resumes it
-	StateSuspending = "suspending" // on its way there; a restart finishes it
-	StateResuming   = "resuming"   // on its way back; a restart suspends it again
-	StateStopping   = "stopping"   // on its way to stopped; a restart finishes it
-	StateStopped    = "stopped"    // processes ended, files kept; a start (not any call) starts it
-	StateError      = "error"
-)
-
 // What the idle timer does to a sandbox.
 const (
 	IdleSuspend = "suspend"
 	IdleStop    = "stop"
 	IdleDelete  = "delete"
 )
+
+// StateChange is one change of a sandbox's state (see Store.ChangeState).
+type StateChange struct {
+	ID     string
+	From   []lifecycle.State
+	To     lifecycle.State
+	Reason string
+	At     time.Time
+	// Handle, when not nil, is the backend's new handle state.
+	Handle []byte
+}
+
+// Timers are what Store.SetTimers sets.
+type Timers struct {
+	IdleTimeout time.Duration
+	IdleAction  string
+	ExpiresAt   time.Time
+	At          time.Time // the record's UpdatedAt
+}
 
 // Sandbox is a sandbox's stored record.
 type Sandbox struct {
@@ -103,7 +117,7 @@ type Sandbox struct {
 	// TemplateVersion is the version of Template the sandbox was made from.
 	TemplateVersion string
 	Backend         string
-	State           string
+	State           lifecycle.State
 	StateReason     string
 	// Handle is the backend's opaque state for Recover.
 	Handle []byte

@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -157,21 +158,52 @@ func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 	return out, rows.Err()
 }
 
-func (d *DB) UpdateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	args, err := sandboxArgs(sb)
+// ChangeState applies c if the sandbox's state is one of c.From, in one
+// statement: two changes racing cannot both apply.
+func (d *DB) ChangeState(ctx context.Context, c store.StateChange) error {
+	if len(c.From) == 0 {
+		return fmt.Errorf("change state of sandbox %s: no state to change from", c.ID)
+	}
+	var handle any // NULL: unchanged
+	if c.Handle != nil {
+		handle = c.Handle
+	}
+	args := []any{string(c.To), c.Reason, c.At.UnixNano(), handle, c.ID}
+	for _, f := range c.From {
+		args = append(args, string(f))
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_reason = ?, updated_at = ?,
+		handle = coalesce(?, handle)
+		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(c.From)-1)+`)`, args...)
 	if err != nil {
+		return fmt.Errorf("change state of sandbox %s: %w", c.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
 		return err
 	}
-	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET
-		template = ?2, backend = ?3, state = ?4, state_reason = ?5, handle = ?6, cpus = ?7,
-		memory_mb = ?8, pids = ?9, idle_timeout_s = ?10, env = ?11, metadata = ?12,
-		created_at = ?13, updated_at = ?14, disk_mb = ?15, template_version = ?16, idle_action = ?17, key = ?18,
-		expires_at = ?19, volumes = ?20
-		WHERE id = ?1`, args...)
-	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+	var state lifecycle.State
+	err = d.db.QueryRowContext(ctx, `SELECT state FROM sandboxes WHERE id = ?`, c.ID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errdefs.NotFound("sandbox %s not found", c.ID)
 	}
-	return expectOne(res, sb.ID)
+	if err != nil {
+		return fmt.Errorf("change state of sandbox %s: %w", c.ID, err)
+	}
+	from := make([]string, len(c.From))
+	for i, f := range c.From {
+		from[i] = string(f)
+	}
+	return errdefs.Conflict("sandbox %s is %s, not %s", c.ID, state, strings.Join(from, " or "))
+}
+
+// SetTimers sets a sandbox's timers and nothing else.
+func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET idle_timeout_s = ?, idle_action = ?, expires_at = ?, updated_at = ?
+		WHERE id = ?`, int64(t.IdleTimeout/time.Second), t.IdleAction, t.ExpiresAt.UnixNano(), t.At.UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("set timers of sandbox %s: %w", id, err)
+	}
+	return expectOne(res, id)
 }
 
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
@@ -211,7 +243,7 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 		return nil, err
 	}
 	return []any{
-		sb.ID, sb.Template, sb.Backend, sb.State, sb.StateReason, sb.Handle, sb.CPUs,
+		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
 		sb.ExpiresAt.UnixNano(), string(volumes),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -29,7 +30,7 @@ func openTest(t *testing.T) *DB {
 func sample(id string) *store.Sandbox {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	return &store.Sandbox{
-		ID: id, Template: "host", TemplateVersion: "20261122T070000123Z", Backend: "runc", State: store.StateRunning,
+		ID: id, Template: "host", TemplateVersion: "20261122T070000123Z", Backend: "runc", State: lifecycle.Running,
 		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
@@ -54,15 +55,71 @@ func TestSandboxRoundTrip(t *testing.T) {
 		t.Fatalf("round trip changed the record: %+v", got)
 	}
 
-	got.State, got.StateReason = store.StateError, "container died"
-	if err := db.UpdateSandbox(ctx, got); err != nil {
+	// A change of state applies from the state it names, and changes
+	// nothing else.
+	at := now().Add(time.Second)
+	if err := db.ChangeState(ctx, store.StateChange{ID: "abc", From: []lifecycle.State{lifecycle.Paused, lifecycle.Running},
+		To: lifecycle.Error, Reason: "container died", At: at}); err != nil {
 		t.Fatal(err)
 	}
 	again, _ := db.GetSandbox(ctx, "abc")
-	if again.State != store.StateError || again.StateReason != "container died" {
-		t.Fatalf("update lost: %+v", again)
+	if again.State != lifecycle.Error || again.StateReason != "container died" || !again.UpdatedAt.Equal(at) ||
+		string(again.Handle) != `{"dir":"/x"}` || again.Env["A"] != "b" {
+		t.Fatalf("change lost, or more changed: %+v", again)
+	}
+	err = db.ChangeState(ctx, store.StateChange{ID: "abc", From: []lifecycle.State{lifecycle.Running}, To: lifecycle.Paused, At: at})
+	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), "is error, not running") {
+		t.Fatalf("change from a state it is not in: %v", err)
+	}
+	if err := db.ChangeState(ctx, store.StateChange{ID: "abc", From: []lifecycle.State{lifecycle.Error}, To: lifecycle.Running,
+		At: at, Handle: []byte(`{"dir":"/y"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// Timers, and nothing else.
+	if err := db.SetTimers(ctx, "abc", store.Timers{IdleTimeout: time.Minute, IdleAction: store.IdleStop, ExpiresAt: at.Add(time.Hour), At: at}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ = db.GetSandbox(ctx, "abc")
+	if string(again.Handle) != `{"dir":"/y"}` || again.State != lifecycle.Running || again.IdleTimeout != time.Minute ||
+		again.IdleAction != store.IdleStop || !again.ExpiresAt.Equal(at.Add(time.Hour)) {
+		t.Fatalf("after a new handle and timers: %+v", again)
 	}
 }
+
+// Of changes racing from one state, exactly one applies.
+func TestChangeStateRace(t *testing.T) {
+	db := openTest(t)
+	ctx := t.Context()
+	if err := db.CreateSandbox(ctx, sample("r")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			to := lifecycle.Paused
+			if i%2 == 1 {
+				to = lifecycle.Suspending
+			}
+			errs <- db.ChangeState(ctx, store.StateChange{ID: "r", From: []lifecycle.State{lifecycle.Running}, To: to, At: now()})
+		}()
+	}
+	applied := 0
+	for range n {
+		err := <-errs
+		switch {
+		case err == nil:
+			applied++
+		case !errors.Is(err, errdefs.ErrConflict):
+			t.Errorf("racing change: %v", err)
+		}
+	}
+	if applied != 1 {
+		t.Errorf("%d racing changes applied, want 1", applied)
+	}
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func TestSandboxErrors(t *testing.T) {
 	db := openTest(t)
@@ -77,7 +134,8 @@ func TestSandboxErrors(t *testing.T) {
 	}{
 		{"duplicate create", db.CreateSandbox(ctx, sample("a")), errdefs.ErrAlreadyExists},
 		{"get missing", func() error { _, err := db.GetSandbox(ctx, "nope"); return err }(), errdefs.ErrNotFound},
-		{"update missing", db.UpdateSandbox(ctx, sample("nope")), errdefs.ErrNotFound},
+		{"change state of missing", db.ChangeState(ctx, store.StateChange{ID: "nope", From: []lifecycle.State{lifecycle.Running}, To: lifecycle.Error}), errdefs.ErrNotFound},
+		{"set timers of missing", db.SetTimers(ctx, "nope", store.Timers{}), errdefs.ErrNotFound},
 		{"delete missing", db.DeleteSandbox(ctx, "nope"), errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,398 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// Create makes and starts a sandbox and returns it once its agent answers.
+// On failure nothing of it remains.
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := m.templates.Get(opts.Template)
+	if err != nil {
+		return nil, err
+	}
+	if opts.FromSnapshot != "" {
+		if info, err := m.templates.Info(opts.FromSnapshot); err != nil || info.Source != template.SourceSnapshot {
+			return nil, errdefs.InvalidArgument("%s is not a snapshot (hutch template ls shows their source)", opts.FromSnapshot)
+		}
+	}
+	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
+	be, err := m.backendFor(opts.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Volumes, err = m.volumeMounts(ctx, opts.Volumes); err != nil {
+		return nil, err
+	}
+	// A pool's sandboxes run already: files and volumes go in before the
+	// start, and a snapshot's memory is the start.
+	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
+		if sb, ok := m.takePooled(opts, be.Name()); ok {
+			if sb.version == tmpl.Version {
+				return m.adopt(ctx, sb, opts)
+			}
+			go m.destroyPooled(sb) // made before a rebuild
+		}
+	}
+	now := m.clock.Now().UTC()
+	rec := &store.Sandbox{
+		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
+		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
+		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
+		Volumes: opts.Volumes,
+	}
+	// Locked before anyone can know its ID: a Delete that finds it in a
+	// list waits for the create to end.
+	unlock, err := m.locks.lock(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+		return nil, err
+	}
+	log := m.log.With(attrSandbox, rec.ID, attrBackend, be.Name())
+	var h backend.Handle
+	made := false
+	defer func() {
+		if err == nil {
+			return
+		}
+		// The backend rolled back its part of a failed Create; what came
+		// after goes here, and the record with it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if made {
+			if derr := be.Destroy(cctx, h); derr != nil {
+				log.Error("roll back sandbox", "error", derr)
+			}
+		}
+		if derr := m.store.DeleteSandbox(cctx, rec.ID); derr != nil {
+			log.Error("drop record of failed sandbox", "error", derr)
+		}
+	}()
+
+	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
+	maps.Copy(spec.Files, opts.workspace)
+	if tmpl.MemoryRuntime == be.Name() {
+		spec.Restore = tmpl.Memory // a snapshot's processes go on
+	}
+	h, err = be.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
+	}
+	made = true
+	if err := m.transitionHandle(ctx, rec.ID, h.State, lifecycle.Running, "created", lifecycle.Creating); err != nil {
+		return nil, err
+	}
+	rec.Handle, rec.State, rec.StateReason = h.State, lifecycle.Running, "created"
+	m.setLive(newInstance(rec, be, h, m.clock))
+	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
+	return copyRecord(rec), nil
+}
+
+// adopt makes a pool sandbox the caller's: one insert into the store.
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*store.Sandbox, error) {
+	now := m.clock.Now().UTC()
+	rec := &store.Sandbox{
+		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: lifecycle.Running,
+		StateReason: "created", CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB,
+		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
+		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
+		ExpiresAt: now.Add(opts.MaxLifetime),
+	}
+	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+		go m.destroyPooled(sb)
+		return nil, err
+	}
+	inst := sb.inst
+	inst.mu.Lock()
+	inst.idleTimeout, inst.env, inst.lastActive = rec.IdleTimeout, rec.Env, m.clock.Now()
+	inst.mu.Unlock()
+	m.setLive(inst)
+	m.log.Info("sandbox created", attrSandbox, rec.ID, attrBackend, rec.Backend, "template", rec.Template, "from_pool", true)
+	return copyRecord(rec), nil
+}
+
+// Get returns a sandbox's record.
+func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
+	return m.store.GetSandbox(ctx, id)
+}
+
+// List returns every sandbox's record.
+func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
+	return m.store.ListSandboxes(ctx)
+}
+
+// Delete destroys a sandbox and forgets it, ending what runs in it. A
+// sandbox whose destruction fails stays listed in state error with the
+// reason.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	// Destruction must finish even if the caller goes away.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := m.transition(dctx, id, lifecycle.Deleting, "deleted", rec.State); err != nil {
+		return err
+	}
+	if inst := m.takeLive(id); inst != nil {
+		inst.close(true)
+	}
+	if be, ok := m.backends[rec.Backend]; ok {
+		h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+		if err := be.Destroy(dctx, h); err != nil {
+			m.mustTransition(dctx, id, lifecycle.Error, "delete failed: "+err.Error(), lifecycle.Deleting)
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
+	}
+	if err := m.store.DeleteSandbox(dctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	m.log.Info("sandbox deleted", attrSandbox, id)
+	return nil
+}
+
+// Stats reads what a running sandbox uses. Reading it is not activity: a
+// dashboard that polls stats does not keep a sandbox from its idle timeout.
+func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
+	inst := m.liveInstance(id)
+	if inst == nil {
+		return backend.Stats{}, m.notLive(ctx, id) // a suspended sandbox is not woken to be measured
+	}
+	return inst.backend.Stats(ctx, inst.handle)
+}
+
+// wakes are the states a call brings a sandbox back from by itself: a
+// suspended sandbox resumes, and one that failed starts again on its
+// files. A stopped one waits for a start.
+var wakes = []lifecycle.State{lifecycle.Suspended, lifecycle.Error}
+
+// acquire returns sandbox id running, thawed if it was paused and started
+// again if it was suspended or had failed, and counts a call in flight
+// until release is called: meanwhile the idle timer leaves it alone and a
+// suspend or stop is refused (a delete is not). Every call that needs a
+// sandbox's agent goes through here.
+func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, release func(), err error) {
+	for range 3 { // a sandbox halted between two looks is looked at again
+		if inst := m.liveInstance(id); inst != nil {
+			if !inst.hold(m.clock.Now()) {
+				// Being halted or deleted: wait for that to end.
+				unlock, err := m.locks.lock(ctx, id)
+				if err != nil {
+					return nil, nil, err
+				}
+				unlock()
+				continue
+			}
+			// A paused sandbox wakes for any call that needs it.
+			if err := m.thaw(ctx, inst, "woken by a call"); err != nil {
+				inst.release(m.clock.Now())
+				return nil, nil, err
+			}
+			return inst, func() { inst.release(m.clock.Now()) }, nil
+		}
+		rec, err := m.store.GetSandbox(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(wakes, rec.State) && !lifecycle.Transient(rec.State) {
+			return nil, nil, notRunning(rec)
+		}
+		if err := m.wake(ctx, id); err != nil {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, errdefs.Unavailable("sandbox %s keeps changing state; try again", id)
+}
+
+// wake resumes sandbox id if it is still in a state calls wake it from,
+// once: calls that come meanwhile wait for it.
+func (m *Manager) wake(ctx context.Context, id string) error {
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if m.liveInstance(id) != nil {
+		return nil // woken meanwhile
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	reason := "woken by a call"
+	switch rec.State {
+	case lifecycle.Suspended:
+	case lifecycle.Error:
+		reason = "started again by a call after an error: " + rec.StateReason
+	default:
+		return notRunning(rec)
+	}
+	_, err = m.resume(ctx, rec, reason)
+	return err
+}
+
+// notRunning is the error of a call to a sandbox that is not running.
+func notRunning(rec *store.Sandbox) error {
+	if rec.State == lifecycle.Stopped {
+		return errdefs.FailedPrecondition("sandbox %s is stopped%s: start it with POST /v1/sandboxes/%s/start (hutch start %s)",
+			rec.ID, reasonSuffix(rec.StateReason), rec.ID, rec.ID)
+	}
+	return errdefs.FailedPrecondition("sandbox %s is %s, not running%s", rec.ID, rec.State, reasonSuffix(rec.StateReason))
+}
+
+// notLive says why sandbox id is not live, without waking it.
+func (m *Manager) notLive(ctx context.Context, id string) error {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return notRunning(rec)
+}
+
+// lostAgent is what a call whose connection to the agent broke returns.
+// The agent is the sandbox's PID 1: when a fresh connection finds it gone,
+// the sandbox's container has ended, so the sandbox is marked error
+// (keeping its files: the next call starts it again) and the call says so.
+// When the agent answers, err stands.
+func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) error {
+	inst.agent.CloseIdleConnections()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	herr := inst.agent.Health(hctx)
+	cancel()
+	if herr == nil {
+		return err
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	unlock, lerr := m.locks.lock(lctx, inst.id)
+	if lerr != nil {
+		return err
+	}
+	defer unlock()
+	if !m.isLive(inst) {
+		// Halted, deleted or found lost meanwhile: its state says which.
+		if rec, gerr := m.store.GetSandbox(lctx, inst.id); gerr == nil && rec.State == lifecycle.Error {
+			return lostError(rec.ID, rec.StateReason)
+		}
+		return err
+	}
+	reason := m.endReason(lctx, inst, "its agent stopped answering while a call ran")
+	m.markLost(lctx, inst, reason)
+	return lostError(inst.id, reason)
+}
+
+// callErr is the error of a call to a sandbox the caller held (see
+// acquire): when the sandbox was deleted under it, that is what it says,
+// rather than how the agent's going away looked.
+func (m *Manager) callErr(ctx context.Context, inst *instance, err error) error {
+	if err == nil || m.isLive(inst) {
+		return err
+	}
+	rec, gerr := m.store.GetSandbox(context.WithoutCancel(ctx), inst.id)
+	if errors.Is(gerr, errdefs.ErrNotFound) || gerr == nil && rec.State == lifecycle.Deleting {
+		return errdefs.NotFound("sandbox %s was deleted while the call ran", inst.id)
+	}
+	return err
+}
+
+func lostError(id, reason string) error {
+	return errdefs.Unavailable("sandbox %s stopped: %s; its files are kept, and the next call starts it again", id, reason)
+}
+
+// endReason says what ended a live sandbox's container, as far as the
+// backend can tell; seen is what the caller saw.
+func (m *Manager) endReason(ctx context.Context, inst *instance, seen string) string {
+	if ex, ok := inst.backend.(backend.ExitReporter); ok {
+		if why, err := ex.Exited(ctx, inst.handle); err == nil && why != "" {
+			return why
+		}
+	}
+	return seen
+}
+
+// markLost records that a live sandbox's container ended by itself, says
+// why, and cleans up what is left of the container, keeping its files (a
+// start, or the next call, starts it again on them). The caller holds the
+// sandbox's lock.
+func (m *Manager) markLost(ctx context.Context, inst *instance, reason string) {
+	m.takeLive(inst.id)
+	inst.close(true)
+	m.mustTransition(ctx, inst.id, lifecycle.Error, reason, lifecycle.Running, lifecycle.Paused)
+	m.keepFiles(ctx, inst.backend, inst.handle)
+	m.log.Warn("sandbox stopped", attrSandbox, inst.id, "reason", reason)
+}
+
+// keepFiles removes a failed sandbox's container and unmounts its root,
+// keeping its directory and disk, as a stop does.
+func (m *Manager) keepFiles(ctx context.Context, be backend.Backend, h backend.Handle) {
+	suspender, ok := be.(backend.Suspender)
+	if !ok {
+		if err := be.Destroy(ctx, h); err != nil {
+			m.log.Error("clean up stopped sandbox", attrSandbox, h.ID, "error", err)
+		}
+		return
+	}
+	if err := suspender.Suspend(ctx, h, false); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Error("clean up stopped sandbox", attrSandbox, h.ID, "error", err)
+	}
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}
+
+// liveInstance returns sandbox id's running instance, or nil.
+func (m *Manager) liveInstance(id string) *instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+// setLive makes inst its sandbox's running instance.
+func (m *Manager) setLive(inst *instance) {
+	m.mu.Lock()
+	m.live[inst.id] = inst
+	m.mu.Unlock()
+}
+
+// takeLive removes sandbox id's running instance and returns it (nil if
+// none).
+func (m *Manager) takeLive(id string) *instance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	inst := m.live[id]
+	delete(m.live, id)
+	return inst
+}
+
+// isLive reports whether inst is still its sandbox's running instance.
+func (m *Manager) isLive(inst *instance) bool {
+	return m.liveInstance(inst.id) == inst
+}
