@@ -277,12 +277,19 @@ func (d *daemon) start() {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.Health(t.Context()); err == nil {
+			// Not t.Context(): cleanup starts a killed daemon again,
+			// after the test's context has ended.
+			hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err = c.Health(hctx)
+			cancel()
+			if err == nil {
 				d.client = c
 				return
 			}
 		}
 		if time.Now().After(deadline) {
+			_ = d.cmd.Process.Kill() // not left running when the test fails
+			_ = d.cmd.Wait()
 			b, _ := os.ReadFile(d.logPath)
 			t.Fatalf("daemon did not come up; log:\n%s", b)
 		}
