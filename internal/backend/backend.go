@@ -76,14 +76,17 @@ type Suspender interface {
 	Resume(ctx context.Context, h Handle, spec Spec) error
 }
 
-// ExitReporter says what ended a sandbox's container when it ended by
-// itself (killed from outside, by the host's OOM killer, a runtime crash):
-// the daemon records it as the reason the sandbox stopped.
-type ExitReporter interface {
-	// Exited says what ended the container of h, such as "its runtime
-	// process was killed by signal 9 (SIGKILL)"; "" when it cannot tell
-	// or the container still runs.
-	Exited(ctx context.Context, h Handle) (string, error)
+// Watcher tells when a sandbox's container ends by itself (killed from
+// outside, by the host's OOM killer, a runtime crash), so that the daemon
+// notices at once, not at the next call, and can say what it saw.
+type Watcher interface {
+	// Watch calls ended once, from a goroutine of its own, when the
+	// running container of h ends while ctx lasts, with what was seen
+	// ("its agent (pid 4242) was killed by signal 9 (SIGKILL)"). A
+	// Destroy or Suspend ends the container too: the caller ends the
+	// watch (ctx) first. Call it when the container runs (after Create,
+	// Resume or Recover).
+	Watch(ctx context.Context, h Handle, ended func(reason string)) error
 }
 
 // Snapshotter copies what a running sandbox changed into a root of its

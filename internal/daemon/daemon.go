@@ -27,6 +27,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/download"
+	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
@@ -94,9 +95,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	runc.StateRoot = cfg.stateRoot("runc")
 	gvisor := oci.GvisorConfig(besideExecutable(exe, cfg.Runsc))
 	gvisor.StateRoot = cfg.stateRoot("runsc")
+	// Sandboxes' processes that end by themselves are seen at once.
+	exits := procexit.New(ctx, log)
 	var backends []backend.Backend
 	for _, c := range []oci.Config{runc, gvisor} {
-		c.SandboxDir, c.Disks, c.AgentExe, c.Logger = cfg.sandboxDir(), disks, agent, log
+		c.SandboxDir, c.Disks, c.AgentExe, c.Logger, c.Exits = cfg.sandboxDir(), disks, agent, log, exits
 		backends = append(backends, oci.New(c))
 	}
 	unusable := map[string]string{}

@@ -24,7 +24,8 @@ type instance struct {
 	handle  backend.Handle
 
 	mu         sync.Mutex
-	paused     bool // frozen: calls thaw it first
+	stopWatch  func() // ends the backend's watch of its container
+	paused     bool   // frozen: calls thaw it first
 	closing    bool // being halted or deleted: no new calls
 	lastActive time.Time
 	running    int               // calls in flight (see hold)
@@ -116,4 +117,22 @@ func (i *instance) reopen() {
 	i.mu.Lock()
 	i.closing = false
 	i.mu.Unlock()
+}
+
+// setUnwatch keeps what ends the watch of the instance's container.
+func (i *instance) setUnwatch(stop func()) {
+	i.mu.Lock()
+	i.stopWatch = stop
+	i.mu.Unlock()
+}
+
+// unwatch ends the watch of the instance's container, if any.
+func (i *instance) unwatch() {
+	i.mu.Lock()
+	stop := i.stopWatch
+	i.stopWatch = nil
+	i.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }

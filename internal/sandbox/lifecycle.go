@@ -300,7 +300,7 @@ func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) erro
 		}
 		return err
 	}
-	reason := m.endReason(lctx, inst, "its agent stopped answering while a call ran")
+	reason := "its agent stopped answering while a call ran"
 	m.markLost(lctx, inst, reason)
 	return lostError(inst.id, reason)
 }
@@ -321,17 +321,6 @@ func (m *Manager) callErr(ctx context.Context, inst *instance, err error) error 
 
 func lostError(id, reason string) error {
 	return errdefs.Unavailable("sandbox %s stopped: %s; its files are kept, and the next call starts it again", id, reason)
-}
-
-// endReason says what ended a live sandbox's container, as far as the
-// backend can tell; seen is what the caller saw.
-func (m *Manager) endReason(ctx context.Context, inst *instance, seen string) string {
-	if ex, ok := inst.backend.(backend.ExitReporter); ok {
-		if why, err := ex.Exited(ctx, inst.handle); err == nil && why != "" {
-			return why
-		}
-	}
-	return seen
 }
 
 // markLost records that a live sandbox's container ended by itself, says
@@ -375,21 +364,60 @@ func (m *Manager) liveInstance(id string) *instance {
 	return m.live[id]
 }
 
-// setLive makes inst its sandbox's running instance.
+// setLive makes inst its sandbox's running instance, watched: when its
+// container ends by itself, the sandbox is marked at once (see ended).
 func (m *Manager) setLive(inst *instance) {
 	m.mu.Lock()
 	m.live[inst.id] = inst
 	m.mu.Unlock()
+	m.watch(inst, func(reason string) { m.ended(inst, reason) })
 }
 
-// takeLive removes sandbox id's running instance and returns it (nil if
-// none).
+// takeLive removes sandbox id's running instance, ending its watch, and
+// returns it (nil if none).
 func (m *Manager) takeLive(id string) *instance {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	inst := m.live[id]
 	delete(m.live, id)
+	m.mu.Unlock()
+	if inst != nil {
+		inst.unwatch()
+	}
 	return inst
+}
+
+// watch has the backend call ended when inst's container ends by itself,
+// until inst.unwatch. A backend that cannot watch leaves it to the next
+// call to find out (see lostAgent).
+func (m *Manager) watch(inst *instance, ended func(reason string)) {
+	w, ok := inst.backend.(backend.Watcher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := w.Watch(ctx, inst.handle, ended); err != nil {
+		cancel()
+		m.log.Warn("sandbox not watched: its end is found at the next call", attrSandbox, inst.id, "error", err)
+		return
+	}
+	inst.setUnwatch(cancel)
+}
+
+// ended marks a live sandbox whose container ended by itself, with what
+// was seen, unless it was halted or deleted meanwhile.
+func (m *Manager) ended(inst *instance, reason string) {
+	m.reaps.Add(1)
+	defer m.reaps.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	unlock, err := m.locks.lock(ctx, inst.id)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if m.isLive(inst) {
+		m.markLost(ctx, inst, reason)
+	}
 }
 
 // isLive reports whether inst is still its sandbox's running instance.

@@ -121,6 +121,9 @@ func (m *Manager) fillOne(ctx context.Context, key poolKey) {
 	keep := err == nil && !p.closed && m.isCurrent(key.template, sb.version)
 	if keep {
 		p.ready[key] = append(p.ready[key], sb)
+		// One that ends by itself meanwhile is replaced: the pool's
+		// counts say what can be handed over.
+		m.watch(sb.inst, func(reason string) { m.poolLost(key, sb, reason) })
 	}
 	if err != nil {
 		p.failed[key] = time.Now()
@@ -188,8 +191,26 @@ func (m *Manager) takePooled(opts CreateOptions, runtime string) (pooled, bool) 
 	}
 	sb := p.ready[key][0]
 	p.ready[key] = p.ready[key][1:]
+	sb.inst.unwatch() // the taker watches it as its own
 	time.AfterFunc(poolRefillDelay, p.wake)
 	return sb, true
+}
+
+// poolLost replaces a ready sandbox whose container ended by itself.
+func (m *Manager) poolLost(key poolKey, sb pooled, reason string) {
+	p := m.pool
+	p.mu.Lock()
+	i := slices.IndexFunc(p.ready[key], func(r pooled) bool { return r.id == sb.id })
+	if i >= 0 {
+		p.ready[key] = slices.Delete(p.ready[key], i, i+1)
+	}
+	p.mu.Unlock()
+	if i < 0 {
+		return // taken or destroyed meanwhile
+	}
+	m.log.Warn("warm pool: a ready sandbox stopped; replacing it", attrSandbox, sb.id, "reason", reason)
+	m.destroyPooled(sb)
+	p.wake()
 }
 
 // flushPool destroys the ready sandboxes of template that are not of its
@@ -279,6 +300,7 @@ func (m *Manager) drainPools() {
 }
 
 func (m *Manager) destroyPooled(sb pooled) {
+	sb.inst.unwatch()
 	sb.inst.close(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

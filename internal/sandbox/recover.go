@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
@@ -93,7 +95,6 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		// Frozen, its agent answers nothing: found is enough.
 		inst := newInstance(rec, be, h, m.clock)
 		if err := be.Recover(ctx, h); err != nil {
-			m.setLive(inst)
 			m.markLost(ctx, inst, "its container stopped while the daemon was down")
 			return nil
 		}
@@ -117,8 +118,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			reason = "its agent did not answer after a daemon restart"
 		}
-		m.setLive(inst)
-		m.markLost(ctx, inst, m.endReason(ctx, inst, reason))
+		m.markLost(ctx, inst, reason)
 		return nil
 	}
 	return nil
@@ -266,11 +266,15 @@ func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 // Close destroys the warm pools' sandboxes and drops agent connections.
 // Users' sandboxes keep running: the next daemon recovers them.
 func (m *Manager) Close() {
+	m.mu.Lock()
+	live := slices.Collect(maps.Values(m.live))
+	m.mu.Unlock()
+	for _, inst := range live {
+		inst.unwatch() // the next daemon watches them
+	}
 	m.reaps.Wait()
 	m.drainPools()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, inst := range m.live {
+	for _, inst := range live {
 		inst.agent.CloseIdleConnections()
 	}
 }

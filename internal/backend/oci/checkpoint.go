@@ -93,7 +93,7 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	defer logFile.Close()
 	// The runtime's output goes to the log: restore --detach hands its
 	// stdio to the sandbox, so no pipe may tie it to us.
-	cmd := r.command(ctx, "restore", "--detach", "--image-path", image, "--bundle", layer.dir, containerID(h.ID))
+	cmd := r.command(ctx, "restore", "--detach", "--image-path", image, "--bundle", layer.dir, "--pid-file", layer.pidFile(), containerID(h.ID))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s restore: %w%s", r.cfg.Name, err, tailOf(filepath.Join(layer.dir, "agent.log")))

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/mountinfo"
+	"github.com/hutchdev/hutch/internal/procexit"
 )
 
 var (
@@ -96,6 +97,9 @@ type Config struct {
 	// every daemon on the host (DefaultIDRegistry when empty; see
 	// idranges.go).
 	IDRegistry string
+	// Exits sees sandboxes' processes end (see Watch); nil: Watch is not
+	// offered.
+	Exits *procexit.Watcher
 	Logger     *slog.Logger
 }
 
@@ -267,7 +271,7 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	defer logFile.Close()
 	// run -d: the container outlives this call and this daemon. Its stdio is
 	// the log file, so no pipe ties it to us.
-	flags := []string{"run", "--detach", "--bundle", dir}
+	flags := []string{"run", "--detach", "--bundle", dir, "--pid-file", layer.pidFile()}
 	var listener *os.File
 	if !r.cfg.AgentListens {
 		if listener, err = listenAgent(layer.socket); err != nil {
