@@ -26,7 +26,7 @@ type instance struct {
 	mu         sync.Mutex
 	stopWatch  func() // ends the backend's watch of its container
 	paused     bool   // frozen: calls thaw it first
-	closing    bool // being halted or deleted: no new calls
+	closing    bool   // being halted or deleted: no new calls
 	lastActive time.Time
 	running    int               // calls in flight (see hold)
 	limitHits  backend.LimitHits // limit hits already put down to a command

@@ -99,8 +99,8 @@ type Config struct {
 	IDRegistry string
 	// Exits sees sandboxes' processes end (see Watch); nil: Watch is not
 	// offered.
-	Exits *procexit.Watcher
-	Logger     *slog.Logger
+	Exits  *procexit.Watcher
+	Logger *slog.Logger
 }
 
 // Runtime is a backend.Backend driving an OCI runtime binary.
