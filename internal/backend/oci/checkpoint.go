@@ -102,6 +102,9 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	if err := layer.unmountIDMapped(); err != nil {
 		return err
 	}
+	if err := r.afterStart(layer); err != nil {
+		return err
+	}
 	if err := r.relisten(ctx, h); err != nil {
 		return err
 	}

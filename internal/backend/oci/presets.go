@@ -27,6 +27,7 @@ func GvisorConfig(binary string) Config {
 		Checkpoints:           true,
 		MountsTmpfsAtTmp:      true,
 		KernelCountsProcesses: true,
+		StubsTakeOOMKills:     true,
 		OwnNetwork:            true,
 		SeccompErrnoIsEPERM:   true,
 	}

@@ -56,6 +56,10 @@ type Config struct {
 	// makes the socket and the runtime hands it over (see listenAgent).
 	// gVisor needs it: it cannot accept on a host socket handed in.
 	AgentListens bool
+	// StubsTakeOOMKills means the runtime is gVisor on systrap, whose
+	// host OOM kills are steered to the process that caused them, not
+	// the sandbox's kernel (see oom.go).
+	StubsTakeOOMKills bool
 	// KernelCountsProcesses means the runtime is a kernel of its own
 	// (gVisor) whose host tasks are not the sandbox's processes: the process
 	// limit is then RLIMIT_NPROC inside, and the cgroup's pids limit leaves
@@ -294,6 +298,9 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	if err := layer.unmountIDMapped(); err != nil {
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
+	if err := r.afterStart(layer); err != nil {
+		return fmt.Errorf("sandbox %s: %w", s.ID, err)
+	}
 	if r.cfg.AgentListens {
 		if err := r.waitAgent(ctx, h); err != nil {
 			return err
@@ -302,6 +309,19 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	r.log.Debug("sandbox started", "sandbox_id", s.ID,
 		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "agent", time.Since(ran))
 	return nil
+}
+
+// afterStart does what a sandbox's container needs once its runtime has
+// started (or restored) it, before the first command.
+func (r *Runtime) afterStart(layer sandboxLayout) error {
+	if !r.cfg.StubsTakeOOMKills {
+		return nil
+	}
+	pid, err := readPid(layer.pidFile())
+	if err != nil {
+		return err
+	}
+	return steerOOM(pid)
 }
 
 // writeBundle writes the bundle's config.json for a sandbox whose root is

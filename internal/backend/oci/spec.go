@@ -103,7 +103,11 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 
 	var res specs.LinuxResources
 	if s.Limits.MemoryBytes > 0 {
-		res.Memory = &specs.LinuxMemory{Limit: &s.Limits.MemoryBytes}
+		limit := s.Limits.MemoryBytes
+		if c.StubsTakeOOMKills {
+			limit += gvisorMemoryHeadroom // gVisor's own (see oom.go)
+		}
+		res.Memory = &specs.LinuxMemory{Limit: &limit}
 	}
 	if s.Limits.CPUs > 0 {
 		quota := int64(math.Round(s.Limits.CPUs * cpuPeriod))
@@ -143,6 +147,7 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 			},
 			NoNewPrivileges: true,
 			Rlimits:         rlimits,
+			OOMScoreAdj:     oomScoreAdj(c),
 		},
 		Mounts: mounts,
 		Linux: &specs.Linux{
@@ -169,4 +174,15 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 		spec.Linux.UIDMappings, spec.Linux.GIDMappings = ns.ids.spec(), ns.ids.spec()
 	}
 	return spec
+}
+
+// oomScoreAdj is the score the runtime gives the sandbox's own processes:
+// gVisor's kernel and gofer are kept out of the host OOM killer's reach
+// where the daemon may do so (see oom.go); otherwise the runtime's default.
+func oomScoreAdj(c Config) *int {
+	if !c.StubsTakeOOMKills || !mayLowerOOMScores() {
+		return nil
+	}
+	adj := -1000
+	return &adj
 }

@@ -35,6 +35,9 @@ func (r *Runtime) Stats(ctx context.Context, h backend.Handle) (backend.Stats, e
 	if err != nil {
 		return st, fmt.Errorf("read cgroups of sandbox %s: %w", h.ID, err)
 	}
+	if r.cfg.StubsTakeOOMKills && st.MemoryLimit > gvisorMemoryHeadroom {
+		st.MemoryLimit -= gvisorMemoryHeadroom // the sandbox's, not gVisor's own (see oom.go)
+	}
 	if st.DiskUsedBytes, err = disk.Used(r.layout(h.ID).disk); err != nil {
 		return st, fmt.Errorf("size the writable layer of sandbox %s: %w", h.ID, err)
 	}

@@ -33,13 +33,9 @@ func (r *Runtime) Watch(ctx context.Context, h backend.Handle, ended func(reason
 	if !validID(h.ID) {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
-	b, err := os.ReadFile(r.layout(h.ID).pidFile()) // #nosec G304 -- a file in a sandbox directory Hutch made
+	pid, err := readPid(r.layout(h.ID).pidFile())
 	if err != nil {
 		return fmt.Errorf("watch sandbox %s: %w", h.ID, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("watch sandbox %s: bad pid file %q", h.ID, b)
 	}
 	// The pid is this sandbox's process while that process is in the
 	// sandbox's cgroup: a pid is another process's once its own has gone.

@@ -1,0 +1,127 @@
+package oci
+
+// Out of memory under gVisor.
+//
+// gVisor's kernel has no OOM killer of its own and does not enforce memory
+// cgroup limits inside (its cgroupfs memory.limit_in_bytes is stored, never
+// checked; google/gvisor#1967). The limit is the host's, on the cgroup of
+// the whole gVisor sandbox: left alone, the host's OOM killer picks the
+// biggest process there, the gVisor kernel (the "sentry"), and one process
+// over the limit ends the sandbox.
+//
+// Under the systrap platform each address space inside (each process) has
+// a host "stub" process, and gVisor kills only that process (SIGKILL) when
+// its stub dies (pkg/sentry/kernel/task_run.go, ContextStateUnexpectedDeath).
+// So the host's OOM killer is steered to stubs: every stub is forked from
+// one "source" stub, the sentry's child that has no children of its own,
+// and inherits its oom_score_adj; raised to 1000 right after the sandbox
+// starts (before any command), every process started later is a victim
+// before the sentry, while the agent's stub, made before, keeps its score.
+// The process dies with 137, the sandbox goes on, and the cgroup's oom_kill
+// count goes up by one, which is how a command's OOM kill is told under
+// runc too (see the Manager's blameLimits).
+//
+// Where the daemon may lower scores (CAP_SYS_RESOURCE, which some hosts'
+// root lacks: runsc then fails to start), the sentry and gofer are also
+// put out of the OOM killer's reach (-1000), which covers the case stubs
+// cannot: memory the sentry itself holds (tmpfs). And the host limit has
+// headroom over the sandbox's (gvisorMemoryHeadroom): gVisor's kernel, its
+// stubs and page tables are charged there too (about 14 MiB idle, a few
+// more per process), so that a process gets about the limit it was given,
+// as under runc. Measured on this project's hosts with bin/runsc: each of a
+// 400 MiB bytearray, a gradual grower, four parallel 60 MiB allocations, a
+// 400 MiB memset and a MAP_POPULATE of 400 MiB under a 128 MiB limit ended
+// only its own process.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// gvisorMemoryHeadroom is what the host limit of a gVisor sandbox has over
+// the sandbox's memory limit.
+const gvisorMemoryHeadroom = 64 << 20
+
+// steerOOM raises the oom_score_adj of the systrap stub source of the
+// gVisor sandbox whose sentry is pid, so that the processes started from
+// now on are the host's OOM victims before the sentry (see above).
+func steerOOM(pid int) error {
+	children, err := childrenOf(pid)
+	if err != nil {
+		return fmt.Errorf("find gVisor's stub processes: %w", err)
+	}
+	steered := 0
+	for _, c := range children {
+		grand, err := childrenOf(c)
+		if err != nil || len(grand) > 0 {
+			continue // gone, or a stub in use (its threads are its children)
+		}
+		path := filepath.Join("/proc", strconv.Itoa(c), "oom_score_adj")
+		if err := os.WriteFile(path, []byte("1000"), 0); err != nil {
+			return fmt.Errorf("raise the OOM score of gVisor's stub source %d: %w", c, err)
+		}
+		steered++
+	}
+	if steered == 0 {
+		return errors.New("gVisor's stub source process was not found: an out-of-memory process may end the whole sandbox")
+	}
+	return nil
+}
+
+// childrenOf lists the children of every thread of process pid.
+func childrenOf(pid int) ([]int, error) {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+	if err != nil || len(tasks) == 0 {
+		return nil, fmt.Errorf("process %d has no tasks", pid)
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(t) // #nosec G304 -- a /proc path built from a pid
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// mayLowerOOMScores reports whether this process has CAP_SYS_RESOURCE,
+// which a negative oom_score_adj needs.
+func mayLowerOOMScores() bool {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if hex, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			const capSysResource = 24
+			return err == nil && caps&(1<<capSysResource) != 0
+		}
+	}
+	return false
+}
+
+// readPid reads a pid file the runtime wrote.
+func readPid(path string) (int, error) {
+	b, err := os.ReadFile(path) // #nosec G304 -- a file in a sandbox directory Hutch made
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("bad pid file %s: %q", path, b)
+	}
+	return pid, nil
+}
