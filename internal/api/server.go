@@ -47,61 +47,80 @@ func New(cfg Config) *Server {
 	return &Server{m: cfg.Manager, key: cfg.APIKey, version: cfg.Version, log: log}
 }
 
+// mcpPath is where the MCP server answers (streamable HTTP).
+const mcpPath = "/mcp"
+
+// route is one endpoint: a ServeMux pattern ("METHOD /path") and its
+// handler. api/openapi.yaml describes each (see TestRoutesMatchOpenAPI).
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes are the REST API's endpoints.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /v1/health", s.health},
+		{"GET /v1/openapi.yaml", s.openapi},
+		{"POST /v1/sandboxes", s.createSandbox},
+		{"GET /v1/sandboxes", s.listSandboxes},
+		{"GET /v1/sandboxes/{id}", s.getSandbox},
+		{"DELETE /v1/sandboxes/{id}", s.deleteSandbox},
+		{"PATCH /v1/sandboxes/{id}", s.updateSandbox},
+		{"GET /v1/sandboxes/{id}/stats", s.sandboxStats},
+		{"POST /v1/sandboxes/{id}/pause", s.pauseSandbox},
+		{"POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox},
+		{"POST /v1/sandboxes/{id}/suspend", s.suspendSandbox},
+		{"POST /v1/sandboxes/{id}/resume", s.resumeSandbox},
+		{"POST /v1/sandboxes/{id}/stop", s.stopSandbox},
+		{"POST /v1/sandboxes/{id}/start", s.resumeSandbox},
+		{"GET /v1/sandboxes/{id}/activity", s.sandboxActivity},
+		{"POST /v1/sandboxes/{id}/snapshot", s.snapshotSandbox},
+		{"POST /v1/sandboxes/{id}/fork", s.forkSandbox},
+		{"POST /v1/sandboxes/{id}/processes", s.startProcess},
+		{"GET /v1/sandboxes/{id}/processes", s.listProcesses},
+		{"GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs},
+		{"POST /v1/sandboxes/{id}/processes/{name}/signal", s.signalProcess},
+		{"POST /v1/sandboxes/{id}/processes/{name}/restart", s.restartProcess},
+		{"DELETE /v1/sandboxes/{id}/processes/{name}", s.deleteProcess},
+		{"POST /v1/sandboxes/{id}/exec", s.exec},
+		{"POST /v1/sandboxes/{id}/code", s.runCode},
+		{"GET /v1/sandboxes/{id}/files", s.readFile},
+		{"PUT /v1/sandboxes/{id}/files", s.writeFile},
+		{"DELETE /v1/sandboxes/{id}/files", s.removeFile},
+		{"GET /v1/sandboxes/{id}/files/stat", s.statFile},
+		{"GET /v1/sandboxes/{id}/files/list", s.listFiles},
+		{"POST /v1/sandboxes/{id}/files/mkdir", s.makeDir},
+		{"POST /v1/sandboxes/{id}/files/move", s.moveFile},
+		{"POST /v1/sandboxes/{id}/files/upload", s.uploadFiles},
+		{"GET /v1/tools", s.listTools},
+		{"POST /v1/keys", s.createAPIKey},
+		{"GET /v1/keys", s.listAPIKeys},
+		{"DELETE /v1/keys/{name}", s.deleteAPIKey},
+		{"POST /v1/sandboxes/{id}/tools/{name}", s.runTool},
+		{"GET /v1/downloads/{token}", s.download},
+		{"POST /v1/volumes", s.createVolume},
+		{"GET /v1/volumes", s.listVolumes},
+		{"DELETE /v1/volumes/{name}", s.deleteVolume},
+		{"GET /v1/templates", s.listTemplates},
+		{"POST /v1/templates", s.buildTemplate},
+		{"GET /v1/templates/{name}", s.getTemplate},
+		{"DELETE /v1/templates/{name}", s.deleteTemplate},
+		{"POST /v1/templates/{name}/import", s.importTemplate},
+	}
+}
+
 // Handler returns the API. With requireKey every request must carry the API
 // key (TCP); without, the caller is trusted (the root-only unix socket).
 func (s *Server) Handler(requireKey bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", s.health)
-	mux.HandleFunc("GET /v1/openapi.yaml", s.openapi)
-	mux.HandleFunc("POST /v1/sandboxes", s.createSandbox)
-	mux.HandleFunc("GET /v1/sandboxes", s.listSandboxes)
-	mux.HandleFunc("GET /v1/sandboxes/{id}", s.getSandbox)
-	mux.HandleFunc("DELETE /v1/sandboxes/{id}", s.deleteSandbox)
-	mux.HandleFunc("PATCH /v1/sandboxes/{id}", s.updateSandbox)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", s.sandboxStats)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/pause", s.pauseSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/suspend", s.suspendSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/resume", s.resumeSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/stop", s.stopSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/start", s.resumeSandbox)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/activity", s.sandboxActivity)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.snapshotSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/fork", s.forkSandbox)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/processes", s.startProcess)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/processes", s.listProcesses)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/processes/{name}/signal", s.signalProcess)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/processes/{name}/restart", s.restartProcess)
-	mux.HandleFunc("DELETE /v1/sandboxes/{id}/processes/{name}", s.deleteProcess)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", s.exec)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/code", s.runCode)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/files", s.readFile)
-	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", s.writeFile)
-	mux.HandleFunc("DELETE /v1/sandboxes/{id}/files", s.removeFile)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/files/stat", s.statFile)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/files/list", s.listFiles)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/files/mkdir", s.makeDir)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/files/move", s.moveFile)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/files/upload", s.uploadFiles)
-	mux.HandleFunc("GET /v1/tools", s.listTools)
-	mux.HandleFunc("POST /v1/keys", s.createAPIKey)
-	mux.HandleFunc("GET /v1/keys", s.listAPIKeys)
-	mux.HandleFunc("DELETE /v1/keys/{name}", s.deleteAPIKey)
-	mux.HandleFunc("POST /v1/sandboxes/{id}/tools/{name}", s.runTool)
-	mux.HandleFunc("GET /v1/downloads/{token}", s.download)
-	mux.HandleFunc("POST /v1/volumes", s.createVolume)
-	mux.HandleFunc("GET /v1/volumes", s.listVolumes)
-	mux.HandleFunc("DELETE /v1/volumes/{name}", s.deleteVolume)
-	mux.HandleFunc("GET /v1/templates", s.listTemplates)
-	mux.HandleFunc("POST /v1/templates", s.buildTemplate)
-	mux.HandleFunc("GET /v1/templates/{name}", s.getTemplate)
-	mux.HandleFunc("DELETE /v1/templates/{name}", s.deleteTemplate)
-	mux.HandleFunc("POST /v1/templates/{name}/import", s.importTemplate)
+	for _, r := range s.routes() {
+		mux.HandleFunc(r.pattern, r.handler)
+	}
 	if h, err := s.mcpHandler(); err != nil {
 		s.log.Error("MCP at /mcp is off", "error", err)
 	} else {
-		mux.Handle("/mcp", h)
+		mux.Handle(mcpPath, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
