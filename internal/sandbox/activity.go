@@ -55,7 +55,7 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 		}
 		return a, nil
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	inst.mu.Lock()
 	a.LastActivity = inst.lastActive
 	running, cpu, paused := inst.running, inst.cpuShare, inst.paused

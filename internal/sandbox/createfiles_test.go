@@ -47,6 +47,7 @@ func tarOf(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
 }
 
 func TestWorkspaceFilesFromTar(t *testing.T) {
+	t.Parallel()
 	ws := template.Workspace
 	user := func(f backend.File) backend.File { f.UID, f.GID = template.UserUID, template.UserGID; return f }
 	dir := user(backend.File{Dir: true, Mode: 0o755})
@@ -87,6 +88,7 @@ func TestWorkspaceFilesFromTar(t *testing.T) {
 }
 
 func TestWorkspaceFilesRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		files map[string]string

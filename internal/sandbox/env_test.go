@@ -7,6 +7,7 @@ import (
 )
 
 func TestValidEnvName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]bool{
 		"PATH": true, "_x": true, "a1_B2": true, "x": true,
 		"": false, "1A": false, "A-B": false, "A B": false, "A=B": false, "É": false,

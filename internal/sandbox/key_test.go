@@ -12,6 +12,7 @@ import (
 // A key's sandbox is made once, found again (woken if suspended), by one
 // caller at a time, and made anew once deleted.
 func TestOpenByKey(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	first, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})

@@ -110,6 +110,9 @@ type Manager struct {
 	live    map[string]*instance // sandboxes with a running container
 	reaping map[string]bool      // idle sandboxes being suspended or deleted
 	reaps   sync.WaitGroup       // of those, for Close
+	// lastExpiry is when tick last looked for ended lifetimes (Run's
+	// goroutine only).
+	lastExpiry time.Time
 }
 
 // New returns a Manager. Call Recover before serving and Run for the timers.

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -118,17 +117,6 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 	return slices.Contains(ids, id)
 }
 
-// runTimers runs the Manager's timers (Run) until the test ends.
-func (d *testDaemon) runTimers(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-}
-
 func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
 	t.Helper()
 	sb, err := d.m.Create(t.Context(), opts)
@@ -139,6 +127,7 @@ func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
 }
 
 func TestCreateExecDelete(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
@@ -191,6 +180,7 @@ func TestCreateExecDelete(t *testing.T) {
 // the next call, marked error, and keeps its files: the call after starts
 // it again on them, saying so.
 func TestDeadSandboxKeepsItsFiles(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	sb := d.create(t, CreateOptions{})
 	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
@@ -227,6 +217,7 @@ func TestDeadSandboxKeepsItsFiles(t *testing.T) {
 // that stopped meanwhile, and removes what a crash left half-made or
 // unrecorded.
 func TestRecoverAfterRestart(t *testing.T) {
+	t.Parallel()
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
@@ -285,57 +276,56 @@ func TestRecoverAfterRestart(t *testing.T) {
 }
 
 func TestIdleSandboxIsDeleted(t *testing.T) {
-	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	d.runTimers(t)
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleDelete})
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := d.m.Get(t.Context(), sb.ID); errors.Is(err, errdefs.ErrNotFound) {
-			if d.listed(t, sb.ID) {
-				t.Error("the backend still has the idle sandbox after its record went")
-			}
-			return
-		}
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
+	sb := d.create(t, CreateOptions{IdleTimeout: time.Minute, IdleAction: store.IdleDelete})
+	d.tickAfter(t, clock, 59*time.Second)
+	if _, err := d.m.Get(t.Context(), sb.ID); err != nil {
+		t.Fatalf("a sandbox idle for 59 s of its minute: %v", err)
 	}
-	t.Fatal("a sandbox idle for 1 s was not deleted within 5 s")
+	d.tickAfter(t, clock, time.Second)
+	if _, err := d.m.Get(t.Context(), sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a sandbox idle for its minute: %v, want deleted", err)
+	}
+	if d.listed(t, sb.ID) {
+		t.Error("the backend still has the idle sandbox after its record went")
+	}
 }
 
 // By default an idle sandbox is suspended, on time, and a running command
 // keeps it awake.
 func TestIdleSandboxIsSuspended(t *testing.T) {
-	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	d.runTimers(t)
-	busy := d.create(t, CreateOptions{IdleTimeout: time.Second})
-	idle := d.create(t, CreateOptions{IdleTimeout: time.Second})
-	created := time.Now()
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
+	busy := d.create(t, CreateOptions{IdleTimeout: time.Minute})
+	idle := d.create(t, CreateOptions{IdleTimeout: time.Minute})
 	slept := make(chan error, 1)
 	go func() {
-		_, _, err := d.exec(t, busy.ID, ExecRequest{Command: "sleep 3"})
+		_, _, err := d.exec(t, busy.ID, ExecRequest{Command: "while [ ! -e release ]; do sleep 0.05; done"})
 		slept <- err
 	}()
-	for {
-		got, err := d.m.Get(t.Context(), idle.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.State == lifecycle.Suspended {
-			// Suspended is recorded once the backend is done: the fake's
-			// agent stops gracefully, which takes a moment (seconds under
-			// the race detector).
-			if after := time.Since(created); after < time.Second || after > 4500*time.Millisecond {
-				t.Errorf("suspended %v after its last call, want 1 s and the time to stop", after)
-			}
-			if got.StateReason != "idle for 1s" {
-				t.Errorf("reason %q", got.StateReason)
-			}
-			break
-		}
-		if time.Since(created) > 6*time.Second {
-			t.Fatal("a sandbox idle for 1 s was not suspended within 6 s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	waitFor(t, "the command to run", func() bool {
+		inst := d.m.liveInstance(busy.ID)
+		inst.mu.Lock()
+		defer inst.mu.Unlock()
+		return inst.running == 1
+	})
+	d.tickAfter(t, clock, 59*time.Second)
+	if got, _ := d.m.Get(t.Context(), idle.ID); got.State != lifecycle.Running {
+		t.Fatalf("idle for 59 s of its minute: %s", got.State)
+	}
+	d.tickAfter(t, clock, time.Second)
+	got, err := d.m.Get(t.Context(), idle.ID)
+	if err != nil || got.State != lifecycle.Suspended || got.StateReason != "idle for 1m0s" {
+		t.Fatalf("idle for its minute: %+v, %v; want suspended, idle for 1m0s", got, err)
 	}
 	if got, _ := d.m.Get(t.Context(), busy.ID); got.State != lifecycle.Running {
-		t.Errorf("the sandbox running sleep 3 is %s", got.State)
+		t.Errorf("the sandbox running a command is %s", got.State)
+	}
+	if _, _, err := d.exec(t, busy.ID, ExecRequest{Command: "touch release"}); err != nil {
+		t.Fatal(err)
 	}
 	if err := <-slept; err != nil {
 		t.Errorf("the long command: %v", err)

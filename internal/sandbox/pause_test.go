@@ -16,6 +16,7 @@ import (
 // A paused sandbox is frozen until a call needs it, survives a daemon
 // restart paused, and can be deleted.
 func TestPauseAndWake(t *testing.T) {
+	t.Parallel()
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
@@ -64,6 +65,7 @@ func TestPauseAndWake(t *testing.T) {
 // A suspended sandbox keeps its files, wakes for the next call (not for
 // stats), stays suspended across a daemon restart, and can be deleted.
 func TestSuspendAndResume(t *testing.T) {
+	t.Parallel()
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
@@ -117,6 +119,7 @@ func TestSuspendAndResume(t *testing.T) {
 // A daemon killed in the middle of a suspend finishes it when it starts
 // again: the sandbox is wholly suspended, and wakes with its files.
 func TestSuspendFinishedAfterRestart(t *testing.T) {
+	t.Parallel()
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
@@ -150,6 +153,7 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 // wholly suspended sandbox that the next call wakes with its files: both
 // when the runtime had started it again and when it had not begun.
 func TestResumeInterruptedByRestart(t *testing.T) {
+	t.Parallel()
 	for _, started := range []bool{true, false} {
 		t.Run(map[bool]string{true: "runtime started", false: "nothing started"}[started], func(t *testing.T) {
 			state := newDaemonState(t)
@@ -205,15 +209,15 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 // A sandbox is deleted at the end of its max lifetime, suspended or not;
 // a keepalive moves the end.
 func TestMaxLifetime(t *testing.T) {
-	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	d.runTimers(t)
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
-	created := time.Now()
-	running := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
-	suspended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
-	extended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Second})
-	if got := running.ExpiresAt.Sub(running.CreatedAt); got != 2*time.Second {
-		t.Errorf("expires %v after its creation, want 2s", got)
+	running := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
+	suspended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
+	extended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
+	if got := running.ExpiresAt.Sub(running.CreatedAt); got != 2*time.Minute {
+		t.Errorf("expires %v after its creation, want 2m", got)
 	}
 	if _, err := d.m.Suspend(ctx, suspended.ID, "suspended by request"); err != nil {
 		t.Fatal(err)
@@ -221,17 +225,20 @@ func TestMaxLifetime(t *testing.T) {
 	if _, err := d.m.Keepalive(ctx, extended.ID, 0, "", time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	d.tickAfter(t, clock, 2*time.Minute-time.Second)
+	for _, id := range []string{running.ID, suspended.ID, extended.ID} {
+		if _, err := d.m.Get(ctx, id); err != nil {
+			t.Errorf("a second before its max lifetime: %v", err)
+		}
+	}
+	d.tickAfter(t, clock, time.Second)
 	for _, id := range []string{running.ID, suspended.ID} {
-		waitFor(t, "the expired sandbox to go", func() bool {
-			_, err := d.m.Get(ctx, id)
-			return errors.Is(err, errdefs.ErrNotFound)
-		})
-	}
-	if after := time.Since(created); after < 2*time.Second {
-		t.Errorf("deleted %v after its creation, before its max lifetime of 2 s", after)
-	}
-	if d.listed(t, running.ID) || d.listed(t, suspended.ID) {
-		t.Error("the backend still has an expired sandbox")
+		if _, err := d.m.Get(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("at its max lifetime: %v, want deleted", err)
+		}
+		if d.listed(t, id) {
+			t.Error("the backend still has an expired sandbox")
+		}
 	}
 	if got, err := d.m.Get(ctx, extended.ID); err != nil || got.State != lifecycle.Running {
 		t.Errorf("the sandbox whose lifetime was extended: %+v, %v", got, err)
@@ -242,19 +249,20 @@ func TestMaxLifetime(t *testing.T) {
 }
 
 // A keepalive sets a new idle timeout from now: a sandbox whose 1 s
-// timeout became an hour is not suspended.
+// timeout became an hour is not suspended a minute later.
 func TestKeepalive(t *testing.T) {
-	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	d.runTimers(t)
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
 	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete, 0)
 	if err != nil || rec.IdleTimeout != time.Hour || rec.IdleAction != store.IdleDelete {
 		t.Fatalf("Keepalive: %+v, %v", rec, err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	d.tickAfter(t, clock, time.Minute)
 	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Running {
-		t.Errorf("1.5 s after a keepalive of an hour: %+v, %v", got, err)
+		t.Errorf("a minute after a keepalive of an hour: %+v, %v", got, err)
 	}
 	for _, bad := range []struct {
 		timeout  time.Duration
@@ -276,8 +284,9 @@ func TestKeepalive(t *testing.T) {
 // one can be stopped, a restart finishes a stop cut short, and a key
 // starts the stopped sandbox it names.
 func TestStopAndStart(t *testing.T) {
+	t.Parallel()
 	state := newDaemonState(t)
-	d := state.start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	d := state.start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Key: "conversation-1"})
 	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
@@ -334,7 +343,8 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.stop(t)
-	d = state.start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
+	clock := newFakeClock()
+	d = state.start(t, withClock(clock))
 	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Stopped {
 		t.Fatalf("after a restart mid-stop: %+v, %v; want stopped", got, err)
 	}
@@ -343,16 +353,10 @@ func TestStopAndStart(t *testing.T) {
 	}
 
 	// The idle timer stops a sandbox whose idle action is stop.
-	d.runTimers(t)
 	idle := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleStop})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, err := d.m.Get(ctx, idle.ID)
-		if err == nil && got.State == lifecycle.Stopped && got.StateReason == "idle for 1s" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a sandbox idle for 1 s with idle action stop: %+v, %v; want stopped within 5 s", got, err)
-		}
+	d.tickAfter(t, clock, time.Second)
+	if got, err := d.m.Get(ctx, idle.ID); err != nil || got.State != lifecycle.Stopped || got.StateReason != "idle for 1s" {
+		t.Fatalf("a sandbox idle for 1 s with idle action stop: %+v, %v; want stopped, idle for 1s", got, err)
 	}
 	if err := d.m.Delete(ctx, idle.ID); err != nil {
 		t.Fatal(err)

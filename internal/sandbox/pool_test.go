@@ -29,6 +29,7 @@ func waitPool(t *testing.T, d *testDaemon) []string {
 }
 
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t, func(c *Config) {
 		c.Pools = []PoolSpec{{Template: "host", Size: 2}}
 		c.ReapInterval = 50 * time.Millisecond

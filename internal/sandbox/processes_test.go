@@ -46,8 +46,9 @@ func (d *testDaemon) processes(t *testing.T, id string) map[string]ProcessInfo {
 // the idle timeout, is started again by a resume, and can be signalled,
 // restarted and deleted.
 func TestBackgroundProcesses(t *testing.T) {
-	d := newDaemonState(t).start(t, func(c *Config) { c.ReapInterval = 20 * time.Millisecond })
-	d.runTimers(t)
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
 	workspace := d.backend.Root(sb.ID) + template.Workspace
@@ -68,7 +69,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	}
 
 	// Past its idle timeout, the sandbox stays awake while the process runs.
-	time.Sleep(2500 * time.Millisecond)
+	d.tickAfter(t, clock, 2*time.Second)
 	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Running {
 		t.Fatalf("a sandbox running a background process is %s (%s)", got.State, got.StateReason)
 	}
@@ -114,16 +115,17 @@ func TestBackgroundProcesses(t *testing.T) {
 	if procs := d.processes(t, sb.ID); len(procs) != 0 {
 		t.Errorf("after delete: %+v", procs)
 	}
-	waitFor(t, "the idle sandbox to be suspended", func() bool {
-		got, _ := d.m.Get(ctx, sb.ID)
-		return got.State == lifecycle.Suspended
-	})
+	d.tickAfter(t, clock, 2*time.Second)
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Suspended {
+		t.Errorf("idle with no process left: %s, want suspended", got.State)
+	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestProcessErrors(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})
@@ -174,6 +176,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // Files given at create are in the workspace, the sandbox user's, before
 // the first command; paths out of the workspace are refused.
 func TestCreateWithFiles(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Files: map[string]string{

@@ -68,6 +68,7 @@ func expect(t *testing.T, what string, err error, kinds ...error) {
 // Keepalive beside a suspend never writes running over suspended, and its
 // timeout is kept.
 func TestRaceKeepaliveSuspend(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	for range raceRounds {
@@ -94,6 +95,7 @@ func TestRaceKeepaliveSuspend(t *testing.T) {
 // Delete beside a pause, a snapshot or a fork: the sandbox is gone in the
 // end, whichever came first, and nothing of it is left running.
 func TestRaceDelete(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	others := map[string]func(id string) error{
@@ -137,6 +139,7 @@ func TestRaceDelete(t *testing.T) {
 // Two resumes (and a call) at once wake a suspended sandbox once: all
 // succeed and it runs, with one agent.
 func TestRaceResumes(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})
@@ -167,6 +170,7 @@ func TestRaceResumes(t *testing.T) {
 // the command ran and the suspend was refused as a conflict, or the
 // suspend came first and the command woke the sandbox.
 func TestRaceExecSuspend(t *testing.T) {
+	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})

@@ -150,26 +150,32 @@ func (m *Manager) haltAfterRestart(ctx context.Context, be backend.Backend, h ba
 func (m *Manager) Run(ctx context.Context) error {
 	t := time.NewTicker(m.reapEvery)
 	defer t.Stop()
-	var lastExpiry time.Time
-	expiryEvery := max(m.reapEvery, time.Second)
 	m.fillPools(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			now := m.clock.Now()
-			m.sampleCPU(ctx, now)
-			m.reapIdle(ctx, now)
-			if now.Sub(lastExpiry) >= expiryEvery {
-				lastExpiry = now
-				m.deleteExpired(ctx, now)
-			}
-			m.fillPools(ctx)
+			m.tick(ctx)
 		case <-m.pool.kick:
 			m.fillPools(ctx)
 		}
 	}
+}
+
+// tick is one round of the timers, at the clock's time: CPU samples, idle
+// timeouts and, each second at most, max lifetimes; then the pools are
+// filled. The suspends and deletes it decides run in the background (see
+// inBackground).
+func (m *Manager) tick(ctx context.Context) {
+	now := m.clock.Now()
+	m.sampleCPU(ctx, now)
+	m.reapIdle(ctx, now)
+	if now.Sub(m.lastExpiry) >= max(m.reapEvery, time.Second) {
+		m.lastExpiry = now
+		m.deleteExpired(ctx, now)
+	}
+	m.fillPools(ctx)
 }
 
 // reapIdle suspends (or deletes, as each asked) sandboxes that had no call,

@@ -228,6 +228,10 @@ func (b *Backend) stop(id string, sig syscall.Signal) error {
 	}
 	for _, s := range []syscall.Signal{sig, syscall.SIGKILL} {
 		_ = syscall.Kill(pid, s) // it may have just exited
+		// A paused sandbox's agent is stopped (see Pause): continued,
+		// it takes the signal, as a runtime's kill ends a frozen
+		// container.
+		_ = b.signalTree(id, syscall.SIGCONT)
 		for deadline := time.Now().Add(stopTimeout); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 			if _, alive := b.agentPid(id); !alive {
 				return nil
