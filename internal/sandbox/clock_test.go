@@ -14,7 +14,9 @@ type fakeClock struct {
 	now time.Time
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)} }
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)}
+}
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
