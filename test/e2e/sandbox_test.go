@@ -405,7 +405,8 @@ func sha256Hex(b []byte) string {
 
 // Under gVisor the agent listens in a host directory the sandbox sees and can
 // write. A symlink planted at the socket's name must not make the daemon
-// connect to a socket of the host's.
+// connect to a socket of the host's: the sandbox is taken for failed, and
+// started again.
 func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
 	requireGvisor(t)
 	d := startDaemon(t)
@@ -436,8 +437,13 @@ func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
 	// next call must dial the socket's name again.
 	d.kill()
 	d.start()
-	if _, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "true"}); err == nil {
-		t.Fatal("exec worked through a planted symlink")
+	// The daemon finds no agent behind the name: the sandbox is marked
+	// error, and the next call starts it again, its socket made anew.
+	if got, err := d.client.GetSandbox(t.Context(), sb.ID); err != nil || got.State != client.StateError {
+		t.Fatalf("after the restart: %+v, %v; want error", got, err)
+	}
+	if res, err := d.client.Exec(t.Context(), sb.ID, client.ExecRequest{Command: "test -S /.hutch/run/agent.sock && echo real"}); err != nil || res.Stdout != "real\n" {
+		t.Errorf("exec after the restart: %+v, %v; want the sandbox started again on a socket of its own", res, err)
 	}
 	select {
 	case <-accepted:

@@ -102,7 +102,7 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	if err := layer.unmountIDMapped(); err != nil {
 		return err
 	}
-	if err := r.afterStart(layer); err != nil {
+	if err := r.afterStart(h.ID, layer); err != nil {
 		return err
 	}
 	if err := r.relisten(ctx, h); err != nil {

@@ -28,7 +28,9 @@ package oci
 // headroom over the sandbox's (gvisorMemoryHeadroom): gVisor's kernel, its
 // stubs and page tables are charged there too (about 14 MiB idle, a few
 // more per process), so that a process gets about the limit it was given,
-// as under runc. Measured on this project's hosts with bin/runsc: each of a
+// as under runc. The headroom is added once the sandbox runs: gVisor's
+// kernel sizes itself (MemTotal, its cgroups' limits) to the host limit it
+// finds at start, which is then the sandbox's own. Measured on this project's hosts with bin/runsc: each of a
 // 400 MiB bytearray, a gradual grower, four parallel 60 MiB allocations, a
 // 400 MiB memset and a MAP_POPULATE of 400 MiB under a 128 MiB limit ended
 // only its own process.
@@ -71,6 +73,29 @@ func steerOOM(pid int) error {
 		return errors.New("gVisor's stub source process was not found: an out-of-memory process may end the whole sandbox")
 	}
 	return nil
+}
+
+// addHeadroom raises the host memory limit of the sandbox's cgroup (rel,
+// under the cgroup root) by gvisorMemoryHeadroom.
+func addHeadroom(rel string) error {
+	for _, file := range []string{
+		filepath.Join(cgroupRoot, "memory", rel, "memory.limit_in_bytes"), // v1
+		filepath.Join(cgroupRoot, rel, "memory.max"),                      // v2
+	} {
+		b, err := os.ReadFile(file) // #nosec G304 -- a cgroup file of a sandbox Hutch made
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		limit, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil // "max": no limit to add to
+		}
+		return os.WriteFile(file, []byte(strconv.FormatInt(limit+gvisorMemoryHeadroom, 10)), 0)
+	}
+	return fmt.Errorf("no memory cgroup at %s", rel)
 }
 
 // childrenOf lists the children of every thread of process pid.

@@ -298,7 +298,7 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	if err := layer.unmountIDMapped(); err != nil {
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
-	if err := r.afterStart(layer); err != nil {
+	if err := r.afterStart(s.ID, layer); err != nil {
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
 	if r.cfg.AgentListens {
@@ -312,8 +312,9 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 }
 
 // afterStart does what a sandbox's container needs once its runtime has
-// started (or restored) it, before the first command.
-func (r *Runtime) afterStart(layer sandboxLayout) error {
+// started (or restored) it, before the first command: under gVisor, the
+// host's OOM kills steered to processes, with headroom (see oom.go).
+func (r *Runtime) afterStart(id string, layer sandboxLayout) error {
 	if !r.cfg.StubsTakeOOMKills {
 		return nil
 	}
@@ -321,7 +322,13 @@ func (r *Runtime) afterStart(layer sandboxLayout) error {
 	if err != nil {
 		return err
 	}
-	return steerOOM(pid)
+	if err := steerOOM(pid); err != nil {
+		return err
+	}
+	if err := addHeadroom(filepath.Join("hutch", id)); err != nil {
+		return fmt.Errorf("give gVisor's own memory headroom: %w", err)
+	}
+	return nil
 }
 
 // writeBundle writes the bundle's config.json for a sandbox whose root is

@@ -103,11 +103,9 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 
 	var res specs.LinuxResources
 	if s.Limits.MemoryBytes > 0 {
-		limit := s.Limits.MemoryBytes
-		if c.StubsTakeOOMKills {
-			limit += gvisorMemoryHeadroom // gVisor's own (see oom.go)
-		}
-		res.Memory = &specs.LinuxMemory{Limit: &limit}
+		// Under gVisor the host limit gets headroom once it runs (see
+		// oom.go); its kernel sizes itself to this one.
+		res.Memory = &specs.LinuxMemory{Limit: &s.Limits.MemoryBytes}
 	}
 	if s.Limits.CPUs > 0 {
 		quota := int64(math.Round(s.Limits.CPUs * cpuPeriod))
