@@ -4,13 +4,13 @@ import (
 	"net/http"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // API keys: only the daemon's owner (its own key, or the unix socket)
 // manages them.
 
-func apiKeyJSON(k *store.APIKey) client.APIKey {
+func apiKeyJSON(k *sandbox.APIKey) client.APIKey {
 	return client.APIKey{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
 }
 

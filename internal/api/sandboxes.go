@@ -8,13 +8,12 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
-	"github.com/hutchdev/hutch/internal/store"
 )
 
 // The API's wire types are the Go SDK's (package client): one definition of
 // what goes over the wire.
 
-func sandboxJSON(sb *store.Sandbox) client.Sandbox {
+func sandboxJSON(sb *sandbox.Sandbox) client.Sandbox {
 	meta := sb.Metadata
 	if meta == nil {
 		meta = map[string]string{}
@@ -24,7 +23,7 @@ func sandboxJSON(sb *store.Sandbox) client.Sandbox {
 		vols = append(vols, client.VolumeMount(v))
 	}
 	return client.Sandbox{
-		ID: sb.ID, Template: sb.Template, Runtime: sb.Backend, State: string(sb.State),
+		ID: sb.ID, Template: sb.Template, Runtime: sb.Runtime, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
@@ -111,13 +110,13 @@ func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*sandbox.Sandbox, error) {
 		return s.m.Suspend(ctx, id, "suspended by request")
 	})
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*sandbox.Sandbox, error) {
 		return s.m.Stop(ctx, id, "stopped by request")
 	})
 }
@@ -128,7 +127,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerSandbox answers with the sandbox an action on it left.
-func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*store.Sandbox, error)) {
+func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*sandbox.Sandbox, error)) {
 	sb, err := action(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -144,7 +143,7 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*sandbox.Sandbox, error) {
 		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)
 	})
 }
@@ -190,10 +189,10 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func volumeMounts(vols []client.VolumeMount) []store.VolumeMount {
-	var out []store.VolumeMount
+func volumeMounts(vols []client.VolumeMount) []sandbox.VolumeMount {
+	var out []sandbox.VolumeMount
 	for _, v := range vols {
-		out = append(out, store.VolumeMount(v))
+		out = append(out, sandbox.VolumeMount(v))
 	}
 	return out
 }

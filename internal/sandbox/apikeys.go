@@ -20,7 +20,7 @@ import (
 
 // CreateAPIKey makes a key named name whose tool calls may use toolsMode
 // or a more isolated mode (default: tools.ModeAll). It returns the key.
-func (m *Manager) CreateAPIKey(ctx context.Context, name, toolsMode string) (string, *store.APIKey, error) {
+func (m *Manager) CreateAPIKey(ctx context.Context, name, toolsMode string) (string, *APIKey, error) {
 	if err := template.CheckName(name); err != nil {
 		return "", nil, errdefs.InvalidArgument("key name: %v", err)
 	}
@@ -35,17 +35,37 @@ func (m *Manager) CreateAPIKey(ctx context.Context, name, toolsMode string) (str
 		return "", nil, err
 	}
 	key := "hutch_" + hex.EncodeToString(raw)
-	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, CreatedAt: time.Now().UTC()}
+	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, CreatedAt: m.clock.Now().UTC()}
 	if err := m.store.CreateAPIKey(ctx, rec); err != nil {
 		return "", nil, err
 	}
 	m.log.Info("API key made", "name", name, "tools_mode", toolsMode)
-	return key, rec, nil
+	return key, apiKeyView(rec), nil
 }
 
-// APIKeys lists the keys (their hashes, not the keys).
-func (m *Manager) APIKeys(ctx context.Context) ([]*store.APIKey, error) {
-	return m.store.ListAPIKeys(ctx)
+// APIKey is an API key as callers see it: not the key, nor its hash.
+type APIKey struct {
+	Name string
+	// ToolsMode is the least isolated sandbox mode its tool calls may use.
+	ToolsMode string
+	CreatedAt time.Time
+}
+
+func apiKeyView(k *store.APIKey) *APIKey {
+	return &APIKey{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
+}
+
+// APIKeys lists the keys.
+func (m *Manager) APIKeys(ctx context.Context) ([]*APIKey, error) {
+	recs, err := m.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*APIKey, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, apiKeyView(r))
+	}
+	return out, nil
 }
 
 // DeleteAPIKey removes a key: it works no more.
@@ -54,8 +74,12 @@ func (m *Manager) DeleteAPIKey(ctx context.Context, name string) error {
 }
 
 // LookupAPIKey finds the key a caller gave; ErrNotFound when it is none.
-func (m *Manager) LookupAPIKey(ctx context.Context, key string) (*store.APIKey, error) {
-	return m.store.APIKeyByHash(ctx, hashKey(key))
+func (m *Manager) LookupAPIKey(ctx context.Context, key string) (*APIKey, error) {
+	rec, err := m.store.APIKeyByHash(ctx, hashKey(key))
+	if err != nil {
+		return nil, err
+	}
+	return apiKeyView(rec), nil
 }
 
 func hashKey(key string) string {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
-	"github.com/hutchdev/hutch/internal/store"
 )
 
 // Open is create with scopes: without a Key it creates; with one it is
@@ -19,7 +18,7 @@ import (
 //
 // This is how a sandbox per conversation ("chat-42"), per agent
 // ("agent-7") or shared by a team ("team-data") is kept.
-func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, created bool, err error) {
+func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	if opts.Key == "" {
 		sb, err := m.Create(ctx, opts)
 		return sb, err == nil, err

@@ -17,7 +17,7 @@ import (
 
 // Create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
-		Volumes: opts.Volumes,
+		Volumes: storedMounts(opts.Volumes),
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
 	// list waits for the create to end.
@@ -103,11 +103,11 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.San
 	rec.Handle, rec.State, rec.StateReason = h.State, lifecycle.Running, "created"
 	m.setLive(newInstance(rec, be, h, m.clock))
 	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
-	return copyRecord(rec), nil
+	return view(rec), nil
 }
 
 // adopt makes a pool sandbox the caller's: one insert into the store.
-func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*store.Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*Sandbox, error) {
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: lifecycle.Running,
@@ -126,17 +126,21 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*st
 	inst.mu.Unlock()
 	m.setLive(inst)
 	m.log.Info("sandbox created", attrSandbox, rec.ID, attrBackend, rec.Backend, "template", rec.Template, "from_pool", true)
-	return copyRecord(rec), nil
+	return view(rec), nil
 }
 
 // Get returns a sandbox's record.
-func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
-	return m.store.GetSandbox(ctx, id)
+func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
+	return m.get(ctx, id)
 }
 
 // List returns every sandbox's record.
-func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
-	return m.store.ListSandboxes(ctx)
+func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
+	recs, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return views(recs), nil
 }
 
 // Delete destroys a sandbox and forgets it, ending what runs in it. A

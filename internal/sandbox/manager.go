@@ -212,7 +212,7 @@ type CreateOptions struct {
 	// FromSnapshot, instead of Template, names the snapshot to start from.
 	FromSnapshot string
 	// Volumes are mounted into the sandbox (see volumes.go).
-	Volumes []store.VolumeMount
+	Volumes []VolumeMount
 
 	workspace map[string]backend.File // Files and FilesTar, checked by withDefaults
 }
@@ -341,13 +341,6 @@ func newID() string {
 		b[i] = alphabet[int(b[i])%len(alphabet)]
 	}
 	return string(b)
-}
-
-func copyRecord(r *store.Sandbox) *store.Sandbox {
-	c := *r
-	c.Env = maps.Clone(r.Env)
-	c.Metadata = maps.Clone(r.Metadata)
-	return &c
 }
 
 // identityFiles are the files that name a sandbox. (Its accounts come with

@@ -117,7 +117,7 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 	return slices.Contains(ids, id)
 }
 
-func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
+func (d *testDaemon) create(t *testing.T, opts CreateOptions) *Sandbox {
 	t.Helper()
 	sb, err := d.m.Create(t.Context(), opts)
 	if err != nil {
@@ -131,8 +131,8 @@ func TestCreateExecDelete(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
-	if sb.State != lifecycle.Running || sb.Backend != fake.Name {
-		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Backend)
+	if sb.State != lifecycle.Running || sb.Runtime != fake.Name {
+		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Runtime)
 	}
 	// The sandbox's own files reached the backend.
 	if b, err := os.ReadFile(d.backend.Root(sb.ID) + "/etc/hostname"); err != nil || string(b) != sb.ID+"\n" {

@@ -7,13 +7,12 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
-	"github.com/hutchdev/hutch/internal/store"
 )
 
 // Pause freezes a running sandbox: its processes keep their memory and get
 // no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
 // so explicitly. Pausing a paused sandbox does nothing.
-func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
+func (m *Manager) Pause(ctx context.Context, id string) (*Sandbox, error) {
 	unlock, err := m.locks.lock(ctx, id)
 	if err != nil {
 		return nil, err
@@ -34,11 +33,11 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 		}
 		m.log.Info("sandbox paused", attrSandbox, id)
 	}
-	return m.store.GetSandbox(ctx, id)
+	return m.get(ctx, id)
 }
 
 // Unpause thaws a paused sandbox. Unpausing a running one does nothing.
-func (m *Manager) Unpause(ctx context.Context, id string) (*store.Sandbox, error) {
+func (m *Manager) Unpause(ctx context.Context, id string) (*Sandbox, error) {
 	inst, _, err := m.pausable(ctx, id)
 	if err != nil {
 		return nil, err
@@ -46,7 +45,7 @@ func (m *Manager) Unpause(ctx context.Context, id string) (*store.Sandbox, error
 	if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
 		return nil, err
 	}
-	return m.store.GetSandbox(ctx, id)
+	return m.get(ctx, id)
 }
 
 // pausable returns a live sandbox and its backend's Pauser.

@@ -190,7 +190,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if err != nil || got.State != lifecycle.Suspended || !strings.Contains(got.StateReason, "cut short by a daemon restart") {
 				t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
 			}
-			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Backend}); !errors.Is(err, errdefs.ErrNotFound) {
+			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Runtime}); !errors.Is(err, errdefs.ErrNotFound) {
 				t.Errorf("the half-resumed sandbox's agent after the restart: %v, want it gone", err)
 			}
 			if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
@@ -335,11 +335,11 @@ func TestStopAndStart(t *testing.T) {
 	}
 
 	// What a daemon killed right after deciding to stop leaves.
-	rec, err = d.db.GetSandbox(ctx, sb.ID)
+	stored, err := d.db.GetSandbox(ctx, sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.db.ChangeState(ctx, store.StateChange{ID: rec.ID, From: []lifecycle.State{rec.State}, To: lifecycle.Stopping, Reason: "stopped by request", At: time.Now()}); err != nil {
+	if err := d.db.ChangeState(ctx, store.StateChange{ID: stored.ID, From: []lifecycle.State{stored.State}, To: lifecycle.Stopping, Reason: "stopped by request", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t)

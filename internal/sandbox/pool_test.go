@@ -62,7 +62,7 @@ func TestWarmPool(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || out != "the create\n" {
 		t.Errorf("exec in the taken sandbox: %q, %+v, %v", out, res, err)
 	}
-	if got, err := d.m.Get(t.Context(), sb.ID); err != nil || got.Env["FROM"] != "the create" {
+	if got, err := d.db.GetSandbox(t.Context(), sb.ID); err != nil || got.Env["FROM"] != "the create" {
 		t.Errorf("record of the taken sandbox: %+v, %v", got, err)
 	}
 

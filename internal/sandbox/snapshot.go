@@ -93,7 +93,7 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 // started again otherwise, as after a resume); the snapshot they start
 // from is template "fork-<id>" (a new version per fork). On failure none
 // of them is left.
-func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sandbox, error) {
+func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*Sandbox, error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
@@ -113,13 +113,13 @@ func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*store.Sand
 	opts := CreateOptions{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
-		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: rec.Volumes,
+		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: view(rec).Volumes,
 	}
 	procs, err := m.store.ListProcesses(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var made []*store.Sandbox
+	var made []*Sandbox
 	for range count {
 		sb, err := m.Create(ctx, opts)
 		if err == nil {

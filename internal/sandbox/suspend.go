@@ -17,7 +17,7 @@ import (
 // starts again the background processes that ran. Any call that needs it
 // (exec, code, files) resumes it first; Resume does so explicitly.
 // lifecycle.Suspending a suspended sandbox does nothing.
-func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+func (m *Manager) Suspend(ctx context.Context, id, reason string) (*Sandbox, error) {
 	return m.halt(ctx, id, reason, true)
 }
 
@@ -26,12 +26,12 @@ func (m *Manager) Suspend(ctx context.Context, id, reason string) (*store.Sandbo
 // stopped one is not woken by calls: Resume starts it, with the background
 // processes that ran. A suspended sandbox can be stopped: its kept memory
 // goes.
-func (m *Manager) Stop(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+func (m *Manager) Stop(ctx context.Context, id, reason string) (*Sandbox, error) {
 	return m.halt(ctx, id, reason, false)
 }
 
 // halt suspends (keepMemory) or stops a sandbox.
-func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*store.Sandbox, error) {
+func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*Sandbox, error) {
 	halting, halted := lifecycle.Suspending, lifecycle.Suspended
 	if !keepMemory {
 		halting, halted = lifecycle.Stopping, lifecycle.Stopped
@@ -47,7 +47,7 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	}
 	was := rec.State
 	if was == halted {
-		return rec, nil
+		return view(rec), nil
 	}
 	inst := m.liveInstance(id)
 	be, h := m.backends[rec.Backend], backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
@@ -91,13 +91,13 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	}
 	m.mustTransition(sctx, id, halted, reason, halting)
 	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
-	return m.store.GetSandbox(sctx, id)
+	return m.get(sctx, id)
 }
 
 // Resume starts a suspended, stopped or failed sandbox again, with its
 // files as they were. lifecycle.Resuming a running one does nothing (a paused one is
 // thawed).
-func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
+func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	if err := m.start(ctx, id); err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error)
 		return nil, err
 	}
 	release()
-	return m.store.GetSandbox(ctx, id)
+	return m.get(ctx, id)
 }
 
 // start starts sandbox id if it is stopped, which calls do not.
@@ -140,7 +140,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, err
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: rec.Volumes}
+	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: view(rec).Volumes}
 	// The resume finishes even if the caller goes: half-resumed helps no one.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
@@ -170,7 +170,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 // that long from now. It does not wake a suspended sandbox. A timeout of 0
 // leaves the idle timeout as it was. It changes the timers only, so it
 // never undoes a change of state made meanwhile.
-func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
+func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*Sandbox, error) {
 	if timeout == 0 && lifetime == 0 {
 		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
 	}
@@ -210,5 +210,5 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 		inst.idleTimeout, inst.lastActive = t.IdleTimeout, now
 		inst.mu.Unlock()
 	}
-	return m.store.GetSandbox(ctx, id)
+	return m.get(ctx, id)
 }

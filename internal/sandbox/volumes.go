@@ -125,7 +125,7 @@ func (m *Manager) volumeUsers(ctx context.Context) (map[string][]string, error) 
 
 // volumeMounts checks the volumes a create asks for and drops those with
 // access none.
-func (m *Manager) volumeMounts(ctx context.Context, asked []store.VolumeMount) ([]store.VolumeMount, error) {
+func (m *Manager) volumeMounts(ctx context.Context, asked []VolumeMount) ([]VolumeMount, error) {
 	if len(asked) == 0 {
 		return nil, nil
 	}
@@ -133,7 +133,7 @@ func (m *Manager) volumeMounts(ctx context.Context, asked []store.VolumeMount) (
 	if err != nil {
 		return nil, err
 	}
-	var out []store.VolumeMount
+	var out []VolumeMount
 	for _, v := range asked {
 		if !slices.ContainsFunc(known, func(k *store.Volume) bool { return k.Name == v.Name }) {
 			return nil, errdefs.NotFound("volume %s not found (hutch volume create %s)", v.Name, v.Name)
@@ -153,7 +153,7 @@ func (m *Manager) volumeMounts(ctx context.Context, asked []store.VolumeMount) (
 		if !mountablePath(v.Path) {
 			return nil, errdefs.InvalidArgument("volume %s: path %q must be absolute and clean, under %s or /mnt", v.Name, v.Path, template.UserHome)
 		}
-		if slices.ContainsFunc(out, func(o store.VolumeMount) bool { return o.Path == v.Path }) {
+		if slices.ContainsFunc(out, func(o VolumeMount) bool { return o.Path == v.Path }) {
 			return nil, errdefs.InvalidArgument("two volumes at %s", v.Path)
 		}
 		out = append(out, v)
@@ -169,7 +169,7 @@ func mountablePath(p string) bool {
 }
 
 // volumeBinds are the binds of a sandbox's volumes.
-func (m *Manager) volumeBinds(vols []store.VolumeMount) []backend.Bind {
+func (m *Manager) volumeBinds(vols []VolumeMount) []backend.Bind {
 	var binds []backend.Bind
 	for _, v := range vols {
 		binds = append(binds, backend.Bind{Source: m.volumeData(v.Name), Destination: v.Path, Writable: v.Access == AccessRW})
