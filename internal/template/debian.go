@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -145,6 +147,14 @@ func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, 
 		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
 			return fmt.Errorf("package cache: %w", err)
 		}
+		// debootstrap downloads into the cache in place: builds that share
+		// it (another daemon's too) take turns. apt-get's downloads are
+		// the build's own until renamed into the cache whole.
+		unlock, err := lockDir(ctx, opts.CacheDir)
+		if err != nil {
+			return fmt.Errorf("package cache: %w", err)
+		}
+		defer unlock()
 		args = append(args, "--cache-dir="+opts.CacheDir)
 	}
 	args = append(args, opts.Suite, b.Root(), opts.Mirror)
@@ -536,4 +546,29 @@ func mirrorIn(text, suite string) string {
 		}
 	}
 	return ""
+}
+
+// lockDir takes dir's lock (an flock of dir/.lock), waiting for another
+// holder, in this process or another, until ctx ends.
+func lockDir(ctx context.Context, dir string) (func(), error) {
+	fd, err := unix.Open(filepath.Join(dir, ".lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			unix.Close(fd)
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/mountinfo"
@@ -377,6 +379,11 @@ func (b *Build) Commit(info Info) (Info, error) {
 		size += mem
 	}
 	info.SizeBytes = size
+	// On disk before it is current: steps write without syncing each file
+	// (dpkg's unsafe I/O), the commit syncs them all at once.
+	if err := syncFS(b.dir); err != nil {
+		return Info{}, fmt.Errorf("sync template %s: %w", b.name, err)
+	}
 	js, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return Info{}, err
@@ -509,4 +516,14 @@ func diskUsage(root string) (int64, error) {
 		return nil
 	})
 	return total, err
+}
+
+// syncFS writes to disk what the file system of dir holds in memory.
+func syncFS(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
 }

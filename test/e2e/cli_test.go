@@ -9,6 +9,7 @@ import (
 
 // The CLI as a user runs it, against a real daemon.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 
 	id, stderr, code := d.cli("", "create", "--memory", "256")

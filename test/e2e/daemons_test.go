@@ -20,6 +20,7 @@ import (
 // throughout, and no two sandboxes share a user id range. A daemon on A's
 // data dir, or on A's run dir, refuses to start and says whose it is.
 func TestTwoDaemons(t *testing.T) {
+	t.Parallel()
 	a := startDaemonWith(t, "--pool", "host=1")
 	sbA := a.create(client.CreateSandboxRequest{Runtime: "runc"})
 	if res := a.exec(sbA.ID, "echo kept > a.txt"); res.ExitCode != 0 {

@@ -11,7 +11,8 @@ import (
 // included, and nothing else notices: its neighbour writes, the daemon
 // answers. Deleting the file gives the space back.
 func TestDiskFillStopsAtTheLimit(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		full := d.create(client.CreateSandboxRequest{Runtime: runtime, DiskMB: 128})
 		neighbour := d.create(client.CreateSandboxRequest{Runtime: runtime})

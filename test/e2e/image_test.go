@@ -68,6 +68,7 @@ func helloImage(t *testing.T) v1.Image {
 // it with the CLI, imports the same image saved as a docker-archive, and
 // runs its program under each runtime; then the failures.
 func TestTemplateFromImage(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()

@@ -51,6 +51,7 @@ func mcpClient(t *testing.T) string {
 // sandbox is made, a file written and read in it, and failures come back
 // as tool errors with their kind.
 func TestMCP(t *testing.T) {
+	t.Parallel()
 	script := mcpClient(t)
 	d := startDaemon(t)
 	for _, tc := range []struct{ mode, target string }{

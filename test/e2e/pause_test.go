@@ -13,6 +13,7 @@ import (
 // TestPause freezes a sandbox with the CLI under each runtime: it shows
 // paused, the next exec thaws it, and a paused sandbox can be removed.
 func TestPause(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
@@ -51,6 +52,7 @@ func TestPause(t *testing.T) {
 // installed packages stay, processes go, the next exec resumes it, and a
 // suspended sandbox can be removed.
 func TestSuspend(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Env: map[string]string{"KEPT": "env"}})
@@ -95,6 +97,7 @@ func TestSuspend(t *testing.T) {
 // exec is refused with how to start it, and hutch start starts it with its
 // background process running again.
 func TestStop(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		ctx := t.Context()
@@ -154,6 +157,7 @@ func TestStop(t *testing.T) {
 // TestKey: hutch create --key is get-or-create, and wakes a suspended
 // sandbox of its key.
 func TestKey(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	first, stderr, code := d.cli("", "create", "--key", "chat-7")
 	if code != 0 || first == "" {
@@ -191,6 +195,7 @@ func TestKey(t *testing.T) {
 // restore): a Python process holding a value in memory answers with the
 // same value after the sandbox was suspended and woken, under the same pid.
 func TestSuspendKeepsMemoryUnderGvisor(t *testing.T) {
+	t.Parallel()
 	if runscBin == "" {
 		t.Skip("needs gVisor's runsc (make runsc)")
 	}

@@ -19,7 +19,8 @@ import (
 // A daemon killed with SIGKILL in the middle of a command leaves its
 // sandboxes running; the next daemon finds them and they answer.
 func TestRestartAfterKill(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		d.exec(sb.ID, "echo kept > state.txt")
@@ -58,7 +59,8 @@ func TestRestartAfterKill(t *testing.T) {
 // error on the next start, saying so, and keeps its files: the next call
 // starts it again on them.
 func TestRestartFindsDeadSandbox(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		if res := d.exec(sb.ID, "echo kept > kept.txt && sync"); res.ExitCode != 0 {
@@ -135,7 +137,8 @@ func waitGone(t *testing.T, pid int) {
 // leaves after its restart a sandbox that is wholly suspended (never half)
 // and that the next call wakes with its files.
 func TestKillMidSuspendAndResume(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		d.exec(sb.ID, "echo kept > state.txt")
@@ -215,7 +218,8 @@ func killDuring(t *testing.T, d *daemon, id, midway string, call func(context.Co
 // restart: thawed, with its agent listening (under gVisor the agent closes
 // its listener while the memory is saved), and its files as they were.
 func TestKillMidSnapshot(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		// Many files make the copy, while the sandbox is frozen, long

@@ -22,7 +22,8 @@ import (
 )
 
 func TestLifecycleAndExec(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		ctx := t.Context()
 
@@ -116,7 +117,8 @@ func TestLifecycleAndExec(t *testing.T) {
 }
 
 func TestIsolation(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 
@@ -192,7 +194,8 @@ func TestIsolation(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		ctx := t.Context()
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
@@ -280,6 +283,7 @@ func TestFiles(t *testing.T) {
 // names, through the SDK and hutch fs upload; a bad one in a batch leaves
 // none of the batch.
 func TestUpload(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx := t.Context()
 	sb := d.create(client.CreateSandboxRequest{})
@@ -320,6 +324,7 @@ func TestUpload(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	base := "http://" + d.addr
 	tests := []struct {
@@ -364,7 +369,8 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestExecTimeoutKillsWholeTree(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		start := time.Now()
@@ -408,6 +414,7 @@ func sha256Hex(b []byte) string {
 // connect to a socket of the host's: the sandbox is taken for failed, and
 // started again.
 func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
+	t.Parallel()
 	requireGvisor(t)
 	d := startDaemon(t)
 	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor"})
@@ -455,6 +462,7 @@ func TestPlantedSocketSymlinkIsRefused(t *testing.T) {
 // /v1/health names the runtimes, whether each is usable, and the default
 // with why; a create that asks for an unknown runtime is refused plainly.
 func TestHealthReportsRuntimes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	h, err := d.client.Health(t.Context())
 	if err != nil {
@@ -481,7 +489,8 @@ func TestHealthReportsRuntimes(t *testing.T) {
 
 // GET /v1/sandboxes/{id}/stats reads a sandbox's cgroups and writable layer.
 func TestStats(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, MemoryMB: 256, Pids: 200})
 		if res := d.exec(sb.ID, "head -c 3000000 /dev/urandom > blob && sync"); res.ExitCode != 0 {
@@ -515,7 +524,8 @@ func TestStats(t *testing.T) {
 // killer takes the process's stub, not gVisor's kernel (see
 // internal/backend/oci/oom.go).
 func TestExecKilledByMemoryLimit(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, MemoryMB: 128})
 		if res := d.exec(sb.ID, "echo before > before.txt"); res.ExitCode != 0 {
@@ -547,6 +557,7 @@ func TestExecKilledByMemoryLimit(t *testing.T) {
 // the first command, under each runtime; hutch create --file sends them,
 // and --files-from a directory packed as a tar.
 func TestCreateWithFiles(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	src := filepath.Join(t.TempDir(), "local.txt")
 	if err := os.WriteFile(src, []byte("from the CLI\n"), 0o600); err != nil {
@@ -620,6 +631,7 @@ func TestCreateWithFiles(t *testing.T) {
 // sandboxes start from it; a fork makes copies of a sandbox as it is, each
 // its own. The sandbox runs on through both.
 func TestSnapshotAndFork(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Env: map[string]string{"KEPT": "env"}})
@@ -677,6 +689,7 @@ func TestSnapshotAndFork(t *testing.T) {
 // on from the snapshot's memory (the same pid, counting on from where the
 // source was), under runc they start again, as after a resume.
 func TestForkKeepsProcesses(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	// The count is renamed into place: a read never sees the file empty.
 	const counter = "import os, time\ni = 0\nwhile True:\n    i += 1\n    open('/tmp/count.new', 'w').write(str(i))\n    os.replace('/tmp/count.new', '/tmp/count')\n    time.sleep(0.05)\n"
@@ -738,6 +751,7 @@ func TestForkKeepsProcesses(t *testing.T) {
 // one (of the other runtime too) reads, read-only when it asks; a volume in
 // use cannot be removed.
 func TestVolumes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	if out, stderr, code := d.cli("", "volume", "create", "ws"); code != 0 || strings.TrimSpace(out) != "ws" {
 		t.Fatalf("hutch volume create: %d %q %q", code, out, stderr)

@@ -14,6 +14,7 @@ import (
 // A template built from Debian through the CLI, as a user builds one: its
 // progress, sandboxes of it under each runtime, and its removal.
 func TestTemplateFromDebian(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
 	}
@@ -71,6 +72,7 @@ func TestTemplateFromDebian(t *testing.T) {
 
 // A build that cannot succeed says why and keeps nothing.
 func TestTemplateBuildFailures(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
 	}
@@ -122,6 +124,7 @@ func assertNoTemplateBuilds(t *testing.T, d *daemon) {
 // each language the acceptance names in it, under each runtime, through the
 // CLI.
 func TestBaseTemplate(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
 	}
@@ -220,6 +223,7 @@ func tail(s string, n int) string {
 // user; the parent stays as it was and shares its files; a failing RUN
 // names its line and keeps nothing.
 func TestTemplateFromHutchfile(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
 	}

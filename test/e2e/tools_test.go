@@ -39,6 +39,7 @@ func (d *daemon) toolCall(t *testing.T, id, name string, args any, out any) *cli
 // nothing), what they write is the user's, a patch with one bad hunk
 // changes nothing, and commands report failures and timeouts by kind.
 func TestTools(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	list, err := d.client.ListTools(t.Context())
 	if err != nil || len(list) < 7 || list[0].Name != "sandbox_read_file" || !json.Valid(list[0].InputSchema) {
@@ -163,6 +164,7 @@ func TestTools(t *testing.T) {
 // command's output as tool.output, and tool.message; the CLI calls tools
 // too.
 func TestToolEventsAndCLI(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	sb := d.create(client.CreateSandboxRequest{})
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+d.addr+"/v1/sandboxes/"+sb.ID+"/tools/sandbox_run_command",
@@ -213,6 +215,7 @@ func TestToolEventsAndCLI(t *testing.T) {
 // A download URL works without the API key, for its one path, until it
 // expires; a directory comes packed, every entry inside it.
 func TestDownloadURL(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
@@ -290,6 +293,7 @@ func TestDownloadURL(t *testing.T) {
 // only risky calls to the sandbox, saying why; without a host directory
 // both are refused.
 func TestToolModes(t *testing.T) {
+	t.Parallel()
 	strict := startDaemon(t)
 	sb := strict.create(client.CreateSandboxRequest{})
 	for _, mode := range []string{"off", "selective"} {
@@ -350,6 +354,7 @@ func TestToolModes(t *testing.T) {
 // may ask for a more isolated one, never a less isolated one; only the
 // daemon's own key manages keys, and a removed key works no more.
 func TestAPIKeyModes(t *testing.T) {
+	t.Parallel()
 	host := t.TempDir()
 	d := startDaemonWith(t, "--tools-host-dir", host)
 	sb := d.create(client.CreateSandboxRequest{})

@@ -17,7 +17,8 @@ import (
 // with the signal named, without any call noticing first; its files are
 // kept, and hutch start brings it back with them.
 func TestKilledFromOutside(t *testing.T) {
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	t.Parallel()
+	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
 		if res := d.exec(sb.ID, "echo kept > kept.txt && sync"); res.ExitCode != 0 {
@@ -65,6 +66,7 @@ func TestKilledFromOutside(t *testing.T) {
 // A warm pool's ready sandbox killed from outside is replaced at once:
 // the pool's count never promises one that is gone.
 func TestPoolSandboxKilledFromOutside(t *testing.T) {
+	t.Parallel()
 	d := startDaemonWith(t, "--pool", "host=1")
 	waitPoolReady(t, d, 1)
 	ids := runcContainers(t, d)
