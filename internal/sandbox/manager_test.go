@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/fake"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -26,7 +28,9 @@ func TestMain(m *testing.M) {
 	if code, ran := fake.Main(); ran {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	// The Manager owns goroutines (timers, watches, reaps, agent
+	// connections): a closed one leaves none.
+	goleak.VerifyTestMain(m)
 }
 
 // daemonState is what outlives a daemon process: its database, templates
