@@ -28,7 +28,7 @@ $(RUNSC_STAMP):
 
 # The end-to-end tests build their own binary from the same sources. They
 # are the longest part, mostly waiting on sandboxes: they start at once,
-# beside the other packages (go test would take them last), and run 4 at a
+# beside the other packages (go test would take them last), and run 8 at a
 # time, a test that measures CPU alone and the hostile workloads one after
 # the other. Beside them too, the lifecycle's race tests run again under
 # the race detector (cgo: it needs gcc, which ./setup installs). Each part's
@@ -36,7 +36,7 @@ $(RUNSC_STAMP):
 E2E := ./test/e2e/
 test: build
 	CGO_ENABLED=0 $(GO) vet ./...
-	@$(GO) test -count=1 -timeout 25m -parallel 4 $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
+	@$(GO) test -count=1 -timeout 25m -parallel 8 $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
 	$(GO) test -count=1 -timeout 10m -race -run 'TestRace' ./internal/sandbox/ > bin/race.log 2>&1 & race=$$!; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$'); status=$$?; \
 	wait $$race || status=1; cat bin/race.log; \
