@@ -55,8 +55,9 @@ func (a *app) newStopCmd() *cobra.Command {
 }
 
 func (a *app) newResumeCmd() *cobra.Command {
-	cmd := a.newSandboxActionCmd("resume", "Start suspended or stopped sandboxes again",
-		"Resume each suspended or stopped sandbox, printing its ID. (hutch start is\nthe same.)",
+	cmd := a.newSandboxActionCmd("resume", "Start suspended, stopped or failed sandboxes again",
+		"Resume each suspended, stopped or failed (state error) sandbox, printing its\n"+
+			"ID: it starts again on its files. (hutch start is the same.)",
 		(*client.Client).ResumeSandbox)
 	cmd.Aliases = []string{"start"}
 	return cmd
