@@ -69,7 +69,8 @@ func lockDataDir(dataDir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("lock the data dir: %w", err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

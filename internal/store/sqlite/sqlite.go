@@ -172,6 +172,7 @@ func (d *DB) ChangeState(ctx context.Context, c store.StateChange) error {
 	for _, f := range c.From {
 		args = append(args, string(f))
 	}
+	// #nosec G202 -- only placeholders are added, one per state to change from
 	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_reason = ?, updated_at = ?,
 		handle = coalesce(?, handle)
 		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(c.From)-1)+`)`, args...)
