@@ -4,13 +4,13 @@ import (
 	"net/http"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/apikeys"
 )
 
 // API keys: only the daemon's owner (its own key, or the unix socket)
 // manages them.
 
-func apiKeyJSON(k *sandbox.APIKey) client.APIKey {
+func apiKeyJSON(k *apikeys.Key) client.APIKey {
 	return client.APIKey{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
 }
 
@@ -24,7 +24,7 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	key, rec, err := s.m.CreateAPIKey(r.Context(), req.Name, req.ToolsMode)
+	key, rec, err := s.keys.Create(r.Context(), req.Name, req.ToolsMode)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -39,7 +39,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	keys, err := s.m.APIKeys(r.Context())
+	keys, err := s.keys.List(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -58,7 +58,7 @@ func (s *Server) deleteAPIKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := s.m.DeleteAPIKey(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.keys.Delete(r.Context(), r.PathValue("name")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

@@ -16,6 +16,7 @@ import (
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/tools"
@@ -24,6 +25,8 @@ import (
 // Config wires a Server.
 type Config struct {
 	Manager *sandbox.Manager
+	// Keys are the API keys besides APIKey.
+	Keys *apikeys.Service
 	// APIKey is the bearer token TCP clients must present.
 	APIKey  string
 	Version string
@@ -33,6 +36,7 @@ type Config struct {
 // Server is the REST API's handlers.
 type Server struct {
 	m       *sandbox.Manager
+	keys    *apikeys.Service
 	key     string
 	version string
 	log     *slog.Logger
@@ -44,7 +48,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{m: cfg.Manager, key: cfg.APIKey, version: cfg.Version, log: log}
+	return &Server{m: cfg.Manager, keys: cfg.Keys, key: cfg.APIKey, version: cfg.Version, log: log}
 }
 
 // mcpPath is where the MCP server answers (streamable HTTP).
@@ -147,7 +151,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if ok {
-			if k, err := s.m.LookupAPIKey(r.Context(), token); err == nil {
+			if k, err := s.keys.Lookup(r.Context(), token); err == nil {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: k.Name, toolsMode: k.ToolsMode})))
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/fake"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -53,7 +54,7 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Config{Manager: m, APIKey: testKey, Version: "test"}).Handler(true))
+	srv := httptest.NewServer(New(Config{Manager: m, Keys: apikeys.New(db, nil), APIKey: testKey, Version: "test"}).Handler(true))
 	t.Cleanup(func() {
 		srv.Close()
 		m.Close()

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
@@ -130,7 +131,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 
-	srv := api.New(api.Config{Manager: mgr, APIKey: key, Version: version, Logger: log})
+	srv := api.New(api.Config{Manager: mgr, Keys: apikeys.New(db, log), APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -1,0 +1,111 @@
+// Package apikeys keeps the API keys besides the daemon's own: each names
+// the least isolated sandbox mode its tool calls may use, so that one
+// embedding app's key can be let run calls on the host and another's kept
+// to the sandbox. Only a hash of each key is stored; the key is shown
+// once, when made. A service beside the sandbox core: it needs no sandbox.
+package apikeys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/tools"
+)
+
+// Store is what the service keeps keys in (store.Store has it).
+type Store interface {
+	CreateAPIKey(ctx context.Context, k *store.APIKey) error
+	ListAPIKeys(ctx context.Context) ([]*store.APIKey, error)
+	APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error)
+	DeleteAPIKey(ctx context.Context, name string) error
+}
+
+// Key is an API key as callers see it: not the key, nor its hash.
+type Key struct {
+	Name string
+	// ToolsMode is the least isolated sandbox mode its tool calls may use.
+	ToolsMode string
+	CreatedAt time.Time
+}
+
+// Service makes, lists, finds and removes keys.
+type Service struct {
+	store Store
+	log   *slog.Logger
+}
+
+// New returns a Service over s; log may be nil.
+func New(s Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: s, log: log}
+}
+
+// Create makes a key named name whose tool calls may use toolsMode or a
+// more isolated mode (default: tools.ModeAll). It returns the key.
+func (s *Service) Create(ctx context.Context, name, toolsMode string) (string, *Key, error) {
+	if err := template.CheckName(name); err != nil {
+		return "", nil, errdefs.InvalidArgument("key name: %v", err)
+	}
+	if toolsMode == "" {
+		toolsMode = tools.ModeAll
+	}
+	if !tools.ValidMode(toolsMode) {
+		return "", nil, errdefs.InvalidArgument("tools_mode must be all, selective or off, got %q", toolsMode)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", nil, err
+	}
+	key := "hutch_" + hex.EncodeToString(raw)
+	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, CreatedAt: time.Now().UTC()}
+	if err := s.store.CreateAPIKey(ctx, rec); err != nil {
+		return "", nil, err
+	}
+	s.log.Info("API key made", "name", name, "tools_mode", toolsMode)
+	return key, view(rec), nil
+}
+
+// List lists the keys.
+func (s *Service) List(ctx context.Context) ([]*Key, error) {
+	recs, err := s.store.ListAPIKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Key, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, view(r))
+	}
+	return out, nil
+}
+
+// Delete removes a key: it works no more.
+func (s *Service) Delete(ctx context.Context, name string) error {
+	return s.store.DeleteAPIKey(ctx, name)
+}
+
+// Lookup finds the key a caller gave; ErrNotFound when it is none.
+func (s *Service) Lookup(ctx context.Context, key string) (*Key, error) {
+	rec, err := s.store.APIKeyByHash(ctx, hashKey(key))
+	if err != nil {
+		return nil, err
+	}
+	return view(rec), nil
+}
+
+func view(k *store.APIKey) *Key {
+	return &Key{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
+}
+
+func hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
