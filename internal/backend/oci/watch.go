@@ -55,9 +55,11 @@ func (r *Runtime) Watch(ctx context.Context, h backend.Handle, ended func(reason
 			return // no longer watched
 		}
 		reason := fmt.Sprintf("%s (pid %d) %s", what, pid, exit)
+		// What the cgroup saw, not a verdict: OOM kills of commands
+		// (gVisor's stubs included) count there too.
 		if after, err := r.LimitHits(context.WithoutCancel(ctx), h); err == nil && after.OOMKills > before.OOMKills &&
 			(!exit.Known || exit.Signal == unix.SIGKILL) {
-			reason += ", by the host's OOM killer at the sandbox's memory limit"
+			reason += fmt.Sprintf("; the host's OOM killer had acted %d time(s) in the sandbox's memory cgroup since it started", after.OOMKills-before.OOMKills)
 		}
 		ended(reason)
 	}()
