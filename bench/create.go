@@ -97,8 +97,15 @@ func (b *bench) hutchCreate(ctx context.Context, runtime string) (post, first ti
 
 // hutchCreate is a create and its first output through client c.
 func hutchCreate(ctx context.Context, c *client.Client, runtime string) (post, first time.Duration, err error) {
+	return createWith(ctx, c, client.CreateSandboxRequest{Runtime: runtime})
+}
+
+// createWith times a create of req through client c and the first output
+// of echo in it, returning when the create call answered and when output
+// came; it deletes the sandbox, untimed.
+func createWith(ctx context.Context, c *client.Client, req client.CreateSandboxRequest) (post, first time.Duration, err error) {
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
+	sb, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("create sandbox: %w", err)
 	}

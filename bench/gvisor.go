@@ -16,8 +16,9 @@ import (
 )
 
 // runscFlags are the global flags Hutch gives runsc, so that the gVisor
-// peer runs the same sandbox configuration.
-var runscFlags = oci.GvisorConfig("runsc").Flags
+// peer runs the same sandbox configuration; its network is loopback only
+// (see loadReference).
+var runscFlags = append(oci.GvisorConfig("runsc").Flags, "--network=none")
 
 // runscCmd is runsc with a state root and Hutch's flags.
 func (b *bench) runscCmd(ctx context.Context, root string, args ...string) *exec.Cmd {

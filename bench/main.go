@@ -35,11 +35,12 @@ import (
 // config is the command line.
 type config struct {
 	hutch   string
-	n       int // iterations of latency rows
-	createN int // iterations of create rows, which are slower
-	warmup  int // untimed iterations before each row
-	memN    int // sandboxes of the memory row
-	gvisorN int // iterations of the gVisor rows, whose deletes take seconds
+	n       int    // iterations of latency rows
+	createN int    // iterations of create rows, which are slower
+	warmup  int    // untimed iterations before each row
+	memN    int    // sandboxes of the memory row
+	gvisorN int    // iterations of the gVisor rows, whose deletes take seconds
+	rows    string // the rows to measure, by letter; "": all
 }
 
 func main() {
@@ -50,6 +51,7 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
 	flag.IntVar(&cfg.gvisorN, "gvisor-n", 20, "iterations of the gVisor rows (0: skip them)")
+	flag.StringVar(&cfg.rows, "rows", "", "measure only these rows, by letter (\"ah\": create and network); default all")
 	flag.Parse()
 	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup and -gvisor-n at least 0")
@@ -129,14 +131,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	var sections []section
 	var err error
-	measures := []func(context.Context) (section, error){b.measureCreate, b.measureExec, b.measureMemory}
+	measures := map[string]func(context.Context) (section, error){
+		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
+		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork,
+	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
-		measures = append(measures, b.measureGvisorCreate, b.measureGvisorExec, b.measurePool, b.measureSuspend)
+		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
-		measures = append(measures, b.measurePool, b.measureSuspend)
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, measure := range measures {
+	for _, letter := range strings.Split("abcdefgh", "") {
+		measure, ok := measures[letter]
+		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
+			continue
+		}
 		var s section
 		if s, err = measure(ctx); err != nil {
 			break

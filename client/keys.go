@@ -10,8 +10,13 @@ import (
 // more isolated sandbox mode ("" for all). Only the daemon's own key may;
 // the returned key's Key is shown this once.
 func (c *Client) CreateAPIKey(ctx context.Context, name, toolsMode string) (*APIKey, error) {
+	return c.CreateAPIKeyWith(ctx, CreateAPIKeyRequest{Name: name, ToolsMode: toolsMode})
+}
+
+// CreateAPIKeyWith makes an API key as req says (its network mode too).
+func (c *Client) CreateAPIKeyWith(ctx context.Context, req CreateAPIKeyRequest) (*APIKey, error) {
 	var k APIKey
-	if err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", json: CreateAPIKeyRequest{Name: name, ToolsMode: toolsMode}}, &k); err != nil {
+	if err := c.call(ctx, request{method: http.MethodPost, path: "/v1/keys", json: req}, &k); err != nil {
 		return nil, err
 	}
 	return &k, nil

@@ -81,6 +81,49 @@ type Sandbox struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// Volumes are the volumes it mounts.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Network is its network policy.
+	Network NetworkPolicy `json:"network"`
+}
+
+// Network modes, from the most isolated.
+const (
+	NetworkNone      = "none"      // loopback only
+	NetworkAllowlist = "allowlist" // only what Allow names, minus Deny
+	NetworkFull      = "full"      // the public internet, minus Deny
+)
+
+// NetworkPolicy is where a sandbox may connect. Allow and Deny rules are
+// domain names ("pypi.org", "*.github.com"), optionally with ":port", and
+// addresses or CIDRs ("203.0.113.7", "203.0.113.0/24"). The host, private,
+// link-local and other sandboxes' addresses are refused whatever it says.
+type NetworkPolicy struct {
+	Mode  string   `json:"mode"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// NetworkEvent is a connection or lookup a sandbox's policy refused.
+type NetworkEvent struct {
+	// ID numbers the sandbox's events from 1: a cursor for After.
+	ID   uint64    `json:"id"`
+	Time time.Time `json:"time"`
+	// Kind is "dns" or "tcp".
+	Kind string `json:"kind"`
+	// Dest is what was asked for: a name, "name:port (address)" or
+	// "address:port".
+	Dest string `json:"dest"`
+	// Rule is the rule that refused, "mode" for what the mode leaves out,
+	// or "always" for what no policy allows.
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+}
+
+// NetworkEvents is the body of GET /v1/sandboxes/{id}/network/events.
+type NetworkEvents struct {
+	Events []NetworkEvent `json:"events"`
+	// Cursor is the ID of the newest event: ?after=Cursor lists those
+	// that come next.
+	Cursor uint64 `json:"cursor"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take
@@ -121,6 +164,8 @@ type CreateSandboxRequest struct {
 	FromSnapshot string `json:"from_snapshot,omitempty"`
 	// Volumes are mounted into the sandbox.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// Network is its network policy; nil: the daemon's default mode.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // VolumeMount is a volume a sandbox sees at Path (default /mnt/NAME; in
@@ -151,11 +196,13 @@ type ForkRequest struct {
 
 // UpdateSandboxRequest changes a sandbox's idle timeout, from now on (a
 // keepalive, as E2B's setTimeout), and optionally its idle action, and its
-// max lifetime, counted from now; give one or both.
+// max lifetime, counted from now; and its network policy, for its next
+// connections; give any of them.
 type UpdateSandboxRequest struct {
-	IdleTimeoutS int64  `json:"idle_timeout_s,omitempty"`
-	IdleAction   string `json:"idle_action,omitempty"`
-	MaxLifetimeS int64  `json:"max_lifetime_s,omitempty"`
+	IdleTimeoutS int64          `json:"idle_timeout_s,omitempty"`
+	IdleAction   string         `json:"idle_action,omitempty"`
+	MaxLifetimeS int64          `json:"max_lifetime_s,omitempty"`
+	Network      *NetworkPolicy `json:"network,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.
@@ -289,6 +336,11 @@ type SandboxStats struct {
 	Pids             int64 `json:"pids"`
 	PidsLimit        int64 `json:"pids_limit"`
 	DiskUsedBytes    int64 `json:"disk_used_bytes"`
+	// What its connections carried (out: from the sandbox), and how many
+	// the daemon made for it, since the daemon started.
+	NetworkBytesOut    int64 `json:"network_bytes_out"`
+	NetworkBytesIn     int64 `json:"network_bytes_in"`
+	NetworkConnections int64 `json:"network_connections"`
 }
 
 // Where a template came from.
@@ -468,12 +520,17 @@ type APIKey struct {
 	Key  string `json:"key,omitempty"`
 	// ToolsMode is the least isolated sandbox mode its tool calls may use:
 	// all, selective or off; the one they get when they name none.
-	ToolsMode string    `json:"tools_mode"`
-	CreatedAt time.Time `json:"created_at"`
+	ToolsMode string `json:"tools_mode"`
+	// NetworkMode is the least isolated network mode its sandboxes may
+	// ask for: none, allowlist or full; the most they get when they name
+	// none.
+	NetworkMode string    `json:"network_mode"`
+	CreatedAt   time.Time `json:"created_at"`
 }
 
 // CreateAPIKeyRequest makes an API key.
 type CreateAPIKeyRequest struct {
-	Name      string `json:"name"`
-	ToolsMode string `json:"tools_mode,omitempty"`
+	Name        string `json:"name"`
+	ToolsMode   string `json:"tools_mode,omitempty"`
+	NetworkMode string `json:"network_mode,omitempty"`
 }

@@ -1,7 +1,10 @@
 // Package agent is the in-sandbox agent: `hutch agent` runs it as PID 1 in
-// every sandbox. It serves the process and filesystem services of api/ (the
-// same shapes as E2B's envd), plain HTTP GET/POST /files and GET /health, over
-// Connect-RPC on a unix socket that the daemon reaches from the host.
+// every sandbox. It serves, over Connect-RPC on a unix socket that the
+// daemon reaches from the host, the process and filesystem services of api/
+// (the same shapes as E2B's envd, with envd's plain HTTP GET/POST /files and
+// GET /health), and Hutch's own service hutch.agent.v1 (api/agent/v1): the
+// calls envd has no words for, which the daemon makes through
+// internal/agent/agentclient.
 //
 // The agent supervises one command tree itself (its direct slot, see
 // directSlot): a command started while no other command's processes run is
@@ -31,7 +34,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/hutchagent/hutchagentconnect"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
 )
 
@@ -142,10 +147,9 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(s.procs))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs))
+	mux.Handle(hutchagentconnect.NewAgentHandler(&agentService{srv: s}))
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
-	mux.HandleFunc("POST /tools/{name}", s.runTool)
-	mux.HandleFunc("GET /archive", s.getArchive)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -186,6 +190,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	pid1 := os.Getpid() == 1
 	if pid1 {
+		// Before anything of the sandbox runs beside it.
+		reserveThreads(agentv1.Threads)
 		// Root commands in the sandbox share the agent's uid. Not dumpable,
 		// the agent's /proc entries (its fds: the log file on the host, its
 		// memory) are closed to them, as to a process without CAP_SYS_PTRACE.
@@ -255,16 +261,21 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// relisten closes and reopens the agent's listener on SignalUnlisten and
-// SignalRelisten (see reopenable) until ctx is done.
+// relisten closes and reopens the agent's listener on agentv1's
+// SignalUnlisten and SignalRelisten (see reopenable) until ctx is done.
 func (s *server) relisten(ctx context.Context, r *reopenable) {
+	unlisten, relisten := unix.SignalNum("SIG"+agentv1.SignalUnlisten), unix.SignalNum("SIG"+agentv1.SignalRelisten)
+	if unlisten == 0 || relisten == 0 {
+		s.log.Error("unknown listener signals", "unlisten", agentv1.SignalUnlisten, "relisten", agentv1.SignalRelisten)
+		return
+	}
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, unlisten, relisten)
 	defer signal.Stop(sigs)
 	for {
 		select {
 		case sig := <-sigs:
-			if sig == syscall.SIGUSR1 {
+			if sig == unlisten {
 				r.unlisten()
 				s.log.Info("listener closed for a checkpoint")
 				continue

@@ -3,10 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +22,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
 )
 
 // TestMain lets the test binary be the shim too: the agent under test starts
@@ -34,12 +39,16 @@ func TestMain(m *testing.M) {
 const testUID = 1000
 
 type testAgent struct {
-	client *agentclient.Client
-	socket string
-	home   string // the default user's home, owned by uid 1000
-	root   string // root's home
-	dial   func(ctx context.Context) (net.Conn, error)
-	stop   func() error // stops the agent and returns what Run returned
+	// client is the daemon's typed client (Hutch's service); process and fs
+	// are envd's services as an E2B SDK calls them, their errors Connect's.
+	client  *agentclient.Client
+	process processconnect.ProcessClient
+	fs      filesystemconnect.FilesystemClient
+	socket  string
+	home    string // the default user's home, owned by uid 1000
+	root    string // root's home
+	dial    func(ctx context.Context) (net.Conn, error)
+	stop    func() error // stops the agent and returns what Run returned
 }
 
 func requireRoot(t testing.TB) {
@@ -115,8 +124,15 @@ func startAgent(t testing.TB, configure ...func(*Config)) *testAgent {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)
 	}
-	a := &testAgent{client: agentclient.New(dial), socket: socket, home: home, root: root, dial: dial, stop: stop}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }}}
+	a := &testAgent{
+		client:  agentclient.New(dial),
+		process: processconnect.NewProcessClient(hc, "http://agent"),
+		fs:      filesystemconnect.NewFilesystemClient(hc, "http://agent"),
+		socket:  socket, home: home, root: root, dial: dial, stop: stop,
+	}
 	t.Cleanup(a.client.CloseIdleConnections)
+	t.Cleanup(hc.CloseIdleConnections)
 	deadline := time.Now().Add(5 * time.Second)
 	for a.client.Health(context.Background()) != nil {
 		if time.Now().After(deadline) {
@@ -139,15 +155,37 @@ func sh(script string) *connect.Request[process.StartRequest] {
 	return connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}}})
 }
 
+// shCmd is a Command running script with /bin/sh -c, for Hutch's service.
+func shCmd(script string) agentclient.Command {
+	return agentclient.Command{Argv: []string{"/bin/sh", "-c", script}}
+}
+
+// asUser makes an envd request act as user, as envd's clients do.
+func asUser[T any](req *connect.Request[T], user string) *connect.Request[T] {
+	req.Header().Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+	return req
+}
+
+// message is what a Connect error says, without its code.
+func message(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return fmt.Sprint(err)
+}
+
 type result struct {
 	pid        uint32
 	stdout     bytes.Buffer
 	stderr     bytes.Buffer
 	end        *process.ProcessEvent_EndEvent
+	exit       *agentclient.ExitStatus // when started through Hutch's service
 	keepalives int
 }
 
-// run starts a process and collects everything it streams.
+// run starts a process through envd's Start and collects everything it
+// streams.
 func (a *testAgent) run(t testing.TB, req *connect.Request[process.StartRequest]) *result {
 	t.Helper()
 	res, err := a.tryRun(t.Context(), req)
@@ -158,7 +196,7 @@ func (a *testAgent) run(t testing.TB, req *connect.Request[process.StartRequest]
 }
 
 func (a *testAgent) tryRun(ctx context.Context, req *connect.Request[process.StartRequest]) (*result, error) {
-	stream, err := a.client.Process.Start(ctx, req)
+	stream, err := a.process.Start(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +214,29 @@ func (a *testAgent) tryRun(ctx context.Context, req *connect.Request[process.Sta
 	return res, nil
 }
 
+// runCmd runs cmd through Hutch's service and collects what it streams.
+func (a *testAgent) runCmd(t testing.TB, cmd agentclient.Command) *result {
+	t.Helper()
+	res, err := a.tryRunCmd(t.Context(), cmd)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return res
+}
+
+func (a *testAgent) tryRunCmd(ctx context.Context, cmd agentclient.Command) (*result, error) {
+	exe, err := a.client.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = exe.Close() }()
+	res, err := (&started{pid: exe.Pid, exe: exe}).rest(nil)
+	if err == nil && res.end == nil {
+		return res, errors.New("stream ended without an end event")
+	}
+	return res, err
+}
+
 func collect(res *result, ev *process.ProcessEvent) {
 	switch e := ev.GetEvent().(type) {
 	case *process.ProcessEvent_Start:
@@ -190,15 +251,19 @@ func collect(res *result, ev *process.ProcessEvent) {
 	}
 }
 
-// started is a process whose stream the test reads step by step.
+// started is a process whose stream the test reads step by step: envd's
+// Start stream, or an Execution of Hutch's service, whose events it reads
+// in envd's shape.
 type started struct {
 	pid    uint32
 	stream *connect.ServerStreamForClient[process.StartResponse]
+	exe    *agentclient.Execution
+	exit   *agentclient.ExitStatus // the exe's, once read
 }
 
 func (a *testAgent) start(t testing.TB, req *connect.Request[process.StartRequest]) *started {
 	t.Helper()
-	stream, err := a.client.Process.Start(t.Context(), req)
+	stream, err := a.process.Start(t.Context(), req)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -213,27 +278,85 @@ func (a *testAgent) start(t testing.TB, req *connect.Request[process.StartReques
 	return &started{pid: pid, stream: stream}
 }
 
+// startCmd starts cmd through Hutch's service.
+func (a *testAgent) startCmd(t testing.TB, cmd agentclient.Command) *started {
+	t.Helper()
+	exe, err := a.client.Start(t.Context(), cmd)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = exe.Close() })
+	return &started{pid: exe.Pid, exe: exe}
+}
+
+// receive returns the stream's next event; false at its end.
+func (s *started) receive() (*process.ProcessEvent, bool, error) {
+	if s.exe == nil {
+		if !s.stream.Receive() {
+			return nil, false, s.stream.Err()
+		}
+		return s.stream.Msg().GetEvent(), true, nil
+	}
+	ev, err := s.exe.Recv()
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case ev.Exit != nil:
+		s.exit = ev.Exit
+		end := &process.ProcessEvent_EndEvent{ExitCode: int32(ev.Exit.Code), Exited: ev.Exit.Exited, Status: ev.Exit.Status} // #nosec G115 -- an exit code
+		if ev.Exit.TimedOut {
+			timeout := "timeout"
+			end.Error = &timeout
+		}
+		return &process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}}, true, nil
+	case ev.Stream == agentclient.Stderr:
+		return &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: ev.Data}}}}, true, nil
+	default:
+		return &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: ev.Data}}}}, true, nil
+	}
+}
+
 // readLine reads the process's stdout up to a newline.
 func (s *started) readLine(t testing.TB) string {
 	t.Helper()
 	var buf bytes.Buffer
 	for !bytes.Contains(buf.Bytes(), []byte("\n")) {
-		if !s.stream.Receive() {
-			t.Fatalf("stream ended before a line (%q): %v", buf.String(), s.stream.Err())
+		ev, ok, err := s.receive()
+		if !ok {
+			t.Fatalf("stream ended before a line (%q): %v", buf.String(), err)
 		}
-		buf.Write(s.stream.Msg().GetEvent().GetData().GetStdout())
+		buf.Write(ev.GetData().GetStdout())
 	}
 	return strings.TrimSpace(buf.String())
 }
 
-// wait reads the rest of the stream.
+// rest reads the rest of the stream, calling each, when not nil, after
+// each event.
+func (s *started) rest(each func(*result)) (*result, error) {
+	res := &result{pid: s.pid}
+	for {
+		ev, ok, err := s.receive()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			res.exit = s.exit
+			return res, nil
+		}
+		collect(res, ev)
+		if each != nil {
+			each(res)
+		}
+	}
+}
+
+// wait reads the rest of the stream, to the end event.
 func (s *started) wait(t testing.TB) *result {
 	t.Helper()
-	res := &result{pid: s.pid}
-	for s.stream.Receive() {
-		collect(res, s.stream.Msg().GetEvent())
-	}
-	if err := s.stream.Err(); err != nil {
+	res, err := s.rest(nil)
+	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
 	if res.end == nil {
@@ -252,7 +375,7 @@ func tagSelector(tag string) *process.ProcessSelector {
 
 func (a *testAgent) kill(t testing.TB, sel *process.ProcessSelector) {
 	t.Helper()
-	_, err := a.client.Process.SendSignal(context.WithoutCancel(t.Context()), connect.NewRequest(&process.SendSignalRequest{
+	_, err := a.process.SendSignal(context.WithoutCancel(t.Context()), connect.NewRequest(&process.SendSignalRequest{
 		Process: sel, Signal: process.Signal_SIGNAL_SIGKILL,
 	}))
 	if err != nil {

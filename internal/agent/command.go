@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 )
@@ -23,8 +24,12 @@ const (
 	readChunk = 32 << 10
 	// eofWait is how long the end of a command waits for its stdout and
 	// stderr to reach EOF once the command exited: background processes
-	// holding the pipes must not keep the stream open.
-	eofWait = 50 * time.Millisecond
+	// holding the pipes must not keep the stream open. What the command
+	// wrote before it exited is read whatever the wait: the end waits on
+	// (up to drainWait) while a pipe still holds data or its reader is
+	// publishing some, which on a loaded host takes longer than eofWait.
+	eofWait   = 50 * time.Millisecond
+	drainWait = 5 * time.Second
 	// killTimeout bounds one SIGKILL sweep of a process tree.
 	killTimeout = 5 * time.Second
 	// startTimeout bounds how long a shim may take to start its command.
@@ -90,6 +95,10 @@ type command struct {
 	state    commandState
 	timedOut bool
 	timers   []*time.Timer
+	// How the main command ended, beyond what envd's EndEvent says (Hutch's
+	// Exited event tells it): set before the EndEvent is published.
+	exitSignal syscall.Signal
+	coreDumped bool
 
 	// killMu is held shared while the tree is being killed, exclusively to
 	// mark it gone: once the tree is gone no kill may walk it, since its
@@ -158,20 +167,58 @@ func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.F
 
 // run starts reading the command's output and following its tree.
 func (c *command) run(stdout, stderr *os.File) {
-	stdoutDone := make(chan struct{})
-	stderrDone := make(chan struct{})
-	go c.pump(stdout, false, stdoutDone)
-	go c.pump(stderr, true, stderrDone)
-	go c.supervise(stdoutDone, stderrDone)
+	out := &outputPipe{f: stdout, done: make(chan struct{})}
+	errs := &outputPipe{f: stderr, stderr: true, done: make(chan struct{})}
+	go c.pump(out)
+	go c.pump(errs)
+	go c.supervise(out, errs)
+}
+
+// outputPipe is the read end of a command's stdout or stderr, and how far
+// its reader (pump) is.
+type outputPipe struct {
+	f      *os.File
+	stderr bool
+	// done is closed at EOF; busy is set while read data is being
+	// published.
+	done chan struct{}
+	busy atomic.Bool
+}
+
+// drained reports whether everything written to the pipe so far has been
+// published: none is waiting in the pipe nor being published.
+func (p *outputPipe) drained() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	if p.busy.Load() {
+		return false
+	}
+	raw, err := p.f.SyscallConn()
+	if err != nil {
+		return true // closed: its reader is done
+	}
+	pending := 0
+	// TIOCINQ is FIONREAD: the bytes waiting in the pipe.
+	if cerr := raw.Control(func(fd uintptr) { pending, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); cerr != nil || err != nil {
+		return true
+	}
+	return pending == 0 && !p.busy.Load()
 }
 
 // pump reads one output pipe until EOF, publishing what it reads.
-func (c *command) pump(f *os.File, stderr bool, done chan<- struct{}) {
-	defer close(done)
-	defer f.Close()
+func (c *command) pump(p *outputPipe) {
+	defer close(p.done)
+	defer p.f.Close()
+	f, stderr := p.f, p.stderr
 	buf := make([]byte, readChunk)
 	for {
 		n, err := f.Read(buf)
+		// From here until it is published, what was read is in neither
+		// the pipe nor the output (see drained).
+		p.busy.Store(true)
 		if n > 0 {
 			data := bytes.Clone(buf[:n])
 			var ev process.ProcessEvent_DataEvent
@@ -182,6 +229,7 @@ func (c *command) pump(f *os.File, stderr bool, done chan<- struct{}) {
 			}
 			c.out.publish(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: &ev}})
 		}
+		p.busy.Store(false)
 		if err != nil {
 			return
 		}
@@ -190,7 +238,7 @@ func (c *command) pump(f *os.File, stderr bool, done chan<- struct{}) {
 
 // supervise ends the output when the main command exits and drops the
 // command when its whole tree is gone.
-func (c *command) supervise(stdoutDone, stderrDone <-chan struct{}) {
+func (c *command) supervise(stdout, stderr *outputPipe) {
 	ws, ok, gone := c.tree.waitExit()
 	c.mu.Lock()
 	c.state = stateLingering // no more signals to its pid
@@ -203,8 +251,13 @@ func (c *command) supervise(stdoutDone, stderrDone <-chan struct{}) {
 	end := &process.ProcessEvent_EndEvent{ExitCode: -1, Status: "lost: its exit status was not reported"}
 	if ok {
 		end = endEvent(ws)
+		if ws.Signaled() {
+			c.mu.Lock()
+			c.exitSignal, c.coreDumped = ws.Signal(), ws.CoreDump()
+			c.mu.Unlock()
+		}
 	}
-	c.mainExited(end, stdoutDone, stderrDone)
+	c.mainExited(end, gone, stdout, stderr)
 	if !gone {
 		c.tree.waitGone()
 		c.treeDone()
@@ -212,7 +265,11 @@ func (c *command) supervise(stdoutDone, stderrDone <-chan struct{}) {
 	c.finish()
 }
 
-func (c *command) mainExited(end *process.ProcessEvent_EndEvent, stdoutDone, stderrDone <-chan struct{}) {
+// mainExited publishes the end of a command whose main process exited,
+// once its output is read: to EOF when nothing of its tree is left (EOF is
+// then only the pumps' scheduling away); else for eofWait, and on while a
+// pipe holds what was written before, up to drainWait.
+func (c *command) mainExited(end *process.ProcessEvent_EndEvent, treeGone bool, pipes ...*outputPipe) {
 	c.mu.Lock()
 	c.state = stateLingering
 	timedOut := c.timedOut
@@ -224,17 +281,52 @@ func (c *command) mainExited(end *process.ProcessEvent_EndEvent, stdoutDone, std
 		// The timeout kills the whole tree, also what survived the SIGTERM.
 		go c.kill()
 	}
-	eof := time.NewTimer(eofWait)
-	defer eof.Stop()
-	for _, done := range []<-chan struct{}{stdoutDone, stderrDone} {
-		select {
-		case <-done:
-			continue
-		case <-eof.C:
-		}
-		break
-	}
+	awaitOutput(treeGone, pipes)
 	c.out.end(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}})
+}
+
+// awaitOutput waits until the pipes are read (see mainExited).
+func awaitOutput(treeGone bool, pipes []*outputPipe) {
+	now := time.Now()
+	eofBy, deadline := now.Add(eofWait), now.Add(drainWait)
+	for _, p := range pipes {
+		if !awaitPipe(p, treeGone, eofBy, deadline) {
+			return
+		}
+	}
+}
+
+// awaitPipe waits until p is read to EOF, or, when something of the tree
+// may hold it open, until eofBy and then while it is not drained; it
+// reports false when deadline passed first.
+func awaitPipe(p *outputPipe, treeGone bool, eofBy, deadline time.Time) bool {
+	for {
+		now := time.Now()
+		if !now.Before(deadline) {
+			return false
+		}
+		next := deadline
+		if !treeGone {
+			if !now.Before(eofBy) {
+				if p.drained() {
+					return true
+				}
+				next = now.Add(5 * time.Millisecond) // look again
+			} else {
+				next = eofBy
+			}
+		}
+		if next.After(deadline) {
+			next = deadline
+		}
+		t := time.NewTimer(next.Sub(now))
+		select {
+		case <-p.done:
+			t.Stop()
+			return true
+		case <-t.C:
+		}
+	}
 }
 
 // endEvent describes a wait status the way Go's os.ProcessState.String does.
@@ -374,6 +466,27 @@ func (c *command) writeStdin(ctx context.Context, data []byte) error {
 	default:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("write stdin of process %d: %w", c.pid, err))
 	}
+}
+
+// feedStdin writes input to the command's stdin and closes it. It runs
+// beside the command's output, so that a command that reads slowly cannot
+// stall it; a command that ends without reading it all closes the pipe,
+// which ends the write.
+func (c *command) feedStdin(input []byte) {
+	if len(input) > 0 {
+		if err := c.writeStdin(context.Background(), input); err != nil {
+			c.svc.srv.log.Debug("write stdin", logPID, c.pid, logError, err)
+		}
+	}
+	c.closeStdin()
+}
+
+// exit returns the signal that ended the main command, if one did, and
+// whether it dumped core; known once its EndEvent is out.
+func (c *command) exit() (sig syscall.Signal, coreDumped bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exitSignal, c.coreDumped
 }
 
 // closeStdin signals EOF on the command's stdin. A write blocked on a full

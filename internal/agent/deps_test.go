@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hutchdev/hutch/internal/deptest"
 )
 
 // The agent runs inside every sandbox: it must stay small and must not pull
@@ -35,4 +37,16 @@ func TestImports(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The agent's protobuf messages are its own and its client's: everything
+// else speaks Hutch's types, through the agent client (an E2B front will
+// proxy envd's services as bytes, not decode them).
+func TestProtobufStaysInside(t *testing.T) {
+	t.Parallel()
+	deptest.CheckConfined(t, deptest.Confinement{
+		Tree:      "github.com/hutchdev/hutch/internal/agent/agentpb/...",
+		Importers: []string{"github.com/hutchdev/hutch/internal/agent/..."},
+		Why:       "only the agent and its client (internal/agent/agentclient) see the agent's protobuf types",
+	})
 }

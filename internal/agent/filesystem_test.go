@@ -12,9 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
-	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
 // fsTree makes, in dir: file (0640, "hello"), sub/, sub/inner, sub/deep/x,
@@ -76,7 +74,7 @@ func TestStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := a.client.Filesystem.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: tt.path}))
+			resp, err := a.fs.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: tt.path}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +90,7 @@ func TestStat(t *testing.T) {
 			}
 		})
 	}
-	resp, err := a.client.Filesystem.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: "file"}))
+	resp, err := a.fs.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: "file"}))
 	if err == nil && !resp.Msg.GetEntry().GetModifiedTime().AsTime().Equal(mtime) {
 		t.Errorf("modified time %v, want %v", resp.Msg.GetEntry().GetModifiedTime().AsTime(), mtime)
 	}
@@ -125,7 +123,7 @@ func TestListDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := a.client.Filesystem.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: tt.path, Depth: tt.depth}))
+			resp, err := a.fs.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: tt.path, Depth: tt.depth}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +142,7 @@ func TestListDir(t *testing.T) {
 func TestMakeDir(t *testing.T) {
 	a := startAgent(t)
 	writeFile(t, filepath.Join(a.home, "file"), "")
-	resp, err := a.client.Filesystem.MakeDir(t.Context(), connect.NewRequest(&filesystem.MakeDirRequest{Path: "a/b/c"}))
+	resp, err := a.fs.MakeDir(t.Context(), connect.NewRequest(&filesystem.MakeDirRequest{Path: "a/b/c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +159,7 @@ func TestMakeDir(t *testing.T) {
 		}
 	}
 	// As root, new directories belong to root.
-	if _, err := a.client.Filesystem.MakeDir(t.Context(), agentclient.WithUser(connect.NewRequest(&filesystem.MakeDirRequest{Path: filepath.Join(a.home, "rootdir")}), "root")); err != nil {
+	if _, err := a.fs.MakeDir(t.Context(), asUser(connect.NewRequest(&filesystem.MakeDirRequest{Path: filepath.Join(a.home, "rootdir")}), "root")); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(a.home, "rootdir")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
@@ -170,18 +168,18 @@ func TestMakeDir(t *testing.T) {
 
 	errs := []struct {
 		path string
-		kind error
+		code connect.Code
 		msg  string
 	}{
-		{path: "a/b", kind: errdefs.ErrAlreadyExists, msg: "directory " + filepath.Join(a.home, "a/b") + " already exists"},
-		{path: "file", kind: errdefs.ErrAlreadyExists, msg: "is not a directory"},
-		{path: "file/x", kind: errdefs.ErrInvalidArgument, msg: filepath.Join(a.home, "file") + " is not a directory"},
-		{path: "~bob/x", kind: errdefs.ErrInvalidArgument, msg: "only ~ and ~/ are expanded"},
+		{path: "a/b", code: connect.CodeAlreadyExists, msg: "directory " + filepath.Join(a.home, "a/b") + " already exists"},
+		{path: "file", code: connect.CodeAlreadyExists, msg: "is not a directory"},
+		{path: "file/x", code: connect.CodeInvalidArgument, msg: filepath.Join(a.home, "file") + " is not a directory"},
+		{path: "~bob/x", code: connect.CodeInvalidArgument, msg: "only ~ and ~/ are expanded"},
 	}
 	for _, tt := range errs {
-		_, err := a.client.Filesystem.MakeDir(t.Context(), connect.NewRequest(&filesystem.MakeDirRequest{Path: tt.path}))
-		if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.msg) {
-			t.Errorf("MakeDir(%s) = %v, want %v with %q", tt.path, err, tt.kind, tt.msg)
+		_, err := a.fs.MakeDir(t.Context(), connect.NewRequest(&filesystem.MakeDirRequest{Path: tt.path}))
+		if connect.CodeOf(err) != tt.code || !strings.Contains(message(err), tt.msg) {
+			t.Errorf("MakeDir(%s) = %v, want %v with %q", tt.path, err, tt.code, tt.msg)
 		}
 	}
 }
@@ -189,7 +187,7 @@ func TestMakeDir(t *testing.T) {
 func TestMoveAndRemove(t *testing.T) {
 	a := startAgent(t)
 	fsTree(t, a.home)
-	resp, err := a.client.Filesystem.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "file", Destination: "sub/moved"}))
+	resp, err := a.fs.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "file", Destination: "sub/moved"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,14 +197,14 @@ func TestMoveAndRemove(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.home, "file")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("source still there: %v", err)
 	}
-	if _, err := a.client.Filesystem.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "sub"})); err != nil {
+	if _, err := a.fs.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "sub"})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(filepath.Join(a.home, "sub")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("sub still there: %v", err)
 	}
 	// Removing a symlink removes the link, not its target.
-	if _, err := a.client.Filesystem.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "dangling"})); err != nil {
+	if _, err := a.fs.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "dangling"})); err != nil {
 		t.Fatal(err)
 	}
 
@@ -214,48 +212,48 @@ func TestMoveAndRemove(t *testing.T) {
 	tests := []struct {
 		name string
 		call func() error
-		kind error
+		code connect.Code
 		msg  string
 	}{
 		{name: "move missing source", call: func() error {
-			_, err := a.client.Filesystem.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "missing", Destination: "x"}))
+			_, err := a.fs.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "missing", Destination: "x"}))
 			return err
-		}, kind: errdefs.ErrNotFound, msg: missing + ": no such file or directory"},
+		}, code: connect.CodeNotFound, msg: missing + ": no such file or directory"},
 		{name: "move into missing directory", call: func() error {
 			writeFile(t, filepath.Join(a.home, "f2"), "")
-			_, err := a.client.Filesystem.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "f2", Destination: "nodir/f2"}))
+			_, err := a.fs.Move(t.Context(), connect.NewRequest(&filesystem.MoveRequest{Source: "f2", Destination: "nodir/f2"}))
 			return err
-		}, kind: errdefs.ErrNotFound, msg: "move " + filepath.Join(a.home, "f2") + " to " + filepath.Join(a.home, "nodir/f2")},
+		}, code: connect.CodeNotFound, msg: "move " + filepath.Join(a.home, "f2") + " to " + filepath.Join(a.home, "nodir/f2")},
 		{name: "remove missing", call: func() error {
-			_, err := a.client.Filesystem.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "missing"}))
+			_, err := a.fs.Remove(t.Context(), connect.NewRequest(&filesystem.RemoveRequest{Path: "missing"}))
 			return err
-		}, kind: errdefs.ErrNotFound, msg: missing},
+		}, code: connect.CodeNotFound, msg: missing},
 		{name: "stat missing", call: func() error {
-			_, err := a.client.Filesystem.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: "missing"}))
+			_, err := a.fs.Stat(t.Context(), connect.NewRequest(&filesystem.StatRequest{Path: "missing"}))
 			return err
-		}, kind: errdefs.ErrNotFound, msg: missing},
+		}, code: connect.CodeNotFound, msg: missing},
 		{name: "list a file", call: func() error {
-			_, err := a.client.Filesystem.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: "f2"}))
+			_, err := a.fs.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: "f2"}))
 			return err
-		}, kind: errdefs.ErrInvalidArgument, msg: "is not a directory"},
+		}, code: connect.CodeInvalidArgument, msg: "is not a directory"},
 		{name: "list missing", call: func() error {
-			_, err := a.client.Filesystem.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: "missing"}))
+			_, err := a.fs.ListDir(t.Context(), connect.NewRequest(&filesystem.ListDirRequest{Path: "missing"}))
 			return err
-		}, kind: errdefs.ErrNotFound, msg: missing},
+		}, code: connect.CodeNotFound, msg: missing},
 		{name: "unknown user", call: func() error {
-			_, err := a.client.Filesystem.Stat(t.Context(), agentclient.WithUser(connect.NewRequest(&filesystem.StatRequest{Path: "/"}), "mallory"))
+			_, err := a.fs.Stat(t.Context(), asUser(connect.NewRequest(&filesystem.StatRequest{Path: "/"}), "mallory"))
 			return err
-		}, kind: errdefs.ErrInvalidArgument, msg: `unknown user "mallory"`},
+		}, code: connect.CodeInvalidArgument, msg: `unknown user "mallory"`},
 		{name: "watch", call: func() error {
-			_, err := a.client.Filesystem.CreateWatcher(t.Context(), connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/"}))
+			_, err := a.fs.CreateWatcher(t.Context(), connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/"}))
 			return err
-		}, kind: errdefs.ErrNotImplemented, msg: "not implemented"},
+		}, code: connect.CodeUnimplemented, msg: "not implemented"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
-			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.msg) {
-				t.Errorf("err = %v, want %v containing %q", err, tt.kind, tt.msg)
+			if connect.CodeOf(err) != tt.code || !strings.Contains(message(err), tt.msg) {
+				t.Errorf("err = %v, want %v containing %q", err, tt.code, tt.msg)
 			}
 		})
 	}

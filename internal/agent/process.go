@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,34 +17,16 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
 )
 
-// Request headers of Start that Hutch adds to envd's protocol.
 const (
-	// HeaderTimeout (milliseconds) makes the agent end the command at that
-	// deadline: SIGTERM to the command, then SIGKILL to its whole tree after
-	// the grace period; the EndEvent's error is then "timeout".
-	HeaderTimeout = "Hutch-Timeout-Ms"
-	// HeaderKillGrace (milliseconds) overrides the 2 s between SIGTERM and
-	// SIGKILL; 0 kills the tree at the deadline.
-	HeaderKillGrace = "Hutch-Kill-Grace-Ms"
-
-	// HeaderKeepOutput (bytes, at most maxKeepOutput) on a Start with a tag
-	// makes the agent keep that much of the command's latest output, also
-	// after it ended, until the tag's next Start: a Connect to the tag with
-	// HeaderReplay sends it first, then (ReplayFollow) follows the command
-	// to its end, or (ReplayTail) ends the stream, after the EndEvent if
-	// the command has ended. These are a background process's logs.
-	HeaderKeepOutput = "Hutch-Keep-Output"
-	HeaderReplay     = "Hutch-Replay"
-	ReplayTail       = "tail"
-	ReplayFollow     = "follow"
-
 	defaultKillGrace = 2 * time.Second
 	maxKeepOutput    = 4 << 20
 	// maxKept bounds how many tags' output is kept; the oldest Start's goes.
 	maxKept = 64
 )
 
-// processService implements process.Process.
+// processService implements envd's process.Process. Hutch's own service
+// (agentService) starts, replays and signals commands through it too, so
+// that both see the same commands.
 type processService struct {
 	processconnect.UnimplementedProcessHandler
 	srv *server
@@ -55,7 +35,7 @@ type processService struct {
 	cmds     map[*command]struct{}
 	starting map[string]struct{} // tags of Starts in progress
 	closed   bool                // shutting down: commands still being added are killed
-	kept     map[string]*command // by tag: the latest with output kept (HeaderKeepOutput)
+	kept     map[string]*command // by tag: the latest with output kept (startRequest.keep)
 	keptTags []string            // those tags, oldest Start first
 }
 
@@ -70,26 +50,56 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if msg.Pty != nil {
 		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
 	}
-	pc := msg.GetProcess()
-	if pc.GetCmd() == "" {
+	if msg.GetProcess().GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
-	}
-	if err := checkEnv(pc.GetEnvs()); err != nil {
-		return err
-	}
-	timeout, grace, err := parseTimeout(req.Header())
-	if err != nil {
-		return err
-	}
-	keep, err := parseKeep(req.Header(), msg.Tag)
-	if err != nil {
-		return err
 	}
 	acct, err := p.srv.requestUser(req.Header(), "")
 	if err != nil {
 		return err
 	}
-	dir, err := resolvePath(pc.GetCwd(), acct)
+	start := startRequest{
+		acct:   acct,
+		config: msg.GetProcess(),
+		tag:    msg.Tag,
+		stdin:  msg.Stdin == nil || *msg.Stdin,
+		grace:  defaultKillGrace,
+	}
+	return p.start(ctx, start, func(_ *command, ev *process.ProcessEvent) error {
+		return stream.Send(&process.StartResponse{Event: ev})
+	})
+}
+
+// startRequest is a Start of either service (envd's or Hutch's), its user
+// resolved.
+type startRequest struct {
+	acct   account
+	config *process.ProcessConfig // cwd relative to acct's home; what List reports
+	tag    *string
+	stdin  bool   // a pipe the command's stdin reads, else /dev/null
+	input  []byte // when not nil, written to that pipe, which is then closed
+	// timeout, when not 0, ends the command (see command.setTimeout).
+	timeout, grace time.Duration
+	keep           int // bytes of output to keep for Replay
+}
+
+// sendFunc sends one of c's events to a stream, in its service's shape.
+type sendFunc func(c *command, ev *process.ProcessEvent) error
+
+// start starts what r asks for and streams its events to send until it
+// ends or ctx is done; the client going away does not stop the command
+// (envd's semantics).
+func (p *processService) start(ctx context.Context, r startRequest, send sendFunc) error {
+	pc := r.config
+	if err := checkEnv(pc.GetEnvs()); err != nil {
+		return err
+	}
+	if r.keep < 0 || r.keep > maxKeepOutput {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the output kept must be a byte count up to %d, got %d", maxKeepOutput, r.keep))
+	}
+	if r.keep > 0 && r.tag == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("keeping output needs a tag to find it by"))
+	}
+	dir, err := resolvePath(pc.GetCwd(), r.acct)
 	if err != nil {
 		return err
 	}
@@ -99,20 +109,20 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s is not a directory", dir))
 	}
 
-	tag := msg.Tag
+	tag := r.tag
 	if tag != nil {
 		if err := p.reserveTag(*tag); err != nil {
 			return err
 		}
 	}
 	c, stdout, stderr, err := p.spawn(spawnSpec{
-		acct:  acct,
+		acct:  r.acct,
 		cmd:   pc.GetCmd(),
 		args:  pc.GetArgs(),
 		dir:   dir,
-		env:   p.srv.processEnv(acct, pc.GetEnvs()),
-		stdin: msg.Stdin == nil || *msg.Stdin,
-		keep:  keep,
+		env:   p.srv.processEnv(r.acct, pc.GetEnvs()),
+		stdin: r.stdin,
+		keep:  r.keep,
 	})
 	if err != nil {
 		if tag != nil {
@@ -123,36 +133,21 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	c.config, c.tag = pc, tag
 	sub, _ := c.out.subscribe()
 	p.add(c)
-	if keep > 0 {
+	if r.keep > 0 {
 		p.keep(*tag, c)
 	}
-	if timeout > 0 {
-		c.setTimeout(timeout, grace)
+	if r.timeout > 0 {
+		c.setTimeout(r.timeout, r.grace)
 	}
 	c.run(stdout, stderr)
-	p.srv.log.Debug("started process", logPID, c.pid, logSupervisor, c.tree, logUser, acct.Name)
-
-	// The client going away does not stop the process (envd semantics).
-	return p.follow(ctx, c, nil, sub, func(ev *process.ProcessEvent) error {
-		return stream.Send(&process.StartResponse{Event: ev})
-	})
+	if r.stdin && r.input != nil {
+		go c.feedStdin(r.input)
+	}
+	p.srv.log.Debug("started process", logPID, c.pid, logSupervisor, c.tree, logUser, r.acct.Name)
+	return p.follow(ctx, c, nil, sub, send)
 }
 
 func (p *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
-	send := func(ev *process.ProcessEvent) error {
-		return stream.Send(&process.ConnectResponse{Event: ev})
-	}
-	if mode := req.Header().Get(HeaderReplay); mode != "" {
-		if mode != ReplayTail && mode != ReplayFollow {
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s must be %s or %s, got %q", HeaderReplay, ReplayTail, ReplayFollow, mode))
-		}
-		c, err := p.findKept(req.Msg.GetProcess())
-		if err != nil {
-			return err
-		}
-		kept, sub := c.out.replay(mode == ReplayFollow)
-		return p.follow(ctx, c, kept, sub, send)
-	}
 	c, err := p.find(req.Msg.GetProcess())
 	if err != nil {
 		return err
@@ -161,28 +156,42 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[proce
 	if !ok {
 		return notFound(req.Msg.GetProcess())
 	}
-	return p.follow(ctx, c, nil, sub, send)
+	return p.follow(ctx, c, nil, sub, func(_ *command, ev *process.ProcessEvent) error {
+		return stream.Send(&process.ConnectResponse{Event: ev})
+	})
+}
+
+// replay sends the output kept for tag (see startRequest.keep): a
+// StartEvent, what was kept, then, with follow, the command's output until
+// its end; without, its EndEvent if it has ended.
+func (p *processService) replay(ctx context.Context, tag string, follow bool, send sendFunc) error {
+	c, err := p.findKept(tag)
+	if err != nil {
+		return err
+	}
+	kept, sub := c.out.replay(follow)
+	return p.follow(ctx, c, kept, sub, send)
 }
 
 // follow sends a StartEvent, the kept events, then the command's output and
 // EndEvent, with keepalives when it stays silent, until the end or until
 // ctx is done. With a nil sub only the EndEvent, if the command has ended,
 // follows what was kept.
-func (p *processService) follow(ctx context.Context, c *command, kept []*process.ProcessEvent, sub *subscriber, send func(*process.ProcessEvent) error) error {
+func (p *processService) follow(ctx context.Context, c *command, kept []*process.ProcessEvent, sub *subscriber, send sendFunc) error {
 	if sub != nil {
 		defer c.out.unsubscribe(sub)
 	}
-	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: c.pid}}}); err != nil {
+	if err := send(c, &process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: c.pid}}}); err != nil {
 		return err
 	}
 	for _, ev := range kept {
-		if err := send(ev); err != nil {
+		if err := send(c, ev); err != nil {
 			return err
 		}
 	}
 	if sub == nil {
 		if end := c.out.finalEvent(); end != nil {
-			return send(end)
+			return send(c, end)
 		}
 		return nil
 	}
@@ -204,7 +213,7 @@ func (p *processService) follow(ctx context.Context, c *command, kept []*process
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if err := send(ev); err != nil {
+		if err := send(c, ev); err != nil {
 			return err
 		}
 		if last {
@@ -286,31 +295,39 @@ func (p *processService) CloseStdin(_ context.Context, req *connect.Request[proc
 	return connect.NewResponse(&process.CloseStdinResponse{}), nil
 }
 
-// SendSignal sends SIGTERM to the main command only; SIGKILL kills the main
-// command and every process of its tree, and returns once they are dead.
-// When no running command matches, SIGKILL reaches every command with that
-// pid or tag whose main process ended but that left processes behind.
+// SendSignal signals a command as signal does. envd names SIGTERM and
+// SIGKILL; its enum holds signal numbers, so the others signal takes come
+// through too.
 func (p *processService) SendSignal(_ context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
-	sig := req.Msg.GetSignal()
-	// envd names SIGTERM and SIGKILL; its enum holds signal numbers, so
-	// Hutch's clients may send the others a process is told things by.
-	if sig != process.Signal_SIGNAL_SIGKILL && !slices.Contains(mainSignals, syscall.Signal(sig)) {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %d", sig))
-	}
-	cmds, err := p.findAll(req.Msg.GetProcess(), sig == process.Signal_SIGNAL_SIGKILL)
-	if err != nil {
+	if err := p.signal(req.Msg.GetProcess(), syscall.Signal(req.Msg.GetSignal())); err != nil {
 		return nil, err
+	}
+	return connect.NewResponse(&process.SendSignalResponse{}), nil
+}
+
+// signal sends SIGTERM and the other mainSignals to the main command only;
+// SIGKILL kills the main command and every process of its tree, and
+// returns once they are dead. When no running command matches, SIGKILL
+// reaches every command with that pid or tag whose main process ended but
+// that left processes behind.
+func (p *processService) signal(sel *process.ProcessSelector, sig syscall.Signal) error {
+	if sig != syscall.SIGKILL && !slices.Contains(mainSignals, sig) {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %d", sig))
+	}
+	cmds, err := p.findAll(sel, sig == syscall.SIGKILL)
+	if err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	for _, c := range cmds {
-		if sig == process.Signal_SIGNAL_SIGKILL {
+		if sig == syscall.SIGKILL {
 			wg.Go(c.kill)
 		} else {
-			c.signalMain(syscall.Signal(sig))
+			c.signalMain(sig)
 		}
 	}
 	wg.Wait()
-	return connect.NewResponse(&process.SendSignalResponse{}), nil
+	return nil
 }
 
 // mainSignals are the signals SendSignal gives a command's main process;
@@ -377,18 +394,14 @@ func (p *processService) keep(tag string, c *command) {
 	}
 }
 
-// findKept returns the latest command started with sel's tag and its
-// output kept, running or not.
-func (p *processService) findKept(sel *process.ProcessSelector) (*command, error) {
-	s, ok := sel.GetSelector().(*process.ProcessSelector_Tag)
-	if !ok {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a replay selects its process by tag"))
-	}
+// findKept returns the latest command started with tag and its output
+// kept, running or not.
+func (p *processService) findKept(tag string) (*command, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c, ok := p.kept[s.Tag]
+	c, ok := p.kept[tag]
 	if !ok {
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no output is kept for tag %q", s.Tag))
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("no output is kept for tag %q", tag))
 	}
 	return c, nil
 }
@@ -464,43 +477,6 @@ func (p *processService) killAll(ctx context.Context) {
 			return
 		}
 	}
-}
-
-func parseTimeout(h http.Header) (timeout, grace time.Duration, err error) {
-	ms := func(name string, def time.Duration) (time.Duration, error) {
-		v := h.Get(name)
-		if v == "" {
-			return def, nil
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
-		if err != nil {
-			return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("header %s: %q is not a number of milliseconds", name, v))
-		}
-		return time.Duration(n) * time.Millisecond, nil
-	}
-	if timeout, err = ms(HeaderTimeout, 0); err != nil {
-		return 0, 0, err
-	}
-	if grace, err = ms(HeaderKillGrace, defaultKillGrace); err != nil {
-		return 0, 0, err
-	}
-	return timeout, grace, nil
-}
-
-// parseKeep reads HeaderKeepOutput, which needs a tag to find the output by.
-func parseKeep(h http.Header, tag *string) (int, error) {
-	v := h.Get(HeaderKeepOutput)
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > maxKeepOutput {
-		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s must be a byte count up to %d, got %q", HeaderKeepOutput, maxKeepOutput, v))
-	}
-	if n > 0 && tag == nil {
-		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s needs a tag to find the output by", HeaderKeepOutput))
-	}
-	return n, nil
 }
 
 func checkEnv(envs map[string]string) error {

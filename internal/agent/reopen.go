@@ -5,18 +5,11 @@ import (
 	"sync"
 )
 
-// Signals that close and reopen the listener of an agent that listens on a
-// socket path itself (under gVisor). A gVisor checkpoint cannot save a
-// socket listening on a host path, so the daemon closes it first
-// (SignalUnlisten) and has it made again once the sandbox is restored
-// (SignalRelisten). Connections and everything else go on meanwhile.
-const (
-	SignalUnlisten = "USR1"
-	SignalRelisten = "USR2"
-)
-
 // reopenable is a listener on a unix socket path that can be closed and
-// made again while the server that accepts from it goes on.
+// made again while the server that accepts from it goes on: a gVisor
+// checkpoint cannot save a socket listening on a host path, so the daemon
+// has the agent close it before one and make it again after the restore
+// (agentv1.SignalUnlisten, SignalRelisten; see server.relisten).
 type reopenable struct {
 	path  string
 	addr  net.Addr

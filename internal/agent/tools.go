@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -20,73 +19,53 @@ import (
 // maxToolArgs bounds a tool call's arguments (a whole file to write).
 const maxToolArgs = 32 << 20
 
-// runTool serves POST /tools/{name}?cwd=DIR[&username=U]: file tool name
-// of package tools, its JSON arguments the body, acting for the request's
-// user (what it makes is theirs), relative paths in DIR (default: the
-// user's home). A tool's own failure is a 200 whose answer says so.
-func (s *server) runTool(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	acct, err := s.requestUser(r.Header, q.Get("username"))
-	if err != nil {
-		writeHTTPError(w, err)
-		return
+// runTool runs file tool name of package tools with its JSON arguments,
+// acting for acct (what it makes is theirs), relative paths in dir
+// (default: acct's home). It returns the tool's JSON result, or the tool's
+// own failure.
+func (s *server) runTool(name string, args []byte, dir string, acct account) (json.RawMessage, *tools.Error) {
+	if len(args) > maxToolArgs {
+		return nil, &tools.Error{Kind: tools.KindInvalidArgument, Message: fmt.Sprintf("the arguments are over %d MiB", maxToolArgs>>20)}
 	}
-	dir := q.Get("cwd")
 	if dir == "" {
 		dir = acct.Home
 	}
-	args, err := io.ReadAll(io.LimitReader(r.Body, maxToolArgs+1))
+	files := tools.Files{Dir: dir, UID: int(acct.UID), GID: int(acct.GID), Exec: s.runHelper}
+	res, err := files.Run(name, args)
+	var result json.RawMessage
+	if err == nil {
+		result, err = json.Marshal(res)
+	}
 	if err != nil {
-		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("read the arguments: %w", err)))
-		return
-	}
-	var answer tools.Answer
-	if len(args) > maxToolArgs {
-		answer.Error = &tools.Error{Kind: tools.KindInvalidArgument, Message: fmt.Sprintf("the arguments are over %d MiB", maxToolArgs>>20)}
-	} else {
-		files := tools.Files{Dir: dir, UID: int(acct.UID), GID: int(acct.GID), Exec: s.runHelper}
-		res, err := files.Run(r.PathValue("name"), args)
-		if err == nil {
-			answer.Result, err = json.Marshal(res)
+		var failed *tools.Error
+		if !errors.As(err, &failed) {
+			failed = &tools.Error{Kind: tools.KindFailed, Message: err.Error()}
 		}
-		if err != nil && !errors.As(err, &answer.Error) {
-			answer.Error = &tools.Error{Kind: tools.KindFailed, Message: err.Error()}
-		}
+		return nil, failed
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(answer)
+	return result, nil
 }
 
-// getArchive serves GET /archive?path=DIR&format=tar.gz|zip[&username=U]:
-// the directory packed as tools.WriteArchive does, streamed. An error once
-// the stream has begun cuts it short.
-func (s *server) getArchive(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if f := q.Get("format"); f != "" && f != tools.FormatTarGz && f != tools.FormatZip {
-		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("format must be %s or %s, got %q", tools.FormatTarGz, tools.FormatZip, f)))
-		return
+// archive writes directory path, as acct sees it, to w packed as format
+// (tools.FormatTarGz, the default, or tools.FormatZip). Errors before the
+// first byte is written are Connect errors.
+func (s *server) archive(w io.Writer, path, format string, acct account) error {
+	if format != "" && format != tools.FormatTarGz && format != tools.FormatZip {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("format must be %s or %s, got %q", tools.FormatTarGz, tools.FormatZip, format))
 	}
-	acct, err := s.requestUser(r.Header, q.Get("username"))
+	p, err := resolvePath(path, acct)
 	if err != nil {
-		writeHTTPError(w, err)
-		return
-	}
-	p, err := resolvePath(q.Get("path"), acct)
-	if err != nil {
-		writeHTTPError(w, err)
-		return
+		return err
 	}
 	if fi, err := os.Stat(p); err != nil {
-		writeHTTPError(w, fsError(err))
-		return
+		return fsError(err)
 	} else if !fi.IsDir() {
-		writeHTTPError(w, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p)))
-		return
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p))
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	if err := tools.WriteArchive(w, p, q.Get("format")); err != nil {
-		s.log.Warn("archive cut short", "path", p, "error", err)
+	if err := tools.WriteArchive(w, p, format); err != nil {
+		return fmt.Errorf("archive %s: %w", p, err)
 	}
+	return nil
 }
 
 // runHelper runs a tool's helper program (rg) as the agent's child,

@@ -33,6 +33,12 @@ func (s *server) requestUser(h http.Header, override string) (account, error) {
 	if name == "" {
 		name = basicUser(h.Get("Authorization"))
 	}
+	return s.lookupUser(name)
+}
+
+// lookupUser returns the account of user name, "" meaning the configured
+// default user (Hutch's service names its user in its requests).
+func (s *server) lookupUser(name string) (account, error) {
 	if name == "" {
 		name = s.cfg.DefaultUser
 	}

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -34,7 +35,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	s.answerExec(w, r, func(ctx context.Context, out sandbox.Output) (sandbox.ExecResult, error) {
-		return s.m.Exec(ctx, id, sreq, out)
+		return s.execs.Exec(ctx, id, sreq, out)
 	})
 }
 
@@ -45,13 +46,13 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	creq := sandbox.CodeRequest{
+	creq := exec.CodeRequest{
 		Language: req.Language, Code: req.Code, Cwd: req.Cwd, Env: req.Env,
 		Timeout: time.Duration(req.TimeoutS) * time.Second,
 	}
 	id := r.PathValue("id")
 	s.answerExec(w, r, func(ctx context.Context, out sandbox.Output) (sandbox.ExecResult, error) {
-		return s.m.RunCode(ctx, id, creq, out)
+		return s.execs.RunCode(ctx, id, creq, out)
 	})
 }
 
@@ -208,6 +209,20 @@ func splitUTF8(b []byte) (complete, rest []byte) {
 	return b, nil
 }
 
+// begin writes the stream's head, if not yet: at the first event, or at
+// once for a stream whose first event may be long in coming (then flush).
+func (s *sseWriter) begin() {
+	if s.started {
+		return
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+}
+
 // sseWriter writes server-sent events, flushing each.
 type sseWriter struct {
 	w       http.ResponseWriter
@@ -215,14 +230,7 @@ type sseWriter struct {
 }
 
 func (s *sseWriter) event(name string, v any) error {
-	if !s.started {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-		s.started = true
-	}
+	s.begin()
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err

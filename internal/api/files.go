@@ -9,24 +9,21 @@ import (
 	"strconv"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/files"
 )
 
-func entryJSON(e *filesystem.EntryInfo) client.FileEntry {
+func entryJSON(e files.Entry) client.FileEntry {
 	out := client.FileEntry{
-		Name: e.GetName(), Path: e.GetPath(), Size: e.GetSize(),
-		Mode:        fmt.Sprintf("%04o", e.GetMode()&0o7777),
-		Permissions: e.GetPermissions(), Owner: e.GetOwner(), Group: e.GetGroup(),
-		SymlinkTarget: e.GetSymlinkTarget(),
+		Name: e.Name, Path: e.Path, Size: e.Size,
+		Mode:        fmt.Sprintf("%04o", e.Mode&0o7777),
+		Permissions: e.Permissions, Owner: e.Owner, Group: e.Group,
+		ModifiedAt: e.ModifiedAt, SymlinkTarget: e.SymlinkTarget,
 	}
-	if t := e.GetModifiedTime(); t != nil {
-		out.ModifiedAt = t.AsTime()
-	}
-	switch e.GetType() {
-	case filesystem.FileType_FILE_TYPE_DIRECTORY:
+	switch e.Type {
+	case files.TypeDir:
 		out.Type = client.TypeDir
-	case filesystem.FileType_FILE_TYPE_SYMLINK:
+	case files.TypeSymlink:
 		out.Type = client.TypeSymlink
 	default:
 		out.Type = client.TypeFile
@@ -42,7 +39,7 @@ func pathQuery(r *http.Request) (path, user string) {
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	path, user := pathQuery(r)
-	body, err := s.m.ReadFile(r.Context(), r.PathValue("id"), path, user)
+	body, err := s.files.ReadFile(r.Context(), r.PathValue("id"), path, user)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -62,7 +59,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	path, user := pathQuery(r)
-	e, err := s.m.WriteFile(r.Context(), r.PathValue("id"), path, user, r.Body)
+	e, err := s.files.WriteFile(r.Context(), r.PathValue("id"), path, user, r.Body)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -93,7 +90,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 			if part.FileName() == "" {
 				continue // a form field, not a file
 			}
-			e, err := s.m.Upload(r.Context(), id, part.FileName(), user, part)
+			e, err := s.files.Upload(r.Context(), id, part.FileName(), user, part)
 			if err != nil {
 				return err
 			}
@@ -102,7 +99,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 	}()
 	if err != nil {
 		for _, e := range written {
-			if rerr := s.m.Remove(context.WithoutCancel(r.Context()), id, e.Path, user); rerr != nil {
+			if rerr := s.files.Remove(context.WithoutCancel(r.Context()), id, e.Path, user); rerr != nil {
 				s.log.Warn("remove upload after a failed one", "sandbox_id", id, "path", e.Path, "error", rerr)
 			}
 		}
@@ -120,7 +117,7 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 	path, user := pathQuery(r)
-	if err := s.m.Remove(r.Context(), r.PathValue("id"), path, user); err != nil {
+	if err := s.files.Remove(r.Context(), r.PathValue("id"), path, user); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -129,7 +126,7 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 	path, user := pathQuery(r)
-	e, err := s.m.Stat(r.Context(), r.PathValue("id"), path, user)
+	e, err := s.files.Stat(r.Context(), r.PathValue("id"), path, user)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -144,7 +141,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	entries, err := s.m.ListDir(r.Context(), r.PathValue("id"), path, user, depth)
+	entries, err := s.files.ListDir(r.Context(), r.PathValue("id"), path, user, depth)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -167,7 +164,7 @@ func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	e, err := s.m.MakeDir(r.Context(), r.PathValue("id"), req.Path, req.User)
+	e, err := s.files.MakeDir(r.Context(), r.PathValue("id"), req.Path, req.User)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -185,7 +182,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	e, err := s.m.Move(r.Context(), r.PathValue("id"), req.Source, req.Destination, req.User)
+	e, err := s.files.Move(r.Context(), r.PathValue("id"), req.Source, req.Destination, req.User)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -11,7 +11,7 @@ import (
 // manages them.
 
 func apiKeyJSON(k *apikeys.Key) client.APIKey {
-	return client.APIKey{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
+	return client.APIKey{Name: k.Name, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
 }
 
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
@@ -24,7 +24,7 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	key, rec, err := s.keys.Create(r.Context(), req.Name, req.ToolsMode)
+	key, rec, err := s.keys.Create(r.Context(), req.Name, req.ToolsMode, req.NetworkMode)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -12,10 +12,11 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/mcpserver"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/toolrun"
 )
 
 // mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
-// the Manager directly. Requests need the API key as every route does.
+// the Manager and the tools service directly. Requests need the API key as every route does.
 // A session's tool calls run in the sandbox mode of the key that opened it.
 func (s *Server) mcpHandler() (http.Handler, error) {
 	if _, err := mcpserver.New(managerSandboxes{s: s}, s.version); err != nil {
@@ -28,15 +29,16 @@ func (s *Server) mcpHandler() (http.Handler, error) {
 	}, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
 }
 
-// managerSandboxes is mcpserver.Sandboxes on the Manager, answering as the
-// REST API does; its tool calls run in mode ("": the daemon's).
+// managerSandboxes is mcpserver.Sandboxes on the Manager, its tool calls
+// on the tools service, answering as the REST API does; its tool calls run
+// in mode ("": the daemon's).
 type managerSandboxes struct {
 	s    *Server
 	mode string
 }
 
 func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSandboxRequest) (*client.Sandbox, error) {
-	sb, _, err := a.s.m.Open(ctx, sandbox.CreateOptions{
+	sb, _, err := a.s.m.Create(ctx, sandbox.CreateOptions{
 		Template: req.Template, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 	})
 	if err != nil {
@@ -64,7 +66,7 @@ func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any
 	if err != nil {
 		return nil, err
 	}
-	outcome, err := a.s.m.RunTool(ctx, id, sandbox.ToolCall{Name: name, Args: raw, Mode: a.mode}, nil)
+	outcome, err := a.s.tools.RunTool(ctx, id, toolrun.Call{Name: name, Args: raw, Mode: a.mode}, nil)
 	if err != nil {
 		return nil, asClientError(err)
 	}

@@ -6,10 +6,10 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/exec"
 )
 
-func processJSON(p sandbox.ProcessInfo) client.Process {
+func processJSON(p exec.ProcessInfo) client.Process {
 	return client.Process{
 		Name: p.Name, Cmd: p.Argv, Cwd: p.Cwd, User: p.User, EnvNames: p.EnvNames,
 		Port: p.Port, Status: p.Status, Pid: p.Pid, CreatedAt: p.CreatedAt,
@@ -22,7 +22,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	p, err := s.m.StartProcess(r.Context(), r.PathValue("id"), sandbox.ProcessRequest{
+	p, err := s.execs.StartProcess(r.Context(), r.PathValue("id"), exec.ProcessRequest{
 		Name: req.Name, Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User, Port: req.Port,
 	})
 	if err != nil {
@@ -33,7 +33,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
-	procs, err := s.m.ListProcesses(r.Context(), r.PathValue("id"))
+	procs, err := s.execs.ListProcesses(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -66,7 +66,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var stdout, stderr capped
-		if err := s.m.ProcessLogs(r.Context(), id, name, false, collect(&stdout, &stderr)); err != nil {
+		if err := s.execs.ProcessLogs(r.Context(), id, name, false, collect(&stdout, &stderr)); err != nil {
 			writeError(w, r, s.log, err)
 			return
 		}
@@ -75,7 +75,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	sse := &sseWriter{w: w}
 	text := outputEvents(sse)
-	err := s.m.ProcessLogs(r.Context(), id, name, follow, text.send)
+	err := s.execs.ProcessLogs(r.Context(), id, name, follow, text.send)
 	if err == nil {
 		err = text.flush()
 	}
@@ -88,7 +88,7 @@ func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := s.m.SignalProcess(r.Context(), r.PathValue("id"), r.PathValue("name"), req.Signal); err != nil {
+	if err := s.execs.SignalProcess(r.Context(), r.PathValue("id"), r.PathValue("name"), req.Signal); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) restartProcess(w http.ResponseWriter, r *http.Request) {
-	p, err := s.m.RestartProcess(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	p, err := s.execs.RestartProcess(r.Context(), r.PathValue("id"), r.PathValue("name"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -105,7 +105,7 @@ func (s *Server) restartProcess(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.DeleteProcess(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
+	if err := s.execs.DeleteProcess(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

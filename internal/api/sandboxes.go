@@ -8,6 +8,8 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/templates"
+	"github.com/hutchdev/hutch/internal/volume"
 )
 
 // The API's wire types are the Go SDK's (package client): one definition of
@@ -27,6 +29,7 @@ func sandboxJSON(sb *sandbox.Sandbox) client.Sandbox {
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
+		Network: client.NetworkPolicy{Mode: string(sb.Network.Mode), Allow: sb.Network.Allow, Deny: sb.Network.Deny},
 	}
 }
 
@@ -40,11 +43,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s and max_lifetime_s must be positive"))
 		return
 	}
-	sb, created, err := s.m.Open(r.Context(), sandbox.CreateOptions{
+	network, err := s.createNetwork(r, req.Network)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	sb, created, err := s.m.Create(r.Context(), sandbox.CreateOptions{
 		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
 		Files: req.Files, FilesTar: req.FilesTar, FromSnapshot: req.FromSnapshot, Volumes: volumeMounts(req.Volumes),
+		Network: network,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -87,9 +96,11 @@ func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	net := s.m.Networks().Counters(r.PathValue("id"))
 	writeJSON(w, http.StatusOK, client.SandboxStats{
 		CPUTimeMS: st.CPUTime.Milliseconds(), MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
 		MemoryLimitBytes: st.MemoryLimit, Pids: st.Pids, PidsLimit: st.PidsLimit, DiskUsedBytes: st.DiskUsedBytes,
+		NetworkBytesOut: net.BytesOut, NetworkBytesIn: net.BytesIn, NetworkConnections: net.Connections,
 	})
 }
 
@@ -144,6 +155,16 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.answerSandbox(w, r, func(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+		if req.Network != nil {
+			p, err := s.keyAllows(r, *req.Network)
+			if err != nil {
+				return nil, err
+			}
+			sb, err := s.m.Networks().Set(ctx, id, p)
+			if err != nil || req.IdleTimeoutS == 0 && req.MaxLifetimeS == 0 && req.IdleAction == "" {
+				return sb, err
+			}
+		}
 		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)
 	})
 }
@@ -155,12 +176,12 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	info, err := s.m.Snapshot(r.Context(), r.PathValue("id"), req.Name)
+	info, err := s.templates.Snapshot(r.Context(), r.PathValue("id"), req.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, templateJSON(sandbox.TemplateInfo{Info: info}))
+	writeJSON(w, http.StatusCreated, templateJSON(templates.Info{Info: info}))
 }
 
 // forkSandbox makes copies of a sandbox as it is now.
@@ -175,7 +196,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	if req.Count == 0 {
 		req.Count = 1
 	}
-	made, err := s.m.Fork(r.Context(), r.PathValue("id"), req.Count)
+	made, err := s.templates.Fork(r.Context(), r.PathValue("id"), req.Count)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -197,7 +218,7 @@ func volumeMounts(vols []client.VolumeMount) []sandbox.VolumeMount {
 	return out
 }
 
-func volumeJSON(v sandbox.VolumeInfo) client.Volume {
+func volumeJSON(v volume.Info) client.Volume {
 	users := v.Sandboxes
 	if users == nil {
 		users = []string{}
@@ -213,7 +234,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	v, err := s.m.CreateVolume(r.Context(), req.Name)
+	v, err := s.volumes.Create(r.Context(), req.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -222,7 +243,7 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
-	vols, err := s.m.Volumes(r.Context())
+	vols, err := s.volumes.List(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -237,7 +258,7 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.DeleteVolume(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.volumes.Delete(r.Context(), r.PathValue("name")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

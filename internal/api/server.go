@@ -18,13 +18,21 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // Config wires a Server.
 type Config struct {
-	Manager *sandbox.Manager
+	// Manager is the lifecycle core; the services beside it are what
+	// the routes of their names reach.
+	Manager   *sandbox.Manager
+	Exec      Execs
+	Files     Files
+	Tools     Tools
+	Templates Templates
+	Volumes   Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
 	// APIKey is the bearer token TCP clients must present.
@@ -35,11 +43,16 @@ type Config struct {
 
 // Server is the REST API's handlers.
 type Server struct {
-	m       *sandbox.Manager
-	keys    *apikeys.Service
-	key     string
-	version string
-	log     *slog.Logger
+	m         *sandbox.Manager
+	execs     Execs
+	files     Files
+	tools     Tools
+	templates Templates
+	volumes   Volumes
+	keys      *apikeys.Service
+	key       string
+	version   string
+	log       *slog.Logger
 }
 
 // New returns a Server.
@@ -48,7 +61,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{m: cfg.Manager, keys: cfg.Keys, key: cfg.APIKey, version: cfg.Version, log: log}
+	return &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, key: cfg.APIKey, version: cfg.Version, log: log}
 }
 
 // mcpPath is where the MCP server answers (streamable HTTP).
@@ -72,6 +85,7 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/sandboxes/{id}", s.deleteSandbox},
 		{"PATCH /v1/sandboxes/{id}", s.updateSandbox},
 		{"GET /v1/sandboxes/{id}/stats", s.sandboxStats},
+		{"GET /v1/sandboxes/{id}/network/events", s.networkEvents},
 		{"POST /v1/sandboxes/{id}/pause", s.pauseSandbox},
 		{"POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox},
 		{"POST /v1/sandboxes/{id}/suspend", s.suspendSandbox},
@@ -152,7 +166,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		if ok {
 			if k, err := s.keys.Lookup(r.Context(), token); err == nil {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: k.Name, toolsMode: k.ToolsMode})))
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: k.Name, toolsMode: k.ToolsMode, networkMode: netpolicy.Mode(k.NetworkMode)})))
 				return
 			}
 		}
@@ -169,6 +183,9 @@ type caller struct {
 	name string
 	// toolsMode is the least isolated sandbox mode its tool calls may use.
 	toolsMode string
+	// networkMode is the least isolated network mode its sandboxes may
+	// ask for.
+	networkMode netpolicy.Mode
 }
 
 type callerKey struct{}
@@ -205,12 +222,13 @@ func toolMode(ctx context.Context, mode string) (string, error) {
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := client.Health{Status: "ok", Version: s.version}
-	h.DefaultRuntime, h.DefaultReason = s.m.DefaultRuntime()
-	for _, b := range s.m.Health(r.Context()) {
+	core := s.m.Health(r.Context())
+	h.DefaultRuntime, h.DefaultReason = core.Default, core.DefaultReason
+	for _, b := range core.Backends {
 		h.Backends = append(h.Backends, client.BackendHealth(b))
 	}
 	h.Pools = []client.PoolHealth{}
-	for _, p := range s.m.Pools() {
+	for _, p := range core.Pools {
 		h.Pools = append(h.Pools, client.PoolHealth(p))
 	}
 	writeJSON(w, http.StatusOK, h)

@@ -13,9 +13,14 @@ import (
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/fake"
+	"github.com/hutchdev/hutch/internal/exec"
+	"github.com/hutchdev/hutch/internal/files"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/templates"
+	"github.com/hutchdev/hutch/internal/toolrun"
+	"github.com/hutchdev/hutch/internal/volume"
 )
 
 // The API in process: the real handlers over a Manager on SQLite and the
@@ -45,16 +50,16 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	templates, err := template.Open(filepath.Join(dir, "templates"))
+	templateStore, err := template.Open(filepath.Join(dir, "templates"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	be := fake.New(fake.TempDir(t))
-	m, err := sandbox.New(sandbox.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templates})
+	m, err := sandbox.New(t.Context(), sandbox.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Config{Manager: m, Keys: apikeys.New(db, nil), APIKey: testKey, Version: "test"}).Handler(true))
+	srv := httptest.NewServer(New(Config{Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: toolrun.New(toolrun.Config{Sandboxes: m}), Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, "", nil), Keys: apikeys.New(db, nil), APIKey: testKey, Version: "test"}).Handler(true))
 	t.Cleanup(func() {
 		srv.Close()
 		m.Close()

@@ -6,11 +6,11 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/templates"
 )
 
-func templateJSON(t sandbox.TemplateInfo) client.Template {
+func templateJSON(t templates.Info) client.Template {
 	return client.Template{
 		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: t.Parent, Steps: t.Steps, Env: t.Env,
 		Sandbox: t.Sandbox, MemoryRuntime: t.MemoryRuntime, Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
@@ -18,7 +18,7 @@ func templateJSON(t sandbox.TemplateInfo) client.Template {
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
-	list, err := s.m.Templates(r.Context())
+	list, err := s.templates.List(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -33,7 +33,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.m.Template(r.Context(), r.PathValue("name"))
+	t, err := s.templates.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -42,7 +42,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.DeleteTemplate(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.templates.Delete(r.Context(), r.PathValue("name")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -64,12 +64,12 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("name is required"))
 		return
 	}
-	breq := sandbox.BuildRequest{
+	breq := templates.BuildRequest{
 		Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
 		Hutchfile: req.Hutchfile, Context: req.Context,
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		t, err := s.m.BuildTemplate(r.Context(), breq, nil)
+		t, err := s.templates.Build(r.Context(), breq, nil)
 		if err != nil {
 			writeError(w, r, s.log, err)
 			return
@@ -78,7 +78,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := &sseWriter{w: w}
-	t, err := s.m.BuildTemplate(r.Context(), breq, func(p template.Progress) {
+	t, err := s.templates.Build(r.Context(), breq, func(p template.Progress) {
 		// A client that cannot keep up stops the build through its
 		// context; the error here adds nothing.
 		_ = sse.event("progress", client.BuildProgress{Step: p.Step, Done: p.Done, Total: p.Total, Message: p.Message})
@@ -96,7 +96,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 // importTemplate makes a template from the image archive in the request
 // body (a docker-archive or an OCI layout tar).
 func (s *Server) importTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.m.ImportTemplate(r.Context(), r.PathValue("name"), r.Body, nil)
+	t, err := s.templates.Import(r.Context(), r.PathValue("name"), r.Body, nil)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

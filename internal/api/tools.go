@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/toolrun"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -72,9 +73,9 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	call := sandbox.ToolCall{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: mode}
+	call := toolrun.Call{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: mode}
 	if !acceptsEvents(r) {
-		outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, nil)
+		outcome, err := s.tools.RunTool(r.Context(), r.PathValue("id"), call, nil)
 		if err != nil {
 			writeError(w, r, s.log, err)
 			return
@@ -94,7 +95,7 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 	text := utf8Carry{emit: func(st sandbox.Stream, b []byte) error {
 		return sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(b)})
 	}}
-	outcome, err := s.m.RunTool(r.Context(), r.PathValue("id"), call, text.send)
+	outcome, err := s.tools.RunTool(r.Context(), r.PathValue("id"), call, text.send)
 	if err == nil {
 		err = text.flush()
 	}
@@ -107,7 +108,7 @@ type toolOutput struct {
 	outputData
 }
 
-func toolResult(o sandbox.ToolOutcome) client.ToolResult {
+func toolResult(o toolrun.Outcome) client.ToolResult {
 	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result, RanOn: o.Where, Why: o.Why}
 	if o.Error != nil {
 		res.Status, res.Error = client.ToolError, &client.ToolFailure{Kind: o.Error.Kind, Message: o.Error.Message}
@@ -118,7 +119,7 @@ func toolResult(o sandbox.ToolOutcome) client.ToolResult {
 // download serves GET /v1/downloads/{token}, a URL sandbox_download_url
 // made: the token, not the API key, allows it.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	name, body, err := s.m.Download(r.Context(), r.PathValue("token"))
+	name, body, err := s.tools.Download(r.Context(), r.PathValue("token"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/tools"
@@ -32,7 +33,10 @@ type Key struct {
 	Name string
 	// ToolsMode is the least isolated sandbox mode its tool calls may use.
 	ToolsMode string
-	CreatedAt time.Time
+	// NetworkMode is the least isolated network mode its sandboxes may
+	// ask for.
+	NetworkMode string
+	CreatedAt   time.Time
 }
 
 // Service makes, lists, finds and removes keys.
@@ -50,8 +54,10 @@ func New(s Store, log *slog.Logger) *Service {
 }
 
 // Create makes a key named name whose tool calls may use toolsMode or a
-// more isolated mode (default: tools.ModeAll). It returns the key.
-func (s *Service) Create(ctx context.Context, name, toolsMode string) (string, *Key, error) {
+// more isolated mode (default: tools.ModeAll), and whose sandboxes may ask
+// for networkMode or a more isolated one (default: full). It returns the
+// key.
+func (s *Service) Create(ctx context.Context, name, toolsMode, networkMode string) (string, *Key, error) {
 	if err := template.CheckName(name); err != nil {
 		return "", nil, errdefs.InvalidArgument("key name: %v", err)
 	}
@@ -61,16 +67,22 @@ func (s *Service) Create(ctx context.Context, name, toolsMode string) (string, *
 	if !tools.ValidMode(toolsMode) {
 		return "", nil, errdefs.InvalidArgument("tools_mode must be all, selective or off, got %q", toolsMode)
 	}
+	if networkMode == "" {
+		networkMode = string(netpolicy.Full)
+	}
+	if _, err := netpolicy.ParseMode(networkMode); err != nil {
+		return "", nil, errdefs.InvalidArgument("network_mode: %v", err)
+	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", nil, err
 	}
 	key := "hutch_" + hex.EncodeToString(raw)
-	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, CreatedAt: time.Now().UTC()}
+	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, NetworkMode: networkMode, CreatedAt: time.Now().UTC()}
 	if err := s.store.CreateAPIKey(ctx, rec); err != nil {
 		return "", nil, err
 	}
-	s.log.Info("API key made", "name", name, "tools_mode", toolsMode)
+	s.log.Info("API key made", "name", name, "tools_mode", toolsMode, "network_mode", networkMode)
 	return key, view(rec), nil
 }
 
@@ -102,7 +114,7 @@ func (s *Service) Lookup(ctx context.Context, key string) (*Key, error) {
 }
 
 func view(k *store.APIKey) *Key {
-	return &Key{Name: k.Name, ToolsMode: k.ToolsMode, CreatedAt: k.CreatedAt}
+	return &Key{Name: k.Name, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
 }
 
 func hashKey(key string) string {

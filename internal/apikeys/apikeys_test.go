@@ -23,25 +23,28 @@ func TestKeys(t *testing.T) {
 	s := New(db, nil)
 	ctx := t.Context()
 
-	key, made, err := s.Create(ctx, "app", "")
-	if err != nil || !strings.HasPrefix(key, "hutch_") || made.Name != "app" || made.ToolsMode != tools.ModeAll {
+	key, made, err := s.Create(ctx, "app", "", "")
+	if err != nil || !strings.HasPrefix(key, "hutch_") || made.Name != "app" || made.ToolsMode != tools.ModeAll || made.NetworkMode != "full" {
 		t.Fatalf("Create: %q %+v %v", key, made, err)
 	}
-	if got, err := s.Lookup(ctx, key); err != nil || got.Name != "app" {
+	if got, err := s.Lookup(ctx, key); err != nil || got.Name != "app" || got.NetworkMode != "full" {
 		t.Errorf("Lookup of the key: %+v, %v", got, err)
 	}
 	if _, err := s.Lookup(ctx, key+"x"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Lookup of another key: %v, want not found", err)
 	}
-	for _, bad := range []struct{ name, mode string }{{"Bad Name", ""}, {"ok", "sometimes"}} {
-		if _, _, err := s.Create(ctx, bad.name, bad.mode); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Create(%q, %q): %v, want invalid argument", bad.name, bad.mode, err)
+	for _, bad := range []struct{ name, mode, network string }{{"Bad Name", "", ""}, {"ok", "sometimes", ""}, {"ok", "", "some"}} {
+		if _, _, err := s.Create(ctx, bad.name, bad.mode, bad.network); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Create(%q, %q, %q): %v, want invalid argument", bad.name, bad.mode, bad.network, err)
 		}
 	}
-	if _, _, err := s.Create(ctx, "app", tools.ModeOff); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if _, made, err := s.Create(ctx, "quiet", "", "none"); err != nil || made.NetworkMode != "none" {
+		t.Errorf("Create with network mode none: %+v, %v", made, err)
+	}
+	if _, _, err := s.Create(ctx, "app", tools.ModeOff, ""); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Errorf("Create of a taken name: %v, want already exists", err)
 	}
-	if list, err := s.List(ctx); err != nil || len(list) != 1 || list[0].Name != "app" {
+	if list, err := s.List(ctx); err != nil || len(list) != 2 || list[0].Name != "app" || list[1].NetworkMode != "none" {
 		t.Errorf("List: %+v, %v", list, err)
 	}
 	if err := s.Delete(ctx, "app"); err != nil {

@@ -76,6 +76,16 @@ type Suspender interface {
 	Resume(ctx context.Context, h Handle, spec Spec) error
 }
 
+// Networked is a backend whose sandboxes have a network: each one's
+// traffic goes to a router network namespace of its own (see sandboxnet),
+// where the daemon serves it under the sandbox's policy. The namespace is
+// there from Create to Destroy, across suspends.
+type Networked interface {
+	// Network returns the path of the sandbox's router namespace, or ""
+	// if this backend's sandboxes have no network (loopback only).
+	Network(ctx context.Context, h Handle) (string, error)
+}
+
 // Watcher tells when a sandbox's container ends by itself (killed from
 // outside, by the host's OOM killer, a runtime crash), so that the daemon
 // notices at once, not at the next call, and can say what it saw.

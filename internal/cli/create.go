@@ -30,6 +30,7 @@ type createFlags struct {
 	filesFrom   string
 	snapshot    string
 	volumes     []string
+	network     networkFlags
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -49,6 +50,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
 	fl.StringVar(&f.filesFrom, "files-from", "", "unpack into the workspace before the first command: a local `DIR`, or a .tar or .tar.gz (at most 32 MiB)")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
+	f.network.register(cmd, "")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept, memory too under gVisor; the next call resumes it; the default), stop (files kept; hutch start starts it) or delete")
 }
 
@@ -94,6 +96,9 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		req.Files[dest] = string(b)
 	}
 	var err error
+	if req.Network, err = f.network.policy(cmd); err != nil {
+		return req, err
+	}
 	if req.FilesTar, err = readFilesFrom(f.filesFrom); err != nil {
 		return req, err
 	}

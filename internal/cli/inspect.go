@@ -39,6 +39,7 @@ func (a *app) newInspectCmd() *cobra.Command {
 			t := newTable(a.stdout, "ID:", sb.ID)
 			t.row("Template:", sb.Template)
 			t.row("Runtime:", sb.Runtime)
+			t.row("Network:", describePolicy(sb.Network))
 			t.row("State:", sb.State)
 			if sb.StateReason != "" {
 				t.row("State reason:", sb.StateReason)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hutchdev/hutch/client"
 )
 
 func (a *app) newKeyCmd() *cobra.Command {
@@ -17,9 +19,9 @@ func (a *app) newKeyCmd() *cobra.Command {
 			"key manages them.",
 	}
 	groupCmd(cmd)
-	var mode string
+	var mode, network string
 	create := &cobra.Command{
-		Use:   "create NAME [--tools-mode all|selective|off]",
+		Use:   "create NAME [--tools-mode all|selective|off] [--network none|allowlist|full]",
 		Short: "Make a key and print it (it is shown this once)",
 		Args:  exactArgs(1, "a key name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -27,7 +29,7 @@ func (a *app) newKeyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, err := c.CreateAPIKey(cmd.Context(), args[0], mode)
+			k, err := c.CreateAPIKeyWith(cmd.Context(), client.CreateAPIKeyRequest{Name: args[0], ToolsMode: mode, NetworkMode: network})
 			if err != nil {
 				return err
 			}
@@ -38,6 +40,7 @@ func (a *app) newKeyCmd() *cobra.Command {
 			return err
 		},
 	}
+	create.Flags().StringVar(&network, "network", "", "the least isolated network mode its sandboxes may ask for, and the most they get when they name none: none, allowlist or full (the default)")
 	create.Flags().StringVar(&mode, "tools-mode", "", "the least isolated sandbox mode its tool calls may use, and theirs when they name none: all (the default: every call in the sandbox), selective or off")
 	ls := &cobra.Command{
 		Use:   "ls",
@@ -56,9 +59,9 @@ func (a *app) newKeyCmd() *cobra.Command {
 				return a.printJSON(keys)
 			}
 			now := time.Now()
-			t := newTable(a.stdout, "NAME", "TOOLS MODE", "CREATED")
+			t := newTable(a.stdout, "NAME", "TOOLS MODE", "NETWORK", "CREATED")
 			for _, k := range keys {
-				t.row(k.Name, k.ToolsMode, age(now, k.CreatedAt))
+				t.row(k.Name, k.ToolsMode, k.NetworkMode, age(now, k.CreatedAt))
 			}
 			return t.flush()
 		},

@@ -110,6 +110,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newSnapshotCmd(),
 		a.newForkCmd(),
 		a.newVolumeCmd(),
+		a.newNetworkCmd(),
 		a.newCpCmd(),
 		a.newFsCmd(),
 		a.newTemplateCmd(),

@@ -42,6 +42,13 @@ func TestCreate(t *testing.T) {
 		{name: "bad flag", args: []string{"create", "--cpus", "many"}, wantCode: 2, wantErr: "invalid argument"},
 		{name: "extra argument", args: []string{"create", "x"}, wantCode: 2, wantErr: "takes no arguments"},
 		{name: "negative idle timeout", args: []string{"create", "--idle-timeout", "-1s"}, wantCode: 2, wantErr: "must not be negative"},
+		{
+			name:    "network",
+			args:    []string{"create", "--network", "allowlist", "--allow", "pypi.org", "--allow", "203.0.113.0/24", "--deny", "evil.pypi.org"},
+			wantOut: "sb-1\n",
+			wantReq: &client.CreateSandboxRequest{Network: &client.NetworkPolicy{Mode: "allowlist", Allow: []string{"pypi.org", "203.0.113.0/24"}, Deny: []string{"evil.pypi.org"}}},
+		},
+		{name: "allow without a mode", args: []string{"create", "--allow", "pypi.org"}, wantCode: 2, wantErr: "need --network"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

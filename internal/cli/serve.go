@@ -37,6 +37,7 @@ func newServeCmd() *cobra.Command {
 					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
+					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -77,5 +78,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringArrayVar(&pools, "pool", nil, "keep `TEMPLATE[@RUNTIME]=SIZE` sandboxes ready (a warm pool); repeatable (default: base=2; base=0: none)")
 	f.StringVar(&cfg.PackageCache, "package-cache", cfg.PackageCache, "where template builds keep downloaded Debian packages (default: cache/debs in --data-dir)")
+	f.StringVar(&cfg.NetworkDefault, "network-default", cfg.NetworkDefault, "network mode of sandboxes created without a policy: none, allowlist or full")
+	f.StringVar(&cfg.NetworkNetns, "network-netns", "", "network namespace (a path) to connect from for sandboxes (default: the daemon's own)")
+	f.StringVar(&cfg.NetworkDNS, "network-dns", "", "DNS server (host:port) resolving sandboxes' names (default: the one in /etc/resolv.conf)")
 	return cmd
 }

@@ -11,7 +11,7 @@ import (
 func (a *app) newStatsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats ID",
-		Short: "Show what a running sandbox uses: CPU time, memory, processes, disk",
+		Short: "Show what a running sandbox uses: CPU time, memory, processes, disk, network",
 		Args:  exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()
@@ -29,6 +29,7 @@ func (a *app) newStatsCmd() *cobra.Command {
 			t.row("Memory:", mib(st.MemoryBytes)+" of "+limit(st.MemoryLimitBytes, mib)+", peak "+mib(st.MemoryPeakBytes))
 			t.row("Processes:", strconv.FormatInt(st.Pids, 10)+" of "+limit(st.PidsLimit, func(n int64) string { return strconv.FormatInt(n, 10) }))
 			t.row("Disk used:", mib(st.DiskUsedBytes))
+			t.row("Network:", fmt.Sprintf("%s out, %s in, %d connections", mib(st.NetworkBytesOut), mib(st.NetworkBytesIn), st.NetworkConnections))
 			return t.flush()
 		},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/tools"
 )
@@ -56,6 +57,16 @@ type Config struct {
 	// time, so that creating one is handing it over. Default: two of base
 	// on the default runtime (none while base is not built).
 	Pools []Pool `toml:"pool"`
+	// NetworkDefault is the network mode of a sandbox created without a
+	// policy: none, allowlist (with no rules: nothing) or full.
+	NetworkDefault string `toml:"network_default"`
+	// NetworkNetns is the network namespace (a path, as /run/netns/NAME)
+	// the daemon connects from, and resolves names in, for sandboxes;
+	// empty: its own.
+	NetworkNetns string `toml:"network_netns"`
+	// NetworkDNS is the DNS server (host:port) that resolves sandboxes'
+	// names; empty: the one /etc/resolv.conf names.
+	NetworkDNS string `toml:"network_dns"`
 }
 
 // Pool is one warm pool: Size ready sandboxes of Template on Runtime
@@ -72,13 +83,14 @@ const maxPoolSize = 64
 // Default returns the configuration used when nothing is said.
 func Default() Config {
 	return Config{
-		Version:  1,
-		Listen:   "127.0.0.1:7070",
-		DataDir:  defaultDataDir,
-		Runc:     "runc",
-		Runsc:    "runsc",
-		LogLevel: "info",
-		Pools:    []Pool{{Template: "base", Size: 2}},
+		Version:        1,
+		Listen:         "127.0.0.1:7070",
+		DataDir:        defaultDataDir,
+		Runc:           "runc",
+		Runsc:          "runsc",
+		LogLevel:       "info",
+		Pools:          []Pool{{Template: "base", Size: 2}},
+		NetworkDefault: "full",
 	}
 }
 
@@ -151,6 +163,19 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("pool of %s: runtime must be runc or gvisor (or empty: the default), got %q", p.Template, p.Runtime))
 		}
 	}
+	if _, err := netpolicy.ParseMode(c.NetworkDefault); err != nil {
+		errs = append(errs, fmt.Errorf("network_default: %w", err))
+	}
+	if c.NetworkNetns != "" {
+		if fi, err := os.Stat(c.NetworkNetns); err != nil || fi.IsDir() || !filepath.IsAbs(c.NetworkNetns) {
+			errs = append(errs, fmt.Errorf("network_netns must be the absolute path of a network namespace, got %q", c.NetworkNetns))
+		}
+	}
+	if c.NetworkDNS != "" {
+		if _, _, err := net.SplitHostPort(c.NetworkDNS); err != nil {
+			errs = append(errs, fmt.Errorf("network_dns must be host:port, got %q", c.NetworkDNS))
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -175,6 +200,11 @@ func (c Config) packageCache() string {
 func (c Config) socketPath() string { return filepath.Join(c.runDir(), "hutch.sock") }
 func (c Config) stateRoot(runtime string) string {
 	return filepath.Join(c.runDir(), runtime)
+}
+
+// netnsDir is where a runtime keeps its sandboxes' network namespaces.
+func (c Config) netnsDir(runtime string) string {
+	return filepath.Join(c.runDir(), "netns", runtime)
 }
 
 // runDir is RunDir, or the one derived from the data dir.

@@ -28,10 +28,15 @@ import (
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/download"
+	"github.com/hutchdev/hutch/internal/exec"
+	"github.com/hutchdev/hutch/internal/files"
 	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/templates"
+	"github.com/hutchdev/hutch/internal/toolrun"
+	"github.com/hutchdev/hutch/internal/volume"
 )
 
 // readyDisks is how many disks of the default size are kept made ahead: a
@@ -76,7 +81,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			log.Error("close database", "error", err)
 		}
 	}()
-	templates, err := template.Open(cfg.templateDir())
+	templateStore, err := template.Open(cfg.templateDir())
 	if err != nil {
 		return err
 	}
@@ -101,6 +106,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	var backends []backend.Backend
 	for _, c := range []oci.Config{runc, gvisor} {
 		c.SandboxDir, c.Disks, c.AgentExe, c.Logger, c.Exits = cfg.sandboxDir(), disks, agent, log, exits
+		c.NetnsDir = cfg.netnsDir(c.Name)
 		backends = append(backends, oci.New(c))
 	}
 	unusable := map[string]string{}
@@ -112,12 +118,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	def, why := defaultRuntime(cfg.Runtime, unusable)
 	log.Info("default runtime", "runtime", def, "reason", why)
-	mgr, err := sandbox.New(sandbox.Config{
+	volumeDir := filepath.Join(cfg.DataDir, "volumes")
+	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
-		Templates: templates, PackageCache: cfg.packageCache(), Logger: log, Pools: cfg.poolSpecs(),
-		VolumeDir: filepath.Join(cfg.DataDir, "volumes"),
-		Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
-		ToolMode: cfg.ToolsMode, HostToolsDir: cfg.ToolsHostDir,
+		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
+		Network: cfg.networkConfig(),
 	})
 	if err != nil {
 		return err
@@ -126,12 +131,25 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("tool calls may run on the host, outside any sandbox, in modes selective and off: trusted local development only",
 			"tools_host_dir", cfg.ToolsHostDir, "tools_mode", cmp.Or(cfg.ToolsMode, "all"))
 	}
+	tools := toolrun.New(toolrun.Config{
+		Sandboxes: mgr, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
+		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, Logger: log,
+	})
 	defer mgr.Close()
-	if err := mgr.Recover(ctx); err != nil {
-		return fmt.Errorf("recover sandboxes: %w", err)
+	// Template build steps run in sandboxes of their own, made with runc
+	// directly (see internal/templates/build.go), not the core's.
+	var buildBackend backend.Backend
+	for _, be := range backends {
+		if be.Name() == templates.BuildRuntime {
+			buildBackend = be
+		}
 	}
+	templateService := templates.New(templates.Config{
+		Core: mgr, Store: db, Templates: templateStore, BuildBackend: buildBackend, BuildUnusable: unusable[templates.BuildRuntime],
+		PackageCache: cfg.packageCache(), Logger: log,
+	})
 
-	srv := api.New(api.Config{Manager: mgr, Keys: apikeys.New(db, log), APIKey: key, Version: version, Logger: log})
+	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -218,6 +218,47 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 // buffered holds what the client sent after its CONNECT request that the
 // HTTP server had already read; it goes to upstream first.
 func (p *Proxy) tunnel(ctx context.Context, d dest, client net.Conn, buffered *bufio.Reader, upstream net.Conn) {
+	defer client.Close()
+	defer upstream.Close()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	var early int64
+	if n := buffered.Buffered(); n > 0 {
+		head, _ := buffered.Peek(n) // cannot fail: n bytes are buffered
+		m, err := upstream.Write(head)
+		early = int64(m)
+		if err != nil {
+			return
+		}
+	}
+
+	began := time.Now()
+	p.log().Debug("egress tunnel open", attrDest, d, "addr", upstream.RemoteAddr().String())
+	up, down := early, int64(0)
+	Splice(ctx, client, upstream, func(isUp bool, n int64) {
+		if isUp {
+			up += n
+		} else {
+			down = n
+		}
+	})
+	p.log().Debug("egress tunnel closed", attrDest, d, "bytes_up", up, "bytes_down", down,
+		"duration", time.Since(began).Round(time.Millisecond))
+}
+
+// Splice copies bytes both ways between client and upstream until both
+// directions have ended or ctx ends, then closes both connections. As each
+// direction ends, ended (if not nil) hears which one (up: client to
+// upstream) and how many bytes it carried.
+//
+// After a clean end of one direction's input it shuts only the other
+// side's write half, so that the peer sees end-of-stream while the other
+// direction carries on (a client may send its whole request, half-close,
+// and still read the answer). After an error, or where a side cannot
+// half-close, it closes both connections, which also ends the other
+// direction.
+func Splice(ctx context.Context, client, upstream net.Conn, ended func(up bool, n int64)) {
 	closeBoth := sync.OnceFunc(func() {
 		client.Close()
 		upstream.Close()
@@ -227,44 +268,25 @@ func (p *Proxy) tunnel(ctx context.Context, d dest, client net.Conn, buffered *b
 		stop()
 		closeBoth()
 	}()
-
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return
+	if ended == nil {
+		ended = func(bool, int64) {}
 	}
-	var up, down int64
-	if n := buffered.Buffered(); n > 0 {
-		early, _ := buffered.Peek(n) // cannot fail: n bytes are buffered
-		m, err := upstream.Write(early)
-		up += int64(m)
-		if err != nil {
-			return
-		}
-	}
-
-	began := time.Now()
-	p.log().Debug("egress tunnel open", attrDest, d, "addr", upstream.RemoteAddr().String())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		n, err := io.Copy(upstream, client)
-		up += n
+		ended(true, n)
 		endDirection(upstream, err, closeBoth)
 	})
 	wg.Go(func() {
 		n, err := io.Copy(client, upstream)
-		down = n
+		ended(false, n)
 		endDirection(client, err, closeBoth)
 	})
 	wg.Wait()
-	p.log().Debug("egress tunnel closed", attrDest, d, "bytes_up", up, "bytes_down", down,
-		"duration", time.Since(began).Round(time.Millisecond))
 }
 
-// endDirection ends one direction of a tunnel, whose copy into dst has
-// returned err. After a clean end of input it shuts only dst's write half,
-// so that the peer sees end-of-stream while the other direction carries on
-// (a client may send its whole request, half-close, and still read the
-// answer). After an error, or if dst cannot half-close, it closes both
-// connections, which also ends the other direction.
+// endDirection ends one direction of a splice, whose copy into dst has
+// returned err (see Splice).
 func endDirection(dst net.Conn, err error, closeBoth func()) {
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
 		if cw.CloseWrite() == nil {
@@ -390,16 +412,16 @@ func newDest(host, port string) (dest, error) {
 	host = strings.ToLower(host)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		host = ip.String()
-	} else if !validHostname(host) {
+	} else if !ValidHostname(host) {
 		return dest{}, fmt.Errorf("%q is not a valid host name (letters, digits, '-' and '_' in dot-separated labels, no trailing dot)", host)
 	}
 	return dest{host: host, port: uint16(n)}, nil
 }
 
-// validHostname reports whether s, already lower-cased, is a DNS name made
+// ValidHostname reports whether s, already lower-cased, is a DNS name made
 // of labels of 1 to 63 letters, digits, '-' or '_'. Anything stranger never
 // reaches the resolver.
-func validHostname(s string) bool {
+func ValidHostname(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}

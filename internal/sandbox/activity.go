@@ -31,6 +31,12 @@ type Activity struct {
 	// ActionAt is when the idle timer acts if nothing happens meanwhile;
 	// zero when it will not (busy, or not running).
 	ActionAt time.Time
+	// Processes are the background processes that run, their pids by
+	// name: nil when none can run because the sandbox is not live
+	// (suspended, stopped, failed) or is paused, its processes frozen
+	// with it. ProcessesErr says why the agent could not tell.
+	Processes    map[string]uint32
+	ProcessesErr error
 }
 
 // Activity reports a sandbox's activity without counting as activity and
@@ -68,10 +74,12 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	}
 	if !paused {
 		if procs, err := m.runningProcesses(ctx, inst); err == nil {
+			a.Processes = procs
 			for _, name := range slices.Sorted(maps.Keys(procs)) {
 				a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
 			}
 		} else {
+			a.ProcessesErr = err
 			a.Reasons = append(a.Reasons, "background processes unknown: "+err.Error())
 		}
 	}

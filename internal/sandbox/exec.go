@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
+	"path"
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
-	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/template"
 )
@@ -57,7 +55,9 @@ type ExecResult struct {
 	KilledBy string
 }
 
-func (r ExecRequest) argv() ([]string, error) {
+// Argv is the command's argv: Cmd, or Command run by /bin/sh -c. Giving
+// neither or both is an InvalidArgument.
+func (r ExecRequest) Argv() ([]string, error) {
 	switch {
 	case len(r.Cmd) > 0 && r.Command != "":
 		return nil, errdefs.InvalidArgument("give either cmd or command, not both")
@@ -72,37 +72,34 @@ func (r ExecRequest) argv() ([]string, error) {
 	return nil, errdefs.InvalidArgument("give cmd (an argv array) or command (a shell string)")
 }
 
-// Exec runs a command in a sandbox, sending its output to out as it comes,
-// and returns how it ended. The command's whole process tree is killed when
-// it times out, when out fails, or when ctx ends (the caller went away).
-func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest, out Output) (ExecResult, error) {
-	argv, err := req.argv()
-	if err != nil {
-		return ExecResult{}, err
+// Validate says what is wrong with the command, as Running.Exec would: a
+// service checks a command before it wakes a sandbox for it.
+func (r ExecRequest) Validate() error {
+	_, _, err := r.check()
+	return err
+}
+
+// check checks a command and returns its argv and timeout.
+func (r ExecRequest) check() (argv []string, timeout time.Duration, err error) {
+	if argv, err = r.Argv(); err != nil {
+		return nil, 0, err
 	}
-	timeout := req.Timeout
-	switch {
+	switch timeout = r.Timeout; {
 	case timeout == 0:
 		timeout = DefaultExecTimeout
 	case timeout < 0 || timeout > MaxExecTimeout:
-		return ExecResult{}, errdefs.InvalidArgument("timeout_s must be between 1 and %d", int(MaxExecTimeout.Seconds()))
+		return nil, 0, errdefs.InvalidArgument("timeout_s must be between 1 and %d", int(MaxExecTimeout.Seconds()))
 	}
-	for k := range req.Env {
+	for k := range r.Env {
 		if !template.ValidEnvName(k) {
-			return ExecResult{}, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
+			return nil, 0, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
 		}
 	}
-	inst, release, err := m.acquire(ctx, id)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	defer release()
-	res, err := m.run(ctx, inst, argv, req, timeout, out)
-	return res, m.callErr(ctx, inst, err)
+	return argv, timeout, nil
 }
 
 // run runs a checked command in a live sandbox the caller holds (see
-// acquire, and Exec).
+// acquire, and Running.Exec).
 func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req ExecRequest, timeout time.Duration, out Output) (ExecResult, error) {
 	id := inst.id
 
@@ -110,15 +107,12 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 	if cwd == "" {
 		cwd = template.Workspace
 	} else {
-		cwd = workspacePath(cwd)
+		cwd = WorkspacePath(cwd)
 	}
-	withStdin := req.Stdin != nil
-	start := connect.NewRequest(&process.StartRequest{
-		Process: &process.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: withEnv(inst.env, req.Env), Cwd: &cwd},
-		Stdin:   &withStdin,
-	})
-	agentclient.WithUser(start, userOr(req.User))
-	agentclient.WithTimeout(start, timeout, -1)
+	cmd := agentclient.Command{Argv: argv, Env: withEnv(inst.env, req.Env), Cwd: cwd, User: UserOr(req.User), Timeout: timeout}
+	if req.Stdin != nil {
+		cmd.Stdin = []byte(*req.Stdin)
+	}
 
 	began := time.Now()
 	// The stream's own context: ending it must not be what kills the
@@ -126,124 +120,96 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 	// explicit below.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	stream, err := inst.agent.Process.Start(sctx, start)
+	exe, err := inst.agent.Start(sctx, cmd)
 	if errors.Is(err, errdefs.ErrUnavailable) {
 		return ExecResult{}, m.lostAgent(ctx, inst, err)
 	}
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer func() { _ = stream.Close() }() // the result is already decided
+	defer func() { _ = exe.Close() }() // the result is already decided
 
-	var pid uint32
 	kill := func() {
-		if pid == 0 {
-			return
-		}
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer kcancel()
-		_, err := inst.agent.Process.SendSignal(kctx, connect.NewRequest(&process.SendSignalRequest{
-			Process: selectPid(pid),
-			Signal:  process.Signal_SIGNAL_SIGKILL, // the agent kills the whole tree
-		}))
-		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			m.log.Warn("kill command", attrSandbox, id, "pid", pid, "error", err)
+		// The agent kills the whole tree.
+		if err := inst.agent.Signal(kctx, agentclient.Pid(exe.Pid), syscall.SIGKILL); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			m.log.Warn("kill command", attrSandbox, id, "pid", exe.Pid, "error", err)
 		}
 	}
 	// Stop reading when the caller goes away.
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 
-	for stream.Receive() {
-		ev := stream.Msg().GetEvent()
-		switch e := ev.GetEvent().(type) {
-		case *process.ProcessEvent_Start:
-			pid = e.Start.GetPid()
-			if withStdin {
-				go m.feedStdin(context.WithoutCancel(sctx), inst, id, pid, *req.Stdin)
+	for {
+		ev, err := exe.Recv()
+		if err != nil {
+			kill()
+			if ctx.Err() != nil {
+				return ExecResult{}, ctx.Err()
 			}
-		case *process.ProcessEvent_Data:
-			if err := deliver(out, e.Data); err != nil {
-				kill()
-				return ExecResult{}, err
-			}
-		case *process.ProcessEvent_End:
-			res := endResult(e.End, time.Since(began))
+			return ExecResult{}, m.lostAgent(ctx, inst, fmt.Errorf("exec in sandbox %s: %w", id, err))
+		}
+		if ev.Exit != nil {
+			res := ResultOf(*ev.Exit, time.Since(began))
 			if res.ExitCode != 0 && res.KilledBy != "timeout" {
 				m.blameLimits(ctx, inst, &res)
 			}
 			return res, nil
 		}
+		if err := Deliver(out, ev); err != nil {
+			kill()
+			return ExecResult{}, err
+		}
 	}
-	// The stream ended without an end event.
-	kill()
-	if ctx.Err() != nil {
-		return ExecResult{}, ctx.Err()
-	}
-	if err := stream.Err(); err != nil {
-		return ExecResult{}, m.lostAgent(ctx, inst, fmt.Errorf("exec in sandbox %s: %w", id, err))
-	}
-	return ExecResult{}, m.lostAgent(ctx, inst, errdefs.Unavailable("the agent of sandbox %s ended the command's stream early", id))
 }
 
-// deliver sends a data event's output to out.
-func deliver(out Output, d *process.ProcessEvent_DataEvent) error {
-	switch o := d.GetOutput().(type) {
-	case *process.ProcessEvent_DataEvent_Stdout:
-		return out(Stdout, o.Stdout)
-	case *process.ProcessEvent_DataEvent_Stderr:
-		return out(Stderr, o.Stderr)
+// Deliver sends a command's output event to out.
+func Deliver(out Output, ev agentclient.Event) error {
+	switch ev.Stream {
+	case agentclient.Stdout:
+		return out(Stdout, ev.Data)
+	case agentclient.Stderr:
+		return out(Stderr, ev.Data)
 	}
 	return nil
 }
 
-// feedStdin writes the request's stdin and closes it. It runs beside the
-// output loop, so a command that reads slowly cannot stall its own output.
-func (m *Manager) feedStdin(ctx context.Context, inst *instance, id string, pid uint32, data string) {
-	sel := selectPid(pid)
-	if data != "" {
-		_, err := inst.agent.Process.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{
-			Process: sel,
-			Input:   &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte(data)}},
-		}))
-		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			m.log.Warn("send stdin", attrSandbox, id, "pid", pid, "error", err)
-		}
-	}
-	_, err := inst.agent.Process.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel}))
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn("close stdin", attrSandbox, id, "pid", pid, "error", err)
-	}
-}
-
-func selectPid(pid uint32) *process.ProcessSelector {
-	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
-}
-
-// endResult turns the agent's end event into a result.
-func endResult(e *process.ProcessEvent_EndEvent, d time.Duration) ExecResult {
-	r := ExecResult{ExitCode: int(e.GetExitCode()), Duration: d}
+// ResultOf is how a command that ended as e, after d, is reported: a
+// timeout as 124 (what timeout(1) reports), a signal as 128 plus its
+// number (what a shell reports).
+func ResultOf(e agentclient.ExitStatus, d time.Duration) ExecResult {
+	r := ExecResult{ExitCode: e.Code, Duration: d}
 	switch {
-	case e.GetError() == "timeout":
+	case e.TimedOut:
 		r.TimedOut, r.KilledBy = true, "timeout"
 		if r.ExitCode == 0 || r.ExitCode == -1 {
-			r.ExitCode = 124 // what timeout(1) reports
+			r.ExitCode = 124
 		}
-	case !e.GetExited() && strings.HasPrefix(e.GetStatus(), "signal"):
+	case !e.Exited && e.Signal != 0:
 		r.KilledBy = "signal"
-		if n, ok := signalNumbers[strings.TrimPrefix(e.GetStatus(), "signal: ")]; ok {
-			r.ExitCode = 128 + n // what a shell reports
-		}
+		r.ExitCode = 128 + int(e.Signal)
 	}
 	return r
 }
 
-// blameLimits puts a failed command down to a limit the sandbox hit since
-// the last look: "oom" when it ended with 137 (killed by SIGKILL, or a shell
-// reporting that its child was) and the OOM killer killed; else "pids" when
-// a fork was refused at the process limit, which kills nothing but makes
-// commands fail. (With commands ending at once, one may take the blame for
-// another's hit; the counts tell that one happened.)
+// Blame puts a failed command down to a limit its sandbox hit between the
+// counts prev and now: "oom" when it ended with 137 (killed by SIGKILL, or
+// a shell reporting that its child was) and the OOM killer killed; else
+// "pids" when a fork was refused at the process limit, which kills nothing
+// but makes commands fail. (With commands ending at once, one may take the
+// blame for another's hit; the counts tell that one happened.)
+func (r *ExecResult) Blame(prev, now backend.LimitHits) {
+	switch {
+	case r.ExitCode == 128+int(syscall.SIGKILL) && now.OOMKills > prev.OOMKills:
+		r.KilledBy = "oom"
+	case r.KilledBy == "" && now.PidsMax > prev.PidsMax:
+		r.KilledBy = "pids"
+	}
+}
+
+// blameLimits blames a failed command in a live sandbox for the limits it
+// hit since the last look (see ExecResult.Blame).
 func (m *Manager) blameLimits(ctx context.Context, inst *instance, res *ExecResult) {
 	hits, err := inst.backend.LimitHits(ctx, inst.handle)
 	if err != nil {
@@ -254,25 +220,20 @@ func (m *Manager) blameLimits(ctx context.Context, inst *instance, res *ExecResu
 	prev := inst.limitHits
 	inst.limitHits = hits
 	inst.mu.Unlock()
-	switch {
-	case res.ExitCode == 128+int(syscall.SIGKILL) && hits.OOMKills > prev.OOMKills:
-		res.KilledBy = "oom"
-	case res.KilledBy == "" && hits.PidsMax > prev.PidsMax:
-		res.KilledBy = "pids"
-	}
+	res.Blame(prev, hits)
 }
 
-// signalNumbers maps Go's names of signals ("killed", as in the agent's
-// "signal: killed") to their numbers.
-var signalNumbers = func() map[string]int {
-	m := map[string]int{}
-	for n := 1; n < 65; n++ {
-		m[syscall.Signal(n).String()] = n
+// WorkspacePath makes p absolute, relative paths meaning the workspace:
+// how every call names a sandbox's files and working directories.
+func WorkspacePath(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
 	}
-	return m
-}()
+	return path.Join(template.Workspace, p)
+}
 
-func userOr(u string) string {
+// UserOr is the user a call acts as: u, or the sandbox user.
+func UserOr(u string) string {
 	if u == "" {
 		return template.UserName
 	}

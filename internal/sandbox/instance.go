@@ -25,6 +25,7 @@ type instance struct {
 
 	mu         sync.Mutex
 	stopWatch  func() // ends the backend's watch of its container
+	netStop    func() // ends the daemon's serving of its network
 	paused     bool   // frozen: calls thaw it first
 	closing    bool   // being halted or deleted: no new calls
 	lastActive time.Time
@@ -124,6 +125,26 @@ func (i *instance) setUnwatch(stop func()) {
 	i.mu.Lock()
 	i.stopWatch = stop
 	i.mu.Unlock()
+}
+
+// setNetStop keeps what ends the serving of the instance's network.
+func (i *instance) setNetStop(stop func()) {
+	i.mu.Lock()
+	i.netStop = stop
+	i.mu.Unlock()
+}
+
+// stopNetwork ends the serving of the instance's network, if any: its
+// connections end, and its router namespace has no listener until the
+// sandbox runs again.
+func (i *instance) stopNetwork() {
+	i.mu.Lock()
+	stop := i.netStop
+	i.netStop = nil
+	i.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // unwatch ends the watch of the instance's container, if any.

@@ -8,7 +8,7 @@ import (
 	"github.com/hutchdev/hutch/internal/lifecycle"
 )
 
-// Open is create with scopes: without a Key it creates; with one it is
+// Create makes a sandbox, with scopes: without a Key it creates; with one it is
 // get-or-create. The sandbox that has the key is returned, woken first if
 // suspended or paused, started again on its files if it failed (state
 // error), replaced if that fails too; only when
@@ -18,9 +18,9 @@ import (
 //
 // This is how a sandbox per conversation ("chat-42"), per agent
 // ("agent-7") or shared by a team ("team-data") is kept.
-func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
+func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, created bool, err error) {
 	if opts.Key == "" {
-		sb, err := m.Create(ctx, opts)
+		sb, err := m.create(ctx, opts)
 		return sb, err == nil, err
 	}
 	unlock, err := m.locks.lock(ctx, "key:"+opts.Key) // one get-or-create per key at a time
@@ -31,7 +31,7 @@ func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *Sandbox, cr
 	rec, err := m.store.GetSandboxByKey(ctx, opts.Key)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
-		sb, err := m.Create(ctx, opts)
+		sb, err := m.create(ctx, opts)
 		return sb, err == nil, err
 	case err != nil:
 		return nil, false, err
@@ -48,6 +48,6 @@ func (m *Manager) Open(ctx context.Context, opts CreateOptions) (sb *Sandbox, cr
 	if err := m.Delete(ctx, rec.ID); err != nil {
 		return nil, false, err
 	}
-	sb, err = m.Create(ctx, opts)
+	sb, err = m.create(ctx, opts)
 	return sb, err == nil, err
 }

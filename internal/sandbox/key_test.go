@@ -15,30 +15,30 @@ func TestOpenByKey(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	first, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})
+	first, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
 	if err != nil || !created || first.Key != "chat-1" {
-		t.Fatalf("Open of a new key: %+v, %v, %v", first, created, err)
+		t.Fatalf("Create of a new key: %+v, %v, %v", first, created, err)
 	}
-	again, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})
+	again, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
 	if err != nil || created || again.ID != first.ID {
-		t.Fatalf("Open of the key again: %+v, %v, %v; want %s, not created", again, created, err, first.ID)
+		t.Fatalf("Create of the key again: %+v, %v, %v; want %s, not created", again, created, err, first.ID)
 	}
 	if _, err := d.m.Suspend(ctx, first.ID, "suspended by request"); err != nil {
 		t.Fatal(err)
 	}
-	woken, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})
+	woken, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
 	if err != nil || created || woken.ID != first.ID || woken.State != lifecycle.Running {
-		t.Fatalf("Open of a suspended key: %+v, %v, %v", woken, created, err)
+		t.Fatalf("Create of a suspended key: %+v, %v, %v", woken, created, err)
 	}
-	if _, _, err := d.m.Open(ctx, CreateOptions{Key: "chat-1", Template: "python"}); !errors.Is(err, errdefs.ErrConflict) {
-		t.Errorf("Open of the key with another template: %v, want a conflict", err)
+	if _, _, err := d.m.Create(ctx, CreateOptions{Key: "chat-1", Template: "python"}); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("Create of the key with another template: %v, want a conflict", err)
 	}
 	if err := d.m.Delete(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	fresh, created, err := d.m.Open(ctx, CreateOptions{Key: "chat-1"})
+	fresh, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
 	if err != nil || !created || fresh.ID == first.ID {
-		t.Fatalf("Open after the key's sandbox went: %+v, %v, %v", fresh, created, err)
+		t.Fatalf("Create after the key's sandbox went: %+v, %v, %v", fresh, created, err)
 	}
 
 	// Callers racing for a new key get one sandbox.
@@ -48,7 +48,7 @@ func TestOpenByKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sb, _, err := d.m.Open(ctx, CreateOptions{Key: "team"})
+			sb, _, err := d.m.Create(ctx, CreateOptions{Key: "team"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -67,7 +67,7 @@ func TestOpenByKey(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, _, err := d.m.Open(ctx, CreateOptions{Key: "bad\x00key"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, _, err := d.m.Create(ctx, CreateOptions{Key: "bad\x00key"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a key with a control character: %v", err)
 	}
 }

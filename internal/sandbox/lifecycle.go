@@ -11,13 +11,14 @@ import (
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
-// Create makes and starts a sandbox and returns it once its agent answers.
+// create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
+func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -32,6 +33,10 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		}
 	}
 	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
+	policy, err := m.checkNetwork(opts.Network)
+	if err != nil {
+		return nil, err
+	}
 	be, err := m.backendFor(opts.Runtime)
 	if err != nil {
 		return nil, err
@@ -44,17 +49,17 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
-				return m.adopt(ctx, sb, opts)
+				return m.adopt(ctx, sb, opts, policy)
 			}
 			go m.destroyPooled(sb) // made before a rebuild
 		}
 	}
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
-		ID: newID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
+		ID: NewID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
-		Volumes: storedMounts(opts.Volumes),
+		Volumes: storedMounts(opts.Volumes), Network: policy,
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
 	// list waits for the create to end.
@@ -97,29 +102,43 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
 	}
 	made = true
+	inst := newInstance(rec, be, h, m.clock)
+	if err := m.serveNetwork(ctx, inst, policy); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			inst.stopNetwork()
+			m.dropNet(rec.ID)
+		}
+	}()
 	if err := m.transitionHandle(ctx, rec.ID, h.State, lifecycle.Running, "created", lifecycle.Creating); err != nil {
 		return nil, err
 	}
 	rec.Handle, rec.State, rec.StateReason = h.State, lifecycle.Running, "created"
-	m.setLive(newInstance(rec, be, h, m.clock))
+	m.setLive(inst)
 	log.Info("sandbox created", "template", rec.Template, "duration", time.Since(now))
 	return view(rec), nil
 }
 
 // adopt makes a pool sandbox the caller's: one insert into the store.
-func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions) (*Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, policy netpolicy.Policy) (*Sandbox, error) {
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: lifecycle.Running,
 		StateReason: "created", CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB,
 		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
-		ExpiresAt: now.Add(opts.MaxLifetime),
+		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy,
 	}
 	if err := m.store.CreateSandbox(ctx, rec); err != nil {
 		go m.destroyPooled(sb)
 		return nil, err
 	}
+	// Its network is served already, refusing everything: now by its
+	// policy (checked by create).
+	checker, _ := netpolicy.Compile(policy)
+	m.netOf(rec.ID, policy).checker.Store(checker)
 	inst := sb.inst
 	inst.mu.Lock()
 	inst.idleTimeout, inst.env, inst.lastActive = rec.IdleTimeout, rec.Env, m.clock.Now()
@@ -165,6 +184,7 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if inst := m.takeLive(id); inst != nil {
 		inst.close(true)
 	}
+	defer m.dropNet(id)
 	if be, ok := m.backends[rec.Backend]; ok {
 		h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
 		if err := be.Destroy(dctx, h); err != nil {
@@ -386,6 +406,7 @@ func (m *Manager) takeLive(id string) *instance {
 	m.mu.Unlock()
 	if inst != nil {
 		inst.unwatch()
+		inst.stopNetwork()
 	}
 	return inst
 }

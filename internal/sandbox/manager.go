@@ -1,10 +1,13 @@
-// Package sandbox is the Manager: it owns every sandbox's lifecycle (create,
-// recover after a restart, idle timeout, delete) and is the one place the API
-// reaches sandboxes through. Exec and files go to the sandbox's agent.
+// Package sandbox is the lifecycle core, the Manager: it owns every
+// sandbox's life (create, recover after a restart, pause, suspend, resume,
+// stop, delete, the timers, the warm pool), every change of state going
+// through one transition under the sandbox's lock. What is done in a
+// sandbox is the services' beside it (internal/exec, files, toolrun,
+// templates): they take a running sandbox from Acquire and reach its agent
+// through the Running it hands them, never around the core.
 package sandbox
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -19,11 +22,11 @@ import (
 	"unicode"
 
 	"github.com/hutchdev/hutch/internal/backend"
-	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
+	"github.com/hutchdev/hutch/internal/sandboxnet"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
-	"github.com/hutchdev/hutch/internal/tools"
 )
 
 // Defaults and bounds of a create call.
@@ -58,29 +61,23 @@ type Config struct {
 	// Unusable names the backends found unusable at start, with why: no
 	// sandbox is created with them, but theirs are still recovered and
 	// deleted.
-	Unusable  map[string]string
+	Unusable map[string]string
+	// Templates are what sandboxes are made from. The core observes the
+	// store (see templateChanged): a template that changes or goes takes
+	// its pool sandboxes with it.
 	Templates *template.Store
-	// PackageCache keeps the packages template builds download.
-	PackageCache string
-	Logger       *slog.Logger
+	Logger    *slog.Logger
 	// ReapInterval is how often idle sandboxes are looked for.
 	ReapInterval time.Duration
 	// Pools are the warm pools to keep full (see pool.go).
 	Pools []PoolSpec
-	// VolumeDir holds the volumes' files.
+	// VolumeDir holds the volumes' files (internal/volume keeps them;
+	// VolumePath says where each one's are).
 	VolumeDir string
-	// Downloads signs download URLs (sandbox_download_url), which start
-	// with PublicURL, the daemon's address as callers reach it. Nil: the
-	// tool says downloads are off.
-	Downloads *download.Signer
-	PublicURL string
-	// ToolMode is the sandbox mode of tool calls that name none
-	// (tools.ModeAll when ""); HostToolsDir, where calls run on the host
-	// in the other modes, which are refused without it (hosttools.go).
-	ToolMode     string
-	HostToolsDir string
 	// Clock tells the time of timers and records (the real one when nil).
 	Clock Clock
+	// Network is how sandboxes reach the outside (see network.go).
+	Network NetworkConfig
 }
 
 // Manager owns the sandboxes.
@@ -91,51 +88,52 @@ type Manager struct {
 	defReason string
 	unusable  map[string]string
 	templates *template.Store
-	// packageCache keeps the packages template builds download.
-	packageCache string
-	log          *slog.Logger
-	reapEvery    time.Duration
-	volumeDir    string
-	downloads    *download.Signer
-	publicURL    string
-	toolMode     string
-	hostToolsDir string
-	clock        Clock
+	// unobserve ends the core's observation of templates (Close).
+	unobserve func()
+	log       *slog.Logger
+	reapEvery time.Duration
+	volumeDir string
+	clock     Clock
+	netCfg    NetworkConfig
+
+	// probeMu guards the backends' last probes (see probe).
+	probeMu  sync.Mutex
+	probes   []backend.Health
+	probedAt time.Time
 
 	pool *warmPool
 	// locks serialise each sandbox's changes of state (see locks.go).
 	locks locks
 
 	mu      sync.Mutex
-	live    map[string]*instance // sandboxes with a running container
-	reaping map[string]bool      // idle sandboxes being suspended or deleted
-	reaps   sync.WaitGroup       // of those, for Close
+	live    map[string]*instance   // sandboxes with a running container
+	nets    map[string]*sandboxNet // sandboxes' network state (see network.go)
+	reaping map[string]bool        // idle sandboxes being suspended or deleted
+	reaps   sync.WaitGroup         // of those, for Close
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
 	// goroutine only).
 	lastExpiry time.Time
 }
 
-// New returns a Manager. Call Recover before serving and Run for the timers.
-func New(cfg Config) (*Manager, error) {
+// New returns a Manager that has picked up the sandboxes an earlier daemon
+// process left (see recoverSandboxes). Call Run for the timers, and Close.
+func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
-		store:        cfg.Store,
-		backends:     map[string]backend.Backend{},
-		def:          cfg.Default,
-		defReason:    cfg.DefaultReason,
-		unusable:     cfg.Unusable,
-		templates:    cfg.Templates,
-		packageCache: cfg.PackageCache,
-		log:          cfg.Logger,
-		reapEvery:    cfg.ReapInterval,
-		volumeDir:    cfg.VolumeDir,
-		downloads:    cfg.Downloads,
-		publicURL:    strings.TrimSuffix(cfg.PublicURL, "/"),
-		toolMode:     cmp.Or(cfg.ToolMode, tools.ModeAll),
-		hostToolsDir: cfg.HostToolsDir,
-		clock:        cfg.Clock,
-		live:         map[string]*instance{},
-		reaping:      map[string]bool{},
-		pool:         newWarmPool(cfg.Pools, cfg.Default),
+		store:     cfg.Store,
+		backends:  map[string]backend.Backend{},
+		def:       cfg.Default,
+		defReason: cfg.DefaultReason,
+		unusable:  cfg.Unusable,
+		templates: cfg.Templates,
+		log:       cfg.Logger,
+		reapEvery: cfg.ReapInterval,
+		volumeDir: cfg.VolumeDir,
+		clock:     cfg.Clock,
+		netCfg:    cfg.Network.withDefaults(),
+		live:      map[string]*instance{},
+		nets:      map[string]*sandboxNet{},
+		reaping:   map[string]bool{},
+		pool:      newWarmPool(cfg.Pools, cfg.Default),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -152,11 +150,12 @@ func New(cfg Config) (*Manager, error) {
 	if _, ok := m.backends[m.def]; !ok {
 		return nil, fmt.Errorf("default runtime %q is not one of the configured backends", m.def)
 	}
+	if err := m.recoverSandboxes(ctx); err != nil {
+		return nil, fmt.Errorf("recover sandboxes: %w", err)
+	}
+	m.unobserve = m.templates.Observe(m.templateChanged)
 	return m, nil
 }
-
-// DefaultRuntime is the backend a create that names none gets, and why.
-func (m *Manager) DefaultRuntime() (name, reason string) { return m.def, m.defReason }
 
 // backendFor is the backend a create asks for by name ("": the default).
 func (m *Manager) backendFor(name string) (backend.Backend, error) {
@@ -174,13 +173,41 @@ func (m *Manager) backendFor(name string) (backend.Backend, error) {
 	return be, nil
 }
 
-// Health reports what every backend's Probe found.
-func (m *Manager) Health(ctx context.Context) []backend.Health {
-	var out []backend.Health
-	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
-		out = append(out, m.backends[name].Probe(ctx))
+// Health is how the core is: its runtimes and its warm pools.
+type Health struct {
+	// Default is the runtime a create that names none gets, and
+	// DefaultReason why.
+	Default       string
+	DefaultReason string
+	// Backends are what every backend's Probe found.
+	Backends []backend.Health
+	// Pools say how full each warm pool is.
+	Pools []PoolStatus
+}
+
+// probeEvery is how long what the backends' probes found is told again
+// before they are probed anew. A probe runs the runtimes' binaries: a
+// health check polled every second (a load balancer's, a console's) must
+// not fork them every time, nor wait for them on a loaded host.
+const probeEvery = 30 * time.Second
+
+// Health reports how the core is.
+func (m *Manager) Health(ctx context.Context) Health {
+	return Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools()}
+}
+
+// probe returns what every backend's Probe found, at most probeEvery ago.
+func (m *Manager) probe(ctx context.Context) []backend.Health {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	if now := m.clock.Now(); m.probes == nil || now.Sub(m.probedAt) >= probeEvery {
+		m.probes = m.probes[:0]
+		for _, name := range slices.Sorted(maps.Keys(m.backends)) {
+			m.probes = append(m.probes, m.backends[name].Probe(ctx))
+		}
+		m.probedAt = now
 	}
-	return out
+	return slices.Clone(m.probes)
 }
 
 // CreateOptions are the caller's wishes for a new sandbox; zero values mean
@@ -198,7 +225,7 @@ type CreateOptions struct {
 	// IdleAction is what the idle timeout does: store.IdleSuspend (the
 	// default), store.IdleStop or store.IdleDelete.
 	IdleAction string
-	// Key makes a create a get-or-create (see Open).
+	// Key makes a create a get-or-create (see Create).
 	Key string
 	// MaxLifetime is how long the sandbox lives at most, running or
 	// suspended: it is deleted then.
@@ -213,6 +240,8 @@ type CreateOptions struct {
 	FromSnapshot string
 	// Volumes are mounted into the sandbox (see volumes.go).
 	Volumes []VolumeMount
+	// Network is its network policy; nil: the daemon's default.
+	Network *netpolicy.Policy
 
 	workspace map[string]backend.File // Files and FilesTar, checked by withDefaults
 }
@@ -331,9 +360,9 @@ const (
 	attrBackend = "backend"
 )
 
-// newID returns a random sandbox ID: 12 characters of [a-z0-9], valid as a
+// NewID returns a random sandbox ID: 12 characters of [a-z0-9], valid as a
 // hostname, a path element and a container name.
-func newID() string {
+func NewID() string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, 12)
 	rand.Read(b)
@@ -343,12 +372,15 @@ func newID() string {
 	return string(b)
 }
 
-// identityFiles are the files that name a sandbox. (Its accounts come with
-// its template.)
+// identityFiles are the files that name a sandbox, and its resolver: the
+// daemon's, at its gateway (see sandboxnet), never the host's. (Its
+// accounts come with its template.)
 func identityFiles(id string) map[string]backend.File {
 	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", id)
+	resolv := "nameserver " + sandboxnet.RouterAddr.String() + "\n"
 	return map[string]backend.File{
-		"/etc/hosts":    {Data: []byte(hosts), Mode: 0o644},
-		"/etc/hostname": {Data: []byte(id + "\n"), Mode: 0o644},
+		"/etc/hosts":       {Data: []byte(hosts), Mode: 0o644},
+		"/etc/hostname":    {Data: []byte(id + "\n"), Mode: 0o644},
+		"/etc/resolv.conf": {Data: []byte(resolv), Mode: 0o644},
 	}
 }

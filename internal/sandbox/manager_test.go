@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,13 +72,10 @@ func (s *daemonState) start(t *testing.T, configure ...func(*Config)) *testDaemo
 	for _, f := range configure {
 		f(&cfg)
 	}
-	if d.m, err = New(cfg); err != nil {
+	if d.m, err = New(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.stop(t) })
-	if err := d.m.Recover(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	return d
 }
 
@@ -101,8 +97,13 @@ func (d *testDaemon) stop(t *testing.T) {
 func (d *testDaemon) exec(t *testing.T, id string, req ExecRequest) (string, ExecResult, error) {
 	t.Helper()
 	req.Cwd = d.backend.Root(id) + template.Workspace
+	r, release, err := d.m.Acquire(t.Context(), id)
+	if err != nil {
+		return "", ExecResult{}, err
+	}
+	defer release()
 	var stdout strings.Builder
-	res, err := d.m.Exec(t.Context(), id, req, func(s Stream, data []byte) error {
+	res, err := r.Exec(t.Context(), req, func(s Stream, data []byte) error {
 		if s == Stdout {
 			stdout.Write(data)
 		}
@@ -123,7 +124,7 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 
 func (d *testDaemon) create(t *testing.T, opts CreateOptions) *Sandbox {
 	t.Helper()
-	sb, err := d.m.Create(t.Context(), opts)
+	sb, err := d.m.create(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -150,20 +151,6 @@ func TestCreateExecDelete(t *testing.T) {
 	stdin := "piped in"
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Cmd: []string{"cat"}, Stdin: &stdin}); err != nil || out != stdin {
 		t.Errorf("cat of stdin: %q, %v", out, err)
-	}
-
-	path := d.backend.Root(sb.ID) + template.Workspace + "/note.txt"
-	if _, err := d.m.WriteFile(ctx, sb.ID, path, "", strings.NewReader("a note")); err != nil {
-		t.Fatalf("WriteFile: %v", err)
-	}
-	rc, err := d.m.ReadFile(ctx, sb.ID, path, "")
-	if err != nil {
-		t.Fatalf("ReadFile: %v", err)
-	}
-	got, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil || string(got) != "a note" {
-		t.Errorf("ReadFile: %q, %v", got, err)
 	}
 
 	if err := d.m.Delete(ctx, sb.ID); err != nil {

@@ -292,9 +292,7 @@ func TestStopAndStart(t *testing.T) {
 	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.m.StartProcess(ctx, sb.ID, ProcessRequest{Name: "svc", Cmd: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + template.Workspace}); err != nil {
-		t.Fatal(err)
-	}
+	d.startProcess(t, sb.ID, store.Process{Name: "svc", Argv: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + template.Workspace})
 	rec, err := d.m.Stop(ctx, sb.ID, "stopped by request")
 	if err != nil || rec.State != lifecycle.Stopped {
 		t.Fatalf("Stop: %+v, %v", rec, err)
@@ -318,8 +316,8 @@ func TestStopAndStart(t *testing.T) {
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("after the start: %q, %v", out, err)
 	}
-	if p := d.processes(t, sb.ID)["svc"]; p.Status != ProcessRunning {
-		t.Errorf("the background process after the start: %+v", p)
+	if _, ok := d.running(t, sb.ID)["svc"]; !ok {
+		t.Error("the background process does not run after the start")
 	}
 
 	// Suspended, then stopped where it is.
@@ -330,8 +328,8 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatalf("Stop of a suspended sandbox: %+v, %v", rec, err)
 	}
 	// A key's get-or-create starts it.
-	if got, created, err := d.m.Open(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != lifecycle.Running {
-		t.Fatalf("Open of a stopped sandbox's key: %+v, %v, %v", got, created, err)
+	if got, created, err := d.m.Create(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != lifecycle.Running {
+		t.Fatalf("Create of a stopped sandbox's key: %+v, %v, %v", got, created, err)
 	}
 
 	// What a daemon killed right after deciding to stop leaves.

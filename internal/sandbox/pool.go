@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -150,12 +151,17 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 		return pooled{}, err
 	}
 	opts, _ := CreateOptions{}.withDefaults()
-	id := newID()
+	id := NewID()
 	h, err := be.Create(ctx, m.spec(id, tmpl.RootDir, tmpl.Binds, opts))
 	if err != nil {
 		return pooled{}, err
 	}
 	sb := pooled{id: id, version: tmpl.Version, be: be, handle: h, inst: newInstance(&store.Sandbox{ID: id, IdleTimeout: opts.IdleTimeout}, be, h, m.clock)}
+	// Handed over with its network served: until then it reaches nothing.
+	if err := m.serveNetwork(ctx, sb.inst, netpolicy.Policy{Mode: netpolicy.None}); err != nil {
+		m.destroyPooled(sb)
+		return pooled{}, err
+	}
 	// A first command warms what the caller's first would pay for: the
 	// connection to the agent, and the agent's spare process starters.
 	res, err := m.run(ctx, sb.inst, []string{"true"}, ExecRequest{Cwd: "/"}, 30*time.Second, func(Stream, []byte) error { return nil })
@@ -241,6 +247,38 @@ func (m *Manager) flushPool(template string) {
 	p.wake()
 }
 
+// templateChanged is the core's observer of its template store (see
+// template.Store.Observe), called when template name's current version
+// changed or the template went: the pool's sandboxes of the version before
+// go and new ones come, and the versions no sandbox uses any more (the one
+// before, a snapshot's memory image as big as the sandbox's memory) are
+// removed. It runs on the goroutine of the build, snapshot or removal, and
+// may run for two templates at once.
+func (m *Manager) templateChanged(name string) {
+	m.flushPool(name)
+	// The observer has no context: the change is made, and its caller's
+	// may end any time now.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.pruneTemplates(ctx); err != nil {
+		m.log.Warn("prune old template versions", "template", name, "error", err)
+	}
+}
+
+// pruneTemplates removes old template versions no sandbox uses, neither
+// the store's nor the pool's.
+func (m *Manager) pruneTemplates(ctx context.Context) error {
+	list, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	used := m.poolVersions()
+	for _, sb := range list {
+		used[sb.Template+"/"+sb.TemplateVersion] = true
+	}
+	return m.templates.Prune(func(name, version string) bool { return used[name+"/"+version] })
+}
+
 // poolVersions are the template versions pool sandboxes use, as
 // "name/version", for Prune.
 func (m *Manager) poolVersions() map[string]bool {
@@ -256,8 +294,8 @@ func (m *Manager) poolVersions() map[string]bool {
 	return used
 }
 
-// Pools reports how full each pool is.
-func (m *Manager) Pools() []PoolStatus {
+// pools reports how full each pool is.
+func (m *Manager) pools() []PoolStatus {
 	p := m.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -302,9 +340,18 @@ func (m *Manager) drainPools() {
 func (m *Manager) destroyPooled(sb pooled) {
 	sb.inst.unwatch()
 	sb.inst.close(true)
+	sb.inst.stopNetwork()
+	m.dropNet(sb.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sb.be.Destroy(ctx, sb.handle); err != nil {
 		m.log.Error("warm pool: destroy a sandbox", attrSandbox, sb.id, "error", err)
 	}
+}
+
+func orDefault(v, fallback string) string {
+	if v == "" {
+		return fallback
+	}
+	return v
 }

@@ -3,70 +3,104 @@ package sandbox
 import (
 	"archive/tar"
 	"errors"
+	"io"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
+
+// The core's part of background processes: what it does for them by
+// itself around a suspend and a resume, and how they keep a sandbox awake.
+// Starting, listing, signalling and restarting them on request is
+// internal/exec's, tested there.
+
+// startProcess starts background process p in sandbox id as internal/exec
+// does: started in the sandbox, then recorded, running.
+func (d *testDaemon) startProcess(t *testing.T, id string, p store.Process) {
+	t.Helper()
+	r, release, err := d.m.Acquire(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	p.SandboxID, p.Running, p.CreatedAt = id, true, time.Now().UTC()
+	if _, err := r.StartProcess(t.Context(), &p); err != nil {
+		t.Fatalf("start process %s: %v", p.Name, err)
+	}
+	if err := d.db.PutProcess(t.Context(), &p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// running returns the background processes that run in sandbox id, their
+// pids by name; it wakes the sandbox.
+func (d *testDaemon) running(t *testing.T, id string) map[string]uint32 {
+	t.Helper()
+	r, release, err := d.m.Acquire(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	running, err := r.Processes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return running
+}
 
 // logsOf returns a background process's kept stdout.
 func (d *testDaemon) logsOf(t *testing.T, id, name string) string {
 	t.Helper()
-	var out strings.Builder
-	err := d.m.ProcessLogs(t.Context(), id, name, false, func(s Stream, data []byte) error {
-		if s == Stdout {
-			out.Write(data)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("logs of %s: %v", name, err)
-	}
-	return out.String()
-}
-
-func (d *testDaemon) processes(t *testing.T, id string) map[string]ProcessInfo {
-	t.Helper()
-	procs, err := d.m.ListProcesses(t.Context(), id)
+	r, release, err := d.m.Acquire(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]ProcessInfo{}
-	for _, p := range procs {
-		out[p.Name] = p
+	defer release()
+	logs, err := r.Agent().Replay(t.Context(), ProcessTag(name), false)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "" // not started since the agent started
 	}
-	return out
+	if err != nil {
+		t.Fatalf("logs of %s: %v", name, err)
+	}
+	defer func() { _ = logs.Close() }()
+	var out strings.Builder
+	for {
+		ev, err := logs.Recv()
+		if errors.Is(err, io.EOF) || err == nil && ev.Exit != nil {
+			return out.String()
+		}
+		if err != nil {
+			t.Fatalf("logs of %s: %v", name, err)
+		}
+		if ev.Stream == agentclient.Stdout {
+			out.Write(ev.Data)
+		}
+	}
 }
 
-// A background process outlives its request, keeps its sandbox awake past
-// the idle timeout, is started again by a resume, and can be signalled,
-// restarted and deleted.
+// A background process keeps its sandbox awake past the idle timeout; a
+// suspend notes that it ran, and the resume starts it again with its env;
+// ended, it no longer keeps the sandbox awake.
 func TestBackgroundProcesses(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
-	workspace := d.backend.Root(sb.ID) + template.Workspace
-
-	web, err := d.m.StartProcess(ctx, sb.ID, ProcessRequest{
-		Name: "web", Command: `echo "started $TOKEN $FROM_SANDBOX"; exec sleep 600`, Cwd: workspace,
-		Env: map[string]string{"TOKEN": "s3cret"}, Port: 8000,
+	d.startProcess(t, sb.ID, store.Process{
+		Name: "web", Argv: []string{"/bin/sh", "-c", `echo "started $TOKEN $FROM_SANDBOX"; exec sleep 600`},
+		Cwd: d.backend.Root(sb.ID) + template.Workspace, Env: map[string]string{"TOKEN": "s3cret"}, Port: 8000,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if web.Status != ProcessRunning || web.Pid == 0 || !slices.Equal(web.EnvNames, []string{"TOKEN"}) || web.Port != 8000 {
-		t.Errorf("started: %+v", web)
-	}
 	waitFor(t, "the process's first output", func() bool { return d.logsOf(t, sb.ID, "web") == "started s3cret sb\n" })
-	if _, err := d.m.StartProcess(ctx, sb.ID, ProcessRequest{Name: "web", Command: "true", Cwd: workspace}); !errors.Is(err, errdefs.ErrConflict) {
-		t.Errorf("a second start of a running name: %v, want conflict", err)
-	}
 
 	// Past its idle timeout, the sandbox stays awake while the process runs.
 	d.tickAfter(t, clock, 2*time.Second)
@@ -81,81 +115,39 @@ func TestBackgroundProcesses(t *testing.T) {
 		t.Errorf("activity of a busy sandbox: %+v", act)
 	}
 
-	// A suspend ends it; the resume starts it again with its env.
+	// A suspend ends it, noting that it ran; the resume starts it again
+	// with its env.
 	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
 		t.Fatal(err)
 	}
-	if p := d.processes(t, sb.ID)["web"]; p.Status != ProcessSuspended {
-		t.Errorf("while suspended: %+v", p)
+	if procs, err := d.db.ListProcesses(ctx, sb.ID); err != nil || len(procs) != 1 || !procs[0].Running {
+		t.Errorf("recorded while suspended: %v, %v; want web, running", procs, err)
+	}
+	if act, err := d.m.Activity(ctx, sb.ID); err != nil || act.Processes != nil || act.State != lifecycle.Suspended {
+		t.Errorf("activity of a suspended sandbox: %+v, %v; want no processes, without waking it", act, err)
 	}
 	if _, err := d.m.Resume(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	again := d.processes(t, sb.ID)["web"]
-	if again.Status != ProcessRunning || again.Pid == 0 {
-		t.Errorf("after the resume: %+v", again)
+	if pid := d.running(t, sb.ID)["web"]; pid == 0 {
+		t.Error("the process does not run after the resume")
 	}
 	waitFor(t, "the restarted process's output", func() bool { return d.logsOf(t, sb.ID, "web") == "started s3cret sb\n" })
 
 	// Ended by a signal, it no longer keeps the sandbox awake.
-	if err := d.m.SignalProcess(ctx, sb.ID, "web", "TERM"); err != nil {
+	r, release, err := d.m.Acquire(ctx, sb.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the process to exit", func() bool { return d.processes(t, sb.ID)["web"].Status == ProcessExited })
-	if err := d.m.SignalProcess(ctx, sb.ID, "web", "TERM"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Errorf("signal to an exited process: %v, want failed precondition", err)
-	}
-	restarted, err := d.m.RestartProcess(ctx, sb.ID, "web")
-	if err != nil || restarted.Status != ProcessRunning {
-		t.Fatalf("restart of an exited process: %+v, %v", restarted, err)
-	}
-	if err := d.m.DeleteProcess(ctx, sb.ID, "web"); err != nil {
+	err = r.Agent().Signal(ctx, agentclient.Tag(ProcessTag("web")), syscall.SIGTERM)
+	release()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if procs := d.processes(t, sb.ID); len(procs) != 0 {
-		t.Errorf("after delete: %+v", procs)
-	}
+	waitFor(t, "the process to exit", func() bool { _, ok := d.running(t, sb.ID)["web"]; return !ok })
 	d.tickAfter(t, clock, 2*time.Second)
 	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Suspended {
-		t.Errorf("idle with no process left: %s, want suspended", got.State)
-	}
-	if err := d.m.Delete(ctx, sb.ID); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestProcessErrors(t *testing.T) {
-	t.Parallel()
-	d := newDaemonState(t).start(t)
-	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
-	tests := []struct {
-		name string
-		req  ProcessRequest
-		want error
-	}{
-		{"no command", ProcessRequest{Name: "a"}, errdefs.ErrInvalidArgument},
-		{"bad name", ProcessRequest{Name: "../x", Command: "true"}, errdefs.ErrInvalidArgument},
-		{"bad port", ProcessRequest{Name: "a", Command: "true", Port: 70000}, errdefs.ErrInvalidArgument},
-		{"bad env", ProcessRequest{Name: "a", Command: "true", Env: map[string]string{"A=B": "c"}}, errdefs.ErrInvalidArgument},
-	}
-	for _, tt := range tests {
-		if _, err := d.m.StartProcess(ctx, sb.ID, tt.req); !errors.Is(err, tt.want) {
-			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
-		}
-	}
-	if _, err := d.m.StartProcess(ctx, "nope", ProcessRequest{Command: "true"}); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("start in a missing sandbox: %v", err)
-	}
-	if err := d.m.SignalProcess(ctx, sb.ID, "nope", "TERM"); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("signal to a missing process: %v", err)
-	}
-	if err := d.m.SignalProcess(ctx, sb.ID, "nope", "STOP"); !errors.Is(err, errdefs.ErrInvalidArgument) {
-		t.Errorf("an unknown signal: %v", err)
-	}
-	p, err := d.m.StartProcess(ctx, sb.ID, ProcessRequest{Cmd: []string{"/bin/sleep", "600"}, Cwd: d.backend.Root(sb.ID) + template.Workspace})
-	if err != nil || !strings.HasPrefix(p.Name, "sleep-") {
-		t.Errorf("a process without a name: %+v, %v", p, err)
+		t.Errorf("idle with no process running: %s, want suspended", got.State)
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
@@ -212,7 +204,7 @@ func TestCreateWithFiles(t *testing.T) {
 		{"": "x"},
 		{"a": "file", "a/b": "under a file"},
 	} {
-		if _, err := d.m.Create(ctx, CreateOptions{Files: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := d.m.create(ctx, CreateOptions{Files: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("files %v: %v, want invalid argument", bad, err)
 		}
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/hutchdev/hutch/internal/store"
 )
 
-// Recover picks up the sandboxes an earlier daemon process left: live ones
-// are reconnected to; ones whose container died are marked error and
-// cleaned; ones caught half-made are removed; containers no record knows are
-// destroyed. Call it once, before serving.
-func (m *Manager) Recover(ctx context.Context) error {
+// recoverSandboxes picks up the sandboxes an earlier daemon process left (New calls
+// it, before anything is served): live ones are reconnected to; ones whose
+// container died are marked error and cleaned; ones caught half-made are
+// removed; containers no record knows are destroyed.
+func (m *Manager) recoverSandboxes(ctx context.Context) error {
 	recs, err := m.store.ListSandboxes(ctx)
 	if err != nil {
 		return err
@@ -99,6 +99,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			return nil
 		}
 		inst.paused = true
+		m.recoverNetwork(ctx, inst, rec)
 		m.setLive(inst)
 		m.log.Info("sandbox recovered, paused", attrSandbox, rec.ID)
 		return nil
@@ -109,6 +110,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			// OOM kills from before the restart are no command's.
 			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
+				m.recoverNetwork(ctx, inst, rec)
 				m.setLive(inst)
 				m.log.Info("sandbox recovered", attrSandbox, rec.ID)
 				return nil
@@ -122,6 +124,15 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 		return nil
 	}
 	return nil
+}
+
+// recoverNetwork serves the network of a sandbox found running after a
+// restart, by its stored policy. Without it the sandbox's connections are
+// refused: said in the log, not fatal.
+func (m *Manager) recoverNetwork(ctx context.Context, inst *instance, rec *store.Sandbox) {
+	if err := m.serveNetwork(ctx, inst, rec.Network); err != nil {
+		m.log.Error("network of a recovered sandbox not served: its connections are refused", attrSandbox, rec.ID, "error", err)
+	}
 }
 
 // haltAfterRestart suspends (keepMemory) or stops a sandbox a daemon
@@ -279,6 +290,7 @@ func (m *Manager) Close() {
 		inst.unwatch() // the next daemon watches them
 	}
 	m.reaps.Wait()
+	m.unobserve() // a closed core hears of templates no more
 	m.drainPools()
 	for _, inst := range live {
 		inst.agent.CloseIdleConnections()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -33,6 +34,7 @@ type Sandbox struct {
 	ExpiresAt   time.Time
 	Volumes     []VolumeMount
 	Metadata    map[string]string
+	Network     netpolicy.Policy
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -53,6 +55,7 @@ func view(rec *store.Sandbox) *Sandbox {
 		State: rec.State, StateReason: rec.StateReason, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Key: rec.Key,
 		ExpiresAt: rec.ExpiresAt, Metadata: maps.Clone(rec.Metadata), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,
+		Network: rec.Network,
 	}
 	for _, v := range rec.Volumes {
 		sb.Volumes = append(sb.Volumes, VolumeMount(v))

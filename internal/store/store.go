@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 )
 
 // Store persists sandboxes. Methods are safe for concurrent use.
@@ -26,6 +27,9 @@ type Store interface {
 	// SetTimers sets a sandbox's idle timeout, idle action and end of
 	// life, and nothing else; ErrNotFound if absent.
 	SetTimers(ctx context.Context, id string, t Timers) error
+	// SetNetwork sets a sandbox's network policy, and nothing else;
+	// ErrNotFound if absent.
+	SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error
 	// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
 	GetSandboxByKey(ctx context.Context, key string) (*Sandbox, error)
 	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
@@ -66,7 +70,10 @@ type APIKey struct {
 	// ToolsMode is the least isolated sandbox mode its tool calls may use
 	// (and the one they get when they name none).
 	ToolsMode string
-	CreatedAt time.Time
+	// NetworkMode is the least isolated network mode its sandboxes may
+	// ask for (and the most they get when they name none).
+	NetworkMode string
+	CreatedAt   time.Time
 }
 
 // Volume is a named persistent volume: a directory that outlives the
@@ -136,6 +143,8 @@ type Sandbox struct {
 	ExpiresAt time.Time
 	// Volumes are the volumes it mounts.
 	Volumes []VolumeMount
+	// Network is its network policy (mode none if empty).
+	Network netpolicy.Policy
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string

@@ -30,8 +30,12 @@ type DebianOptions struct {
 	// Packages are installed beyond the minimal base system (debootstrap's
 	// minbase variant: dpkg, apt, bash, coreutils and what they need).
 	Packages []string
-	// CacheDir keeps downloaded packages between builds.
+	// CacheDir keeps downloaded packages between builds, and the base
+	// system of each suite and mirror (see baseSystem).
 	CacheDir string
+	// FreshBase runs debootstrap even when a base system of the archive's
+	// current state is kept in CacheDir (and keeps the new one).
+	FreshBase bool
 	// Debootstrap is the debootstrap binary; empty means "debootstrap".
 	Debootstrap string
 	// LocalCAs is the directory of certificate authorities the root trusts
@@ -70,6 +74,11 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if progress == nil {
 		progress = func(Progress) {}
 	}
+	// Every argument is checked before what the host lacks is looked for:
+	// bad input is the caller's to fix wherever the build would run.
+	if err := CheckName(name); err != nil {
+		return Info{}, err
+	}
 	for _, p := range opts.Packages {
 		if !validPackage.MatchString(p) {
 			return Info{}, errdefs.InvalidArgument("package name %q is not a Debian package name", p)
@@ -102,7 +111,7 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 		return Info{}, err
 	}
 	defer func() { err = b.fail(ctx, err) }()
-	if err := debootstrap(ctx, bin, b, opts, progress); err != nil {
+	if err := baseSystem(ctx, bin, b, opts, progress); err != nil {
 		return Info{}, err
 	}
 	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
@@ -118,12 +127,15 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 		}
 	}
 	if len(opts.NpmPackages) > 0 {
-		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, opts.Run, progress); err != nil {
+		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, opts.CacheDir, opts.Run, progress); err != nil {
 			return Info{}, err
 		}
 	}
 	progress(Progress{Step: "finish", Message: "Cleaning package caches"})
 	if err := cleanPackageCaches(b.Root(), opts.CacheDir); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	if err := letPipInstall(b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
 	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Suite: opts.Suite, Mirror: opts.Mirror})
@@ -136,7 +148,8 @@ func orDefault(v, fallback string) string {
 	return v
 }
 
-// debootstrap runs debootstrap into the build's root. Its full log goes to
+// debootstrap runs debootstrap into the build's root; a build with a
+// package cache calls it holding the cache's lock. Its full log goes to
 // build.log beside the root; its machine-readable progress (the protocol
 // it speaks to debian-installer on descriptor 3) becomes progress calls.
 func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, progress func(Progress)) error {
@@ -144,17 +157,6 @@ func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, 
 	// not get through the dependencies of packages such as npm.
 	args := []string{"--variant=minbase", "--debian-installer"}
 	if opts.CacheDir != "" {
-		if err := os.MkdirAll(opts.CacheDir, 0o700); err != nil {
-			return fmt.Errorf("package cache: %w", err)
-		}
-		// debootstrap downloads into the cache in place: builds that share
-		// it (another daemon's too) take turns. apt-get's downloads are
-		// the build's own until renamed into the cache whole.
-		unlock, err := lockDir(ctx, opts.CacheDir)
-		if err != nil {
-			return fmt.Errorf("package cache: %w", err)
-		}
-		defer unlock()
 		args = append(args, "--cache-dir="+opts.CacheDir)
 	}
 	args = append(args, opts.Suite, b.Root(), opts.Mirror)
@@ -377,6 +379,26 @@ func cleanPackageCaches(root, cacheDir string) error {
 			if err := os.RemoveAll(m); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// letPipInstall removes Debian's PEP 668 marker (EXTERNALLY-MANAGED) from
+// the root's Pythons, so that `pip install X` works in a sandbox as a user
+// of E2B or Modal expects: as the sandbox user it installs into
+// ~/.local (pip's user scheme, which a suspend keeps with the rest of the
+// sandbox's files), as root into /usr/local; Debian's own packages in
+// /usr/lib stay as they were. The sandbox is the boundary the marker
+// stands in for on a shared system.
+func letPipInstall(root string) error {
+	markers, err := filepath.Glob(filepath.Join(root, "usr/lib/python3*/EXTERNALLY-MANAGED"))
+	if err != nil {
+		return err
+	}
+	for _, m := range markers {
+		if err := os.Remove(m); err != nil {
+			return fmt.Errorf("let pip install: %w", err)
 		}
 	}
 	return nil

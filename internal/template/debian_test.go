@@ -144,10 +144,25 @@ func needDebootstrap(t *testing.T) {
 	}
 }
 
+// packageCache is where these tests' builds keep the Debian packages they
+// download, across runs, as a host's builds do in its data dir: a build
+// downloads only what the last one did not (builds sharing it take turns
+// at debootstrap, so the tests run in parallel).
+func packageCache(t *testing.T) string {
+	t.Helper()
+	const dir = "/var/cache/hutch-test/debs"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestBuildDebian builds the smallest template from the host's mirror: the
-// base system. (Packages are installed by apt-get in a sandbox: the e2e
-// tests build with them.)
+// base system, with debootstrap, which it keeps; then again from what it
+// kept. (Packages are installed by apt-get in a sandbox: the e2e tests build
+// with them.)
 func TestBuildDebian(t *testing.T) {
+	t.Parallel()
 	needDebootstrap(t)
 	s := openStore(t)
 	cas := t.TempDir()
@@ -158,25 +173,99 @@ func TestBuildDebian(t *testing.T) {
 		t.Fatal(err)
 	}
 	var steps []string
-	info, err := s.BuildDebian(context.Background(), "tiny", DebianOptions{CacheDir: t.TempDir(), LocalCAs: cas},
-		func(p Progress) {
-			if len(steps) == 0 || steps[len(steps)-1] != p.Step {
-				steps = append(steps, p.Step)
-			}
-		})
-	if err != nil {
-		t.Fatal(err)
+	build := func(name string, fresh bool) Info {
+		t.Helper()
+		steps = nil
+		info, err := s.BuildDebian(context.Background(), name, DebianOptions{CacheDir: packageCache(t), LocalCAs: cas, FreshBase: fresh},
+			func(p Progress) {
+				if len(steps) == 0 || steps[len(steps)-1] != p.Step {
+					steps = append(steps, p.Step)
+				}
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("steps: %v", steps)
+		return info
 	}
-	t.Logf("steps: %v", steps)
-	for _, want := range []string{"index", "extract", "unpack", "configure", "finish"} {
-		if !strings.Contains(" "+strings.Join(steps, " ")+" ", " "+want+" ") {
+	hasStep := func(want string) bool { return strings.Contains(" "+strings.Join(steps, " ")+" ", " "+want+" ") }
+
+	info := build("tiny", true)
+	for _, want := range []string{"index", "extract", "unpack", "configure", "base", "finish"} {
+		if !hasStep(want) {
 			t.Errorf("no %q step in %v", want, steps)
 		}
 	}
 	if info.Source != SourceDebian || info.Suite == "" || info.Mirror == "" || info.SizeBytes < 50<<20 {
 		t.Errorf("info = %+v", info)
 	}
-	tmpl, err := s.Get("tiny")
+	if kept, _ := filepath.Glob(filepath.Join(packageCache(t), "base", info.Suite+"-*.tar")); len(kept) != 1 {
+		t.Errorf("base systems kept for %s: %v, want one", info.Suite, kept)
+	}
+	checkRoot(t, s, "tiny")
+
+	// The next build unpacks the base system kept by the first: the same
+	// files, with the same modes (setuid ones too), owners and sizes.
+	if build("again", false); !hasStep("base") || hasStep("unpack") || hasStep("configure") {
+		t.Errorf("steps of a build with a kept base system: %v, want no debootstrap", steps)
+	}
+	checkRoot(t, s, "again")
+	first, _ := s.Get("tiny")
+	second, _ := s.Get("again")
+	if diff := treeDiff(t, first.RootDir, second.RootDir); len(diff) > 0 {
+		t.Errorf("the root unpacked from the kept base differs from debootstrap's: %v", diff)
+	}
+	assertNoBuilds(t, s)
+}
+
+// treeDiff lists the paths whose type, mode, owner or size differ between
+// the trees a and b, or that only one has (the first 10).
+func treeDiff(t *testing.T, a, b string) []string {
+	t.Helper()
+	type entry struct {
+		mode     os.FileMode
+		uid, gid uint32
+		size     int64
+	}
+	walk := func(root string) map[string]entry {
+		m := map[string]entry{}
+		err := filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			e := entry{mode: fi.Mode(), uid: st.Uid, gid: st.Gid}
+			if fi.Mode().IsRegular() {
+				e.size = fi.Size()
+			}
+			m[strings.TrimPrefix(path, root)] = e
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ta, tb := walk(a), walk(b)
+	var diff []string
+	for p, ea := range ta {
+		if eb, ok := tb[p]; !ok || ea != eb {
+			diff = append(diff, fmt.Sprintf("%s: %+v vs %+v", p, ea, eb))
+		}
+	}
+	for p := range tb {
+		if _, ok := ta[p]; !ok {
+			diff = append(diff, p+": only in the second")
+		}
+	}
+	return diff[:min(len(diff), 10)]
+}
+
+// checkRoot checks the root of the Debian template name built by
+// TestBuildDebian.
+func checkRoot(t *testing.T, s *Store, name string) {
+	t.Helper()
+	tmpl, err := s.Get(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,12 +285,12 @@ func TestBuildDebian(t *testing.T) {
 			t.Errorf("package caches left in the template: %v", left)
 		}
 	}
-	assertNoBuilds(t, s)
 }
 
 // TestBuildDebianStepFails: a step that fails (here, apt-get) fails the
 // build, which leaves no template, build or mount.
 func TestBuildDebianStepFails(t *testing.T) {
+	t.Parallel()
 	needDebootstrap(t)
 	s := openStore(t)
 	var ran []string
@@ -212,7 +301,7 @@ func TestBuildDebianStepFails(t *testing.T) {
 		ran = append(ran, strings.Join(step.Argv, " "))
 		return errdefs.InvalidArgument("the command failed (exit code 100): E: Unable to locate package no-such-package-hutch")
 	}
-	_, err := s.BuildDebian(context.Background(), "bad", DebianOptions{Packages: []string{"no-such-package-hutch"}, CacheDir: t.TempDir(), Run: run}, nil)
+	_, err := s.BuildDebian(context.Background(), "bad", DebianOptions{Packages: []string{"no-such-package-hutch"}, CacheDir: packageCache(t), Run: run}, nil)
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "apt-get install no-such-package-hutch") {
 		t.Fatalf("err = %v, want an invalid argument naming the package", err)
 	}
@@ -227,12 +316,13 @@ func TestBuildDebianStepFails(t *testing.T) {
 
 // TestBuildDebianInterrupted cancels a build while it runs.
 func TestBuildDebianInterrupted(t *testing.T) {
+	t.Parallel()
 	needDebootstrap(t)
 	s := openStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once bool
-	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: t.TempDir()}, func(p Progress) {
+	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: packageCache(t), FreshBase: true}, func(p Progress) {
 		// Cancel once packages are being unpacked: debootstrap has
 		// mounted /proc and /sys in the target by then, or soon after.
 		if p.Step == "unpack" && !once {
@@ -319,6 +409,7 @@ func TestCheckNpm(t *testing.T) {
 // TestBuildDebianNoDisk builds onto a file system too small for the base
 // system: a clear error, and nothing kept.
 func TestBuildDebianNoDisk(t *testing.T) {
+	t.Parallel()
 	needDebootstrap(t)
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
@@ -336,7 +427,7 @@ func TestBuildDebianNoDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.BuildDebian(context.Background(), "full", DebianOptions{CacheDir: t.TempDir()}, nil)
+	_, err = s.BuildDebian(context.Background(), "full", DebianOptions{CacheDir: packageCache(t)}, nil)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("build onto a full disk: %v, want resource exhausted", err)
 	}

@@ -3,6 +3,7 @@ package template
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -63,15 +64,20 @@ func checkNpm(npm, debs []string) error {
 }
 
 // npmInstall installs npm packages globally (into /usr/local), running npm
-// in a sandbox of the root that reaches only the npm registry. npm's cache
-// goes with the sandbox.
-func npmInstall(ctx context.Context, root string, packages []string, run Runner, progress func(Progress)) error {
+// in a sandbox of the root that reaches only the npm registry. npm's
+// downloads are kept in cacheDir (see npmcache.go); the rest of its cache
+// goes with the build.
+func npmInstall(ctx context.Context, root string, packages []string, cacheDir string, run Runner, progress func(Progress)) (err error) {
 	progress(Progress{Step: "npm", Message: "Installing " + strings.Join(packages, ", ") + " with npm"})
-	const script = `npm install --global --no-audit --no-fund --no-update-notifier --cache /tmp/.hutch-npm "$@"
+	if err := seedNpmCache(root, cacheDir); err != nil {
+		return fmt.Errorf("npm's cached downloads: %w", err)
+	}
+	defer func() { err = errors.Join(err, keepNpmCache(root, cacheDir)) }()
+	const script = `npm install --global --no-audit --no-fund --no-update-notifier --cache /` + npmCacheDir + ` "$@"
 status=$?
-rm -rf /tmp/.hutch-npm /root/.npm
+rm -rf /root/.npm
 exit $status`
-	err := run(ctx, root, RunStep{
+	err = run(ctx, root, RunStep{
 		Argv: append([]string{"/bin/sh", "-c", script, "npm-install"}, packages...),
 		// Node.js trusts its own list of authorities, not the root's
 		// bundle, which has the host's local ones too (see addLocalCAs).

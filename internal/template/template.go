@@ -125,6 +125,11 @@ type Store struct {
 
 	mu       sync.Mutex
 	building map[string]bool // names with a build under way
+	// observers hear of changes of templates (see Observe). No element
+	// is ever overwritten in place, so changed calls a copy of the slice
+	// outside the lock.
+	observers    []observer
+	nextObserver int
 }
 
 // Open prepares the template directory: it makes the host template if
@@ -270,6 +275,8 @@ func (s *Store) Remove(name string) error {
 		_ = os.Remove(gone) // empty
 		return fmt.Errorf("remove template %s: %w", name, err)
 	}
+	// Gone from its name now, even if its files are not yet.
+	defer s.changed(name)
 	return removeBuild(gone)
 }
 
@@ -409,6 +416,7 @@ func (b *Build) Commit(info Info) (Info, error) {
 		_ = os.Remove(link) // the error is what matters
 		return Info{}, fmt.Errorf("commit template %s: %w", b.name, err)
 	}
+	b.s.changed(b.name)
 	return info, nil
 }
 

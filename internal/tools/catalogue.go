@@ -174,7 +174,9 @@ var Catalogue = []Tool{
 			"/home/user/workspace unless cwd says otherwise. Returns its exit code, stdout and " +
 			"stderr; output beyond 64 KiB per stream is cut, and `truncated` says so. It is killed " +
 			"after timeout_s seconds (default 180, at most 1800): start long-running servers as " +
-			"background processes instead.",
+			"background processes instead. The network is the sandbox's policy's: each connection " +
+			"or lookup it refused while the command ran adds a `blocked_by_policy:` line to stderr " +
+			"saying what and why; ask the user for that destination rather than trying others.",
 		Schema: json.RawMessage(`{
   "type": "object",
   "properties": {

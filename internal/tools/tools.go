@@ -66,13 +66,6 @@ func fileError(err error) error {
 	return &Error{Kind: KindFailed, Message: msg}
 }
 
-// Answer is the body of the agent's answers to a file tool call (POST
-// /tools/{name}): the tool's JSON result, or its failure.
-type Answer struct {
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
-}
-
 // Files runs the file tools on the filesystem the calling process sees:
 // inside a sandbox, the sandbox's.
 type Files struct {

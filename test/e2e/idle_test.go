@@ -12,7 +12,7 @@ import (
 )
 
 // A sandbox with no call and no running command for its idle timeout is
-// suspended on time (±2 s), under each runtime; one running a command
+// suspended on time (within 4 s after it; 6 s on a loaded host), under each runtime; one running a command
 // stays awake, and so does one running `sleep 600` as a background
 // process, which a suspend and resume start again; the next call wakes the
 // idle one with its files, ~/.local included. With idle_action delete, it
@@ -44,24 +44,30 @@ func TestIdleTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The decision shows at once as suspending; a runtime then
-			// takes its time to tear down (gVisor ~2 s here).
+			// takes its time to tear down (gVisor ~2 s here). Never
+			// before the timeout; after it, within the timers' round
+			// (1 s) and what a loaded host adds to it (beside the rest
+			// of the suite, one round took 2 s).
 			if sb.State == client.StateSuspending || sb.State == client.StateSuspended {
-				if after := time.Since(lastCall); after < 2*time.Second || after > 4*time.Second {
+				if after := time.Since(lastCall); after < 2*time.Second || after > 6*time.Second {
 					t.Errorf("suspending %v after the last call, idle timeout 2 s", after.Round(100*time.Millisecond))
 				}
 				break
 			}
-			if time.Since(lastCall) > 6*time.Second {
-				t.Fatalf("idle sandbox still %s 6 s after its last call (idle timeout 2 s)", sb.State)
+			if time.Since(lastCall) > 8*time.Second {
+				t.Fatalf("idle sandbox still %s 8 s after its last call (idle timeout 2 s)", sb.State)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		// How long the runtime then takes is not this test's
+		// business, only that it ends: beside the suite on CI, a gVisor
+		// suspend took 12 s (and a gVisor create as long).
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if sb, err := d.client.GetSandbox(t.Context(), idle.ID); err != nil || sb.State == client.StateSuspended {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("still suspending 10 s on")
+				t.Fatal("still suspending 60 s on")
 			}
 		}
 		if err := <-done; err != nil {
@@ -77,12 +83,16 @@ func TestIdleTimeout(t *testing.T) {
 		}
 
 		gone := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 1, IdleAction: client.IdleDelete})
+		// The decision shows at once as deleting; a loaded host takes
+		// its time to tear a gVisor sandbox down (the leak census after
+		// the test checks that it goes).
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if _, err := d.client.GetSandbox(t.Context(), gone.ID); client.IsNotFound(err) {
+			sb, err := d.client.GetSandbox(t.Context(), gone.ID)
+			if client.IsNotFound(err) || err == nil && sb.State == client.StateDeleting {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("a sandbox with idle_action delete still there 5 s after its idle timeout of 1 s")
+				t.Fatal("a sandbox with idle_action delete not deleting 5 s after its idle timeout of 1 s")
 			}
 		}
 	})

@@ -14,15 +14,18 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
-// mapError turns an error of a Connect call to the agent into an errdefs
-// kind (see Client). io.EOF, which ends streams, passes unchanged.
-func mapError(err error) error {
+// mapError turns an error of a Connect call to the agent made under ctx
+// into an errdefs kind (see Client). io.EOF, which ends streams, passes
+// unchanged. A cancellation or deadline is the caller's when ctx is done;
+// otherwise the connection or the agent ended the call (Connect reports a
+// connection reset as canceled), which is Unavailable.
+func mapError(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
 	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return err
 		}
 		return errdefs.Unavailable("agent unavailable: %v", err)
@@ -45,16 +48,14 @@ func mapError(err error) error {
 		return errdefs.NotImplemented("%s", msg)
 	case connect.CodeUnavailable:
 		return errdefs.Unavailable("agent unavailable: %s", msg)
-	case connect.CodeCanceled:
-		if errors.Is(err, context.Canceled) {
+	case connect.CodeCanceled, connect.CodeDeadlineExceeded:
+		switch {
+		case ctx.Err() == nil:
+			return errdefs.Unavailable("agent unavailable: %s", msg)
+		case errors.Is(err, ctx.Err()):
 			return err
 		}
-		return fmt.Errorf("agent: %s: %w", msg, context.Canceled)
-	case connect.CodeDeadlineExceeded:
-		if errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		return fmt.Errorf("agent: %s: %w", msg, context.DeadlineExceeded)
+		return fmt.Errorf("agent: %s: %w", msg, ctx.Err())
 	default:
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -87,7 +88,7 @@ func httpError(resp *http.Response) error {
 	if msg == "" {
 		msg = resp.Status
 	}
-	return mapError(connect.NewError(code, errors.New(msg)))
+	return mapError(resp.Request.Context(), connect.NewError(code, errors.New(msg)))
 }
 
 func codeOfStatus(status int) connect.Code {
@@ -123,13 +124,13 @@ type errorInterceptor struct{}
 func (errorInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		resp, err := next(ctx, req)
-		return resp, mapError(err)
+		return resp, mapError(ctx, err)
 	}
 }
 
 func (errorInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		return errorConn{next(ctx, spec)}
+		return errorConn{StreamingClientConn: next(ctx, spec), ctx: ctx}
 	}
 }
 
@@ -137,9 +138,19 @@ func (errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 	return next
 }
 
-type errorConn struct{ connect.StreamingClientConn }
+// errorConn applies mapError to a stream's calls. It keeps the context the
+// stream was opened with, which lives as long as the stream, to tell
+// whose cancellation ended it.
+type errorConn struct {
+	connect.StreamingClientConn
+	ctx context.Context
+}
 
-func (c errorConn) Send(msg any) error    { return mapError(c.StreamingClientConn.Send(msg)) }
-func (c errorConn) Receive(msg any) error { return mapError(c.StreamingClientConn.Receive(msg)) }
-func (c errorConn) CloseRequest() error   { return mapError(c.StreamingClientConn.CloseRequest()) }
-func (c errorConn) CloseResponse() error  { return mapError(c.StreamingClientConn.CloseResponse()) }
+func (c errorConn) Send(msg any) error { return mapError(c.ctx, c.StreamingClientConn.Send(msg)) }
+func (c errorConn) Receive(msg any) error {
+	return mapError(c.ctx, c.StreamingClientConn.Receive(msg))
+}
+func (c errorConn) CloseRequest() error { return mapError(c.ctx, c.StreamingClientConn.CloseRequest()) }
+func (c errorConn) CloseResponse() error {
+	return mapError(c.ctx, c.StreamingClientConn.CloseResponse())
+}

@@ -25,10 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
-	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 	"github.com/hutchdev/hutch/internal/backend"
 )
 
@@ -124,6 +121,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Builder", s.testBuilder)
 	t.Run("Pause", s.testPause)
 	t.Run("Suspend", s.testSuspend)
+	t.Run("Network", s.testNetwork)
 
 	ids, err := s.backend.List(context.Background())
 	if err != nil {
@@ -262,29 +260,26 @@ func run(t *testing.T, c *agentclient.Client, user, script string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), commandTimeout)
 	defer cancel()
-	noStdin := false
-	req := connect.NewRequest(&process.StartRequest{
-		Process: &process.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", script}},
-		Stdin:   &noStdin,
-	})
-	agentclient.WithUser(req, user)
-	stream, err := c.Process.Start(ctx, req)
+	exe, err := c.Start(ctx, agentclient.Command{Argv: []string{"/bin/sh", "-c", script}, User: user})
 	if err != nil {
 		t.Fatalf("start %q: %v", script, err)
 	}
-	defer func() { _ = stream.Close() }() // the result is read already
+	defer func() { _ = exe.Close() }() // the result is read already
 	var stdout, stderr strings.Builder
-	for stream.Receive() {
-		switch e := stream.Msg().GetEvent().GetEvent().(type) {
-		case *process.ProcessEvent_Data:
-			stdout.Write(e.Data.GetStdout())
-			stderr.Write(e.Data.GetStderr())
-		case *process.ProcessEvent_End:
-			return result{stdout: stdout.String(), stderr: stderr.String(), exitCode: int(e.End.GetExitCode())}
+	for {
+		ev, err := exe.Recv()
+		if err != nil {
+			t.Fatalf("%q: the stream ended without an end event: %v", script, err)
+		}
+		switch {
+		case ev.Exit != nil:
+			return result{stdout: stdout.String(), stderr: stderr.String(), exitCode: ev.Exit.Code}
+		case ev.Stream == agentclient.Stdout:
+			stdout.Write(ev.Data)
+		default:
+			stderr.Write(ev.Data)
 		}
 	}
-	t.Fatalf("%q: the stream ended without an end event: %v", script, stream.Err())
-	return result{}
 }
 
 // Processes lists the host's running processes whose command line, its

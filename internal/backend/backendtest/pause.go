@@ -19,9 +19,9 @@ func (s *suite) testPause(t *testing.T) {
 		t.Skip("the backend does not pause sandboxes")
 	}
 	sb := s.create(t)
-	// A counter ticking in the background, outliving its command.
-	// Renamed into place, so that a read never sees it half-written.
-	sb.mustSh(t, `(i=0; while :; do i=$((i+1)); echo $i > /tmp/tick.new; mv /tmp/tick.new /tmp/tick; sleep 0.02; done) >/dev/null 2>&1 &`)
+	// A clock ticking in the background, outliving its command: each tick
+	// appends the time (the sandbox's clock is the host's).
+	sb.mustSh(t, `(while :; do date +%s%N >> /tmp/ticks; sleep 0.02; done) >/dev/null 2>&1 &`)
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	defer cancel()
 	if err := pauser.Pause(ctx, sb.handle); err != nil {
@@ -41,32 +41,45 @@ func (s *suite) testPause(t *testing.T) {
 		t.Fatalf("Unpause: %v", err)
 	}
 	sb.agent.CloseIdleConnections()
-	tick := func() int {
-		n, err := strconv.Atoi(strings.TrimSpace(sb.mustSh(t, "cat /tmp/tick")))
-		if err != nil {
-			t.Fatalf("the counter: %v", err)
-		}
-		return n
-	}
-	// Running, the counter moves; paused, it stands still (but for the
-	// ticks while the pause and the reads around it take effect, which a
-	// loaded host stretches: the windows are long beside them).
-	const window = time.Second
-	before := tick()
+	// Running, the clock ticks; from Pause's return to Unpause's call it
+	// does not tick at all. (Counting ticks read before and after would
+	// also count those while the reads and the pause take effect, which a
+	// loaded host stretches.) A loaded host also slows the clock itself
+	// (each tick forks twice): the windows are long enough for it to tick
+	// a few times running even then, and none paused.
+	const window = 2 * time.Second
 	time.Sleep(window)
-	running := tick() - before
+	began := time.Now()
 	if err := pauser.Pause(ctx, sb.handle); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
+	frozen := time.Now()
 	time.Sleep(window)
+	thawed := time.Now()
 	if err := pauser.Unpause(ctx, sb.handle); err != nil {
 		t.Fatalf("Unpause: %v", err)
 	}
-	paused := tick() - before - running
-	if running < 5 || paused > running/2 {
-		t.Errorf("counter ticks in %v: %d running, %d paused; want it to stand still paused", window, running, paused)
+	var running, paused int
+	for _, line := range strings.Fields(sb.mustSh(t, "cat /tmp/ticks")) {
+		ns, err := strconv.ParseInt(line, 10, 64)
+		if err != nil {
+			t.Fatalf("a tick %q: %v", line, err)
+		}
+		at := time.Unix(0, ns)
+		switch {
+		case at.After(began.Add(-window)) && at.Before(began):
+			running++
+		case at.After(frozen.Add(clockSlack)) && at.Before(thawed.Add(-clockSlack)):
+			paused++
+		}
+	}
+	if running < 2 || paused > 0 {
+		t.Errorf("clock ticks in %v: %d running, %d paused; want it to stand still paused", window, running, paused)
 	}
 }
+
+// clockSlack is how far a sandbox's clock may read from the host's.
+const clockSlack = 10 * time.Millisecond
 
 // testSuspend stops a sandbox keeping its files: suspended, its agent is
 // gone; resumed, its files are as they were and its processes gone; a

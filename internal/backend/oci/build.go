@@ -13,7 +13,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandboxnet"
 )
 
 // ListenIn listens on address inside the sandbox's network namespace. The
@@ -44,49 +44,12 @@ func (r *Runtime) ListenIn(ctx context.Context, h backend.Handle, address string
 }
 
 // listenInNetns listens on address in the network namespace at nsPath.
-func listenInNetns(nsPath, address string) (net.Listener, error) {
-	// #nosec G304 -- a /proc path built from a pid
-	target, err := os.Open(nsPath)
-	if err != nil {
-		return nil, fmt.Errorf("open network namespace: %w", err)
-	}
-	defer target.Close()
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// A namespace is a thread's: the goroutine keeps its thread while
-		// it is in the sandbox's.
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("open own network namespace: %w", err)}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("enter the sandbox's network namespace: %w", err)}
-			return
-		}
-		ln, lerr := net.Listen("tcp", address)
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			// The thread cannot come back: it stays locked, and ends
-			// with this goroutine instead of running other code there.
-			if ln != nil {
-				_ = ln.Close() // the error is what matters
-			}
-			done <- result{err: fmt.Errorf("leave the sandbox's network namespace: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{ln, lerr}
-	}()
-	res := <-done
-	return res.ln, res.err
+func listenInNetns(nsPath, address string) (ln net.Listener, err error) {
+	err = sandboxnet.InNetns(nsPath, func() error {
+		ln, err = net.Listen("tcp", address)
+		return err
+	})
+	return ln, err
 }
 
 // Export kills the sandbox's processes and applies its writable layer to

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/agent"
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/backend"
 )
 
@@ -18,7 +18,7 @@ import (
 //
 // gVisor cannot save a socket listening on a host path, and the agent's is
 // one: the agent closes it before the checkpoint and listens again after
-// the restore, told by signals (agent.SignalUnlisten, SignalRelisten).
+// the restore, told by signals (agentv1.SignalUnlisten, SignalRelisten).
 // Connections open at the checkpoint end; the daemon dials again.
 
 // checkpointWait bounds the wait for the agent to close or reopen its
@@ -64,7 +64,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id string, layer sandboxLayout
 // unlisten has sandbox id's agent close its listener, and waits until it
 // has: the sandbox can be checkpointed then.
 func (r *Runtime) unlisten(ctx context.Context, id string, layer sandboxLayout) error {
-	if err := r.run(ctx, id, "kill", containerID(id), agent.SignalUnlisten); err != nil {
+	if err := r.run(ctx, id, "kill", containerID(id), agentv1.SignalUnlisten); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, func() bool { _, err := os.Lstat(layer.socket); return errors.Is(err, os.ErrNotExist) }); err != nil {
@@ -76,7 +76,7 @@ func (r *Runtime) unlisten(ctx context.Context, id string, layer sandboxLayout) 
 // relisten has a running sandbox's agent listen again, and waits until it
 // answers.
 func (r *Runtime) relisten(ctx context.Context, h backend.Handle) error {
-	if err := r.run(ctx, h.ID, "kill", containerID(h.ID), agent.SignalRelisten); err != nil {
+	if err := r.run(ctx, h.ID, "kill", containerID(h.ID), agentv1.SignalRelisten); err != nil {
 		return err
 	}
 	return r.waitAgent(ctx, h)

@@ -100,6 +100,7 @@ func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 	cfg.AgentExe = buildAgent(t)
 	cfg.StateRoot = filepath.Join(base, "state")
 	cfg.SandboxDir = filepath.Join(base, "sandboxes")
+	cfg.NetnsDir = filepath.Join(base, "netns")
 	disks, err := disk.NewPool(filepath.Join(base, "disks"), 256, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +187,9 @@ func assertGone(t *testing.T, cfg Config, base string, ids []string) {
 	}
 	if entries, _ := os.ReadDir(cfg.SandboxDir); len(entries) > 0 {
 		t.Errorf("%d sandbox directories left behind", len(entries))
+	}
+	if entries, _ := os.ReadDir(cfg.NetnsDir); len(entries) > 0 {
+		t.Errorf("%d network namespaces left behind", len(entries))
 	}
 	if images, _ := filepath.Glob(filepath.Join(base, "disks", "*.img")); len(images) > 0 {
 		t.Errorf("disks left behind: %v", images)

@@ -17,18 +17,20 @@ func GvisorConfig(binary string) Config {
 		Install: "build it: make runsc (./setup does)",
 		// systrap: the KVM platform needs hardware virtualisation. The
 		// agent creates its socket on the host through the gofer
-		// (host-uds=create); the network is loopback only; the bundle's
+		// (host-uds=create); the network is a namespace the daemon
+		// makes (see network.go; loopback only without); the bundle's
 		// seccomp profile applies inside gVisor too (oci-seccomp).
 		// overlay2=none: the root's writes go to the sandbox's disk like
 		// runc's, within its limit, not to gVisor's own overlay in a file
 		// that gVisor does not survive filling the disk.
-		Flags:                 []string{"--platform=systrap", "--host-uds=create", "--network=none", "--oci-seccomp", "--overlay2=none"},
+		Flags:                 []string{"--platform=systrap", "--host-uds=create", "--oci-seccomp", "--overlay2=none"},
 		AgentListens:          true,
 		Checkpoints:           true,
 		MountsTmpfsAtTmp:      true,
 		KernelCountsProcesses: true,
 		StubsTakeOOMKills:     true,
 		OwnNetwork:            true,
+		CopiesNetns:           true,
 		SeccompErrnoIsEPERM:   true,
 	}
 }

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -289,19 +291,53 @@ func makeParents(upper, lower, dir string, ids idMapping) error {
 const cgroupRoot = "/sys/fs/cgroup"
 
 // removeCgroups removes a container's cgroup directories in every hierarchy,
-// for when the runtime could not (a container that died half-made). Missing
-// directories are fine.
-func removeCgroups(rel string) error {
+// for when the runtime could not (a container that died half-made), or
+// after it did (what it left). Missing directories are fine. A cgroup is
+// busy until the last of its killed processes has finished exiting, which
+// on a loaded host comes well after the init process's exit: a busy one is
+// tried again until ctx ends or cgroupBusyWait passes.
+func removeCgroups(ctx context.Context, rel string) error {
 	hierarchies, err := os.ReadDir(cgroupRoot)
 	if err != nil {
 		return nil // no cgroup filesystem to clean
 	}
+	ctx, cancel := context.WithTimeout(ctx, cgroupBusyWait)
+	defer cancel()
 	var errs []error
 	for _, h := range hierarchies {
 		dir := filepath.Join(cgroupRoot, h.Name(), rel)
-		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := os.Remove(dir)
+		for errors.Is(err, syscall.EBUSY) && ctx.Err() == nil {
+			// Processes the runtime no longer knows, left by one of its
+			// commands cut short (a daemon killed during runsc restore):
+			// the cgroup is the sandbox's alone, and it is being removed.
+			killCgroupProcs(dir)
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+				err = os.Remove(dir)
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// killCgroupProcs sends SIGKILL to every process in the cgroup dir.
+func killCgroupProcs(dir string) {
+	// #nosec G304 -- a cgroup of a sandbox of this daemon
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone meanwhile is fine
+		}
+	}
+}
+
+// cgroupBusyWait bounds the wait for a cgroup's processes to be gone.
+const cgroupBusyWait = 10 * time.Second

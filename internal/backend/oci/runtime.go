@@ -26,6 +26,7 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/mountinfo"
 	"github.com/hutchdev/hutch/internal/procexit"
+	"github.com/hutchdev/hutch/internal/sandboxnet"
 )
 
 var (
@@ -79,12 +80,20 @@ type Config struct {
 	// seccomp profile refuses with EPERM, whatever errno it names (runsc
 	// does): see seccompProfile.
 	SeccompErrnoIsEPERM bool
+	// NetnsDir is where each sandbox's network namespaces are kept (see
+	// network.go); "" gives sandboxes loopback only.
+	NetnsDir string
+	// CopiesNetns means the runtime copies a network namespace it is given
+	// into a network stack of its own (gVisor's netstack, runsc
+	// --network=sandbox).
+	CopiesNetns bool
 	// OwnNetwork means the sandbox's network is the runtime's own (gVisor's
 	// kernel has its loopback), not a host network namespace: ListenIn
 	// cannot reach it.
 	OwnNetwork bool
 	// AgentTimeout bounds how long Create waits for an agent that listens
-	// itself to start (10 s).
+	// itself to start (30 s: an agent under gVisor, on a loaded two-core
+	// host, took over 10 s to listen after a restart).
 	AgentTimeout time.Duration
 	// StateRoot is the runtime's --root: where it keeps container state.
 	StateRoot string
@@ -117,7 +126,7 @@ type Runtime struct {
 // New returns a Runtime. It does not check that the runtime works: see Probe.
 func New(cfg Config) *Runtime {
 	if cfg.AgentTimeout == 0 {
-		cfg.AgentTimeout = 10 * time.Second
+		cfg.AgentTimeout = 30 * time.Second
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -245,6 +254,9 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
 		return h, fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
 	}
+	if err := r.makeNetwork(s.ID); err != nil {
+		return h, err
+	}
 	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
 		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
@@ -294,6 +306,11 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
+	if r.linksAfterStart() {
+		if err := r.linkStarted(s.ID, layer); err != nil {
+			return err
+		}
+	}
 	ran := time.Now()
 	if err := layer.unmountIDMapped(); err != nil {
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -335,6 +352,9 @@ func (r *Runtime) afterStart(id string, layer sandboxLayout) error {
 // mounted and opens its agent log, for the runtime's output.
 func (r *Runtime) writeBundle(s backend.Spec, layer sandboxLayout, ns *userNS) (*os.File, error) {
 	spec := specFor(s, r.cfg, layer.socketDir, ns)
+	if err := r.linkCopied(s.ID, spec); err != nil {
+		return nil, err
+	}
 	if r.cfg.MountsTmpfsAtTmp {
 		tmp, err := layer.tmp()
 		if err != nil {
@@ -508,6 +528,9 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 			err = errors.Join(merr, fmt.Errorf("still mounted under sandbox %s: %v", h.ID, points))
 		}
 	}
+	if err == nil {
+		err = r.removeNetwork(h.ID)
+	}
 	if err != nil {
 		errs = append(errs, err)
 	} else if err := r.cfg.Disks.Release(layer.disk); err != nil {
@@ -549,11 +572,20 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	for _, e := range entries {
 		add(e.Name())
 	}
+	if r.cfg.NetnsDir != "" {
+		netIDs, err := sandboxnet.List(r.cfg.NetnsDir)
+		if err != nil {
+			return nil, fmt.Errorf("read network namespace dir: %w", err)
+		}
+		for _, id := range netIDs {
+			add(id)
+		}
+	}
 	return ids, nil
 }
 
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
-	all := append(append([]string{"--root", r.cfg.StateRoot}, r.cfg.Flags...), args...)
+	all := append(append([]string{"--root", r.cfg.StateRoot}, networkFlags(r.cfg)...), args...)
 	// #nosec G204 -- the runtime binary and its flags are configuration; arguments are IDs checked by validID and paths Hutch made
 	return exec.CommandContext(ctx, r.cfg.Binary, all...)
 }
@@ -728,7 +760,7 @@ func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
 		}
 	}
-	if err := removeCgroups("hutch/" + id); err != nil {
+	if err := removeCgroups(ctx, "hutch/"+id); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

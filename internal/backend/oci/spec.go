@@ -5,6 +5,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/backend"
 )
 
@@ -122,6 +123,10 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 			n := uint64(limit)
 			rlimits = append(rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
 			limit += gvisorHostTasks
+		} else {
+			// The agent's threads, made up front, are not the
+			// sandbox's processes either.
+			limit += agentv1.Threads
 		}
 		res.Pids = &specs.LinuxPids{Limit: &limit}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -95,7 +96,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (d *DB) Close() error { return d.db.Close() }
 
 const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes`
+	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network`
 
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	args, err := sandboxArgs(sb)
@@ -103,7 +104,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.key") {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)
@@ -207,6 +208,27 @@ func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
 	return expectOne(res, id)
 }
 
+func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error {
+	network, err := encodeNetwork(p)
+	if err != nil {
+		return err
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET network = ?, updated_at = ? WHERE id = ?`, network, at.UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("set network policy of sandbox %s: %w", id, err)
+	}
+	return expectOne(res, id)
+}
+
+// encodeNetwork is a policy as stored: none when not given.
+func encodeNetwork(p netpolicy.Policy) (string, error) {
+	if p.Mode == "" {
+		p.Mode = netpolicy.None
+	}
+	b, err := json.Marshal(p)
+	return string(b), err
+}
+
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
 	res, err := d.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	if err != nil {
@@ -243,11 +265,15 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	network, err := encodeNetwork(sb.Network)
+	if err != nil {
+		return nil, err
+	}
 	return []any{
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes),
+		sb.ExpiresAt.UnixNano(), string(volumes), network,
 	}, nil
 }
 
@@ -276,10 +302,10 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		created, updated int64
 		key              sql.NullString
 		expires          int64
-		volumes          string
+		volumes, network string
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes)
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +322,9 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	sb.ExpiresAt = time.Unix(0, expires).UTC()
 	if err := json.Unmarshal([]byte(volumes), &sb.Volumes); err != nil {
 		return nil, fmt.Errorf("decode volumes of %s: %w", sb.ID, err)
+	}
+	if err := json.Unmarshal([]byte(network), &sb.Network); err != nil {
+		return nil, fmt.Errorf("decode network policy of %s: %w", sb.ID, err)
 	}
 	return &sb, nil
 }
@@ -413,8 +442,8 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 
 // CreateAPIKey records a key.
 func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, created_at) VALUES (?, ?, ?, ?)`,
-		k.Name, k.Hash, k.ToolsMode, k.CreatedAt.UnixNano())
+	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, network_mode, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.Name, k.Hash, k.ToolsMode, orFull(k.NetworkMode), k.CreatedAt.UnixNano())
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return errdefs.AlreadyExists("API key %s exists already", k.Name)
@@ -426,12 +455,12 @@ func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 
 // ListAPIKeys returns every key, by name.
 func (d *DB) ListAPIKeys(ctx context.Context) ([]*store.APIKey, error) {
-	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, created_at FROM api_keys ORDER BY name`)
+	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, created_at FROM api_keys ORDER BY name`)
 }
 
 // APIKeyByHash finds a key by its hash.
 func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, created_at FROM api_keys WHERE hash = ?`, hash)
+	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, created_at FROM api_keys WHERE hash = ?`, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -439,6 +468,14 @@ func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, erro
 		return nil, errdefs.NotFound("no such API key")
 	}
 	return keys[0], nil
+}
+
+// orFull is a key's network mode as stored: full when not given.
+func orFull(mode string) string {
+	if mode == "" {
+		return string(netpolicy.Full)
+	}
+	return mode
 }
 
 func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*store.APIKey, error) {
@@ -451,7 +488,7 @@ func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*st
 	for rows.Next() {
 		var k store.APIKey
 		var created int64
-		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &created); err != nil {
+		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &k.NetworkMode, &created); err != nil {
 			return nil, fmt.Errorf("list API keys: %w", err)
 		}
 		k.CreatedAt = time.Unix(0, created).UTC()

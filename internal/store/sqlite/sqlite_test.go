@@ -4,12 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -84,6 +86,19 @@ func TestSandboxRoundTrip(t *testing.T) {
 		again.IdleAction != store.IdleStop || !again.ExpiresAt.Equal(at.Add(time.Hour)) {
 		t.Fatalf("after a new handle and timers: %+v", again)
 	}
+	// A sandbox made without a policy has mode none; a policy set is
+	// kept, and nothing else changes.
+	if again.Network.Mode != netpolicy.None {
+		t.Fatalf("network policy of a sandbox made without: %+v", again.Network)
+	}
+	policy := netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"pypi.org", "203.0.113.0/24"}, Deny: []string{"evil.pypi.org"}}
+	if err := db.SetNetwork(ctx, "abc", policy, at); err != nil {
+		t.Fatal(err)
+	}
+	again, _ = db.GetSandbox(ctx, "abc")
+	if !reflect.DeepEqual(again.Network, policy) || again.IdleTimeout != time.Minute || string(again.Handle) != `{"dir":"/y"}` {
+		t.Fatalf("after a network policy: %+v", again)
+	}
 }
 
 // Of changes racing from one state, exactly one applies.
@@ -136,6 +151,7 @@ func TestSandboxErrors(t *testing.T) {
 		{"get missing", func() error { _, err := db.GetSandbox(ctx, "nope"); return err }(), errdefs.ErrNotFound},
 		{"change state of missing", db.ChangeState(ctx, store.StateChange{ID: "nope", From: []lifecycle.State{lifecycle.Running}, To: lifecycle.Error}), errdefs.ErrNotFound},
 		{"set timers of missing", db.SetTimers(ctx, "nope", store.Timers{}), errdefs.ErrNotFound},
+		{"set network of missing", db.SetNetwork(ctx, "nope", netpolicy.Policy{Mode: netpolicy.Full}, time.Now()), errdefs.ErrNotFound},
 		{"delete missing", db.DeleteSandbox(ctx, "nope"), errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {
@@ -335,7 +351,9 @@ func TestAPIKeys(t *testing.T) {
 	db := openTest(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	ci := &store.APIKey{Name: "ci", Hash: "h1", ToolsMode: "all", CreatedAt: now}
+	ci := &store.APIKey{Name: "ci", Hash: "h1", ToolsMode: "all", NetworkMode: "allowlist", CreatedAt: now}
+	// A key made without a network mode has full (as one made before
+	// network modes were).
 	for _, k := range []*store.APIKey{ci, {Name: "dev", Hash: "h2", ToolsMode: "off", CreatedAt: now}} {
 		if err := db.CreateAPIKey(ctx, k); err != nil {
 			t.Fatal(err)
@@ -350,7 +368,7 @@ func TestAPIKeys(t *testing.T) {
 	if _, err := db.APIKeyByHash(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("an unknown hash: %v", err)
 	}
-	if keys, err := db.ListAPIKeys(ctx); err != nil || len(keys) != 2 || keys[1].Name != "dev" || keys[1].ToolsMode != "off" {
+	if keys, err := db.ListAPIKeys(ctx); err != nil || len(keys) != 2 || keys[1].Name != "dev" || keys[1].ToolsMode != "off" || keys[1].NetworkMode != "full" {
 		t.Errorf("list: %+v, %v", keys, err)
 	}
 	if err := db.DeleteAPIKey(ctx, "ci"); err != nil {

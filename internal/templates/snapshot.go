@@ -1,4 +1,4 @@
-package sandbox
+package templates
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 )
@@ -27,63 +28,58 @@ const maxForks = 10
 // Snapshot makes template name from sandbox id's files as they are now,
 // waking it if suspended. A name that another kind of template has is a
 // conflict.
-func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info, error) {
+func (s *Service) Snapshot(ctx context.Context, id, name string) (template.Info, error) {
 	if err := template.CheckName(name); err != nil {
 		return template.Info{}, err
 	}
 	if name == template.HostName {
 		return template.Info{}, errdefs.InvalidArgument("a snapshot cannot be named %s", template.HostName)
 	}
-	inst, release, err := m.acquire(ctx, id)
+	sb, release, err := s.core.Acquire(ctx, id)
 	if err != nil {
 		return template.Info{}, err
 	}
 	defer release()
-	snap, ok := inst.backend.(backend.Snapshotter)
-	if !ok {
-		return template.Info{}, errdefs.NotImplemented("runtime %s cannot snapshot sandboxes", inst.backend.Name())
-	}
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
 		return template.Info{}, err
 	}
-	parent, err := m.templates.Version(rec.Template, rec.TemplateVersion)
+	parent, err := s.templates.Version(rec.Template, rec.TemplateVersion)
 	if err != nil {
 		return template.Info{}, err
 	}
 	// What the sandbox wrote may still be in its kernel's cache (gVisor's
 	// sentry keeps file data): flushed, it is in the writable layer.
-	res, err := m.run(ctx, inst, []string{"sync"}, ExecRequest{User: "root", Cwd: "/"}, 30*time.Second, func(Stream, []byte) error { return nil })
-	if err != nil {
-		return template.Info{}, m.callErr(ctx, inst, err)
-	}
-	if res.ExitCode != 0 {
-		return template.Info{}, m.callErr(ctx, inst, errdefs.Unavailable("sync in sandbox %s before its snapshot exited with %d", id, res.ExitCode))
-	}
-	// The copy is a change of the sandbox's life: under its lock, a
-	// delete, pause or suspend waits for it.
-	unlock, err := m.locks.lock(ctx, id)
+	res, err := sb.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"sync"}, User: "root", Cwd: "/", Timeout: 30 * time.Second},
+		func(sandbox.Stream, []byte) error { return nil })
 	if err != nil {
 		return template.Info{}, err
 	}
-	defer unlock()
-	if !m.isLive(inst) {
-		return template.Info{}, m.notLive(ctx, id)
+	if res.ExitCode != 0 {
+		return template.Info{}, sb.Err(ctx, errdefs.Unavailable("sync in sandbox %s before its snapshot exited with %d", id, res.ExitCode))
 	}
+	// The copy is a change of the sandbox's life: under its lock, a
+	// delete, pause or suspend waits for it.
 	began := time.Now()
-	info, err := m.templates.Snapshot(ctx, name, parent, id, inst.backend.Name(), func(root, memory string) (bool, error) {
-		return snap.Snapshot(ctx, inst.handle, root, memory)
+	var info template.Info
+	err = sb.Locked(ctx, func(be backend.Backend, h backend.Handle) error {
+		snap, ok := be.(backend.Snapshotter)
+		if !ok {
+			return errdefs.NotImplemented("runtime %s cannot snapshot sandboxes", be.Name())
+		}
+		// The commit tells the core, which removes the versions before
+		// it that no sandbox uses (a memory image is as big as the
+		// sandbox's memory).
+		info, err = s.templates.Snapshot(ctx, name, parent, id, be.Name(), func(root, memory string) (bool, error) {
+			return snap.Snapshot(ctx, h, root, memory)
+		})
+		return err
 	})
 	if err != nil {
 		return template.Info{}, err
 	}
-	m.log.Info("sandbox snapshot made", attrSandbox, id, "template", name, "version", info.Version,
+	s.log.Info("sandbox snapshot made", "sandbox_id", id, "template", name, "version", info.Version,
 		"memory", info.MemoryRuntime != "", "duration", time.Since(began))
-	// The versions before it that no sandbox uses go (a memory image is
-	// as big as the sandbox's memory).
-	if err := m.pruneTemplates(ctx); err != nil {
-		m.log.Warn("prune old template versions", "error", err)
-	}
 	return info, nil
 }
 
@@ -93,15 +89,15 @@ func (m *Manager) Snapshot(ctx context.Context, id, name string) (template.Info,
 // started again otherwise, as after a resume); the snapshot they start
 // from is template "fork-<id>" (a new version per fork). On failure none
 // of them is left.
-func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*Sandbox, error) {
+func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	info, err := m.Snapshot(ctx, id, "fork-"+id)
+	info, err := s.Snapshot(ctx, id, "fork-"+id)
 	if err != nil {
 		return nil, err
 	}
@@ -110,25 +106,29 @@ func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*Sandbox, e
 		meta = map[string]string{}
 	}
 	meta["forked_from"] = id
-	opts := CreateOptions{
+	var vols []sandbox.VolumeMount
+	for _, v := range rec.Volumes {
+		vols = append(vols, sandbox.VolumeMount(v))
+	}
+	opts := sandbox.CreateOptions{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
-		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: view(rec).Volumes,
+		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: vols,
 	}
-	procs, err := m.store.ListProcesses(ctx, id)
+	procs, err := s.store.ListProcesses(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var made []*Sandbox
+	var made []*sandbox.Sandbox
 	for range count {
-		sb, err := m.Create(ctx, opts)
+		sb, _, err := s.core.Create(ctx, opts) // no key: always a new one
 		if err == nil {
 			made = append(made, sb)
-			err = m.forkProcesses(ctx, sb.ID, procs)
+			err = s.forkProcesses(ctx, sb.ID, procs)
 		}
 		if err != nil {
-			for _, s := range made {
-				err = errors.Join(err, m.Delete(context.WithoutCancel(ctx), s.ID))
+			for _, f := range made {
+				err = errors.Join(err, s.core.Delete(context.WithoutCancel(ctx), f.ID))
 			}
 			return nil, err
 		}
@@ -138,22 +138,22 @@ func (m *Manager) Fork(ctx context.Context, id string, count int) ([]*Sandbox, e
 
 // forkProcesses gives a fork its source's background processes: those
 // that ran and were not restored with the memory start again.
-func (m *Manager) forkProcesses(ctx context.Context, id string, procs []*store.Process) error {
+func (s *Service) forkProcesses(ctx context.Context, id string, procs []*store.Process) error {
 	if len(procs) == 0 {
 		return nil
 	}
 	for _, p := range procs {
 		c := *p
 		c.SandboxID = id
-		if err := m.store.PutProcess(ctx, &c); err != nil {
+		if err := s.store.PutProcess(ctx, &c); err != nil {
 			return err
 		}
 	}
-	inst, release, err := m.acquire(ctx, id)
+	sb, release, err := s.core.Acquire(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	m.restartProcesses(ctx, inst)
+	sb.RestartProcesses(ctx)
 	return nil
 }

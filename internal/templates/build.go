@@ -1,25 +1,28 @@
-package sandbox
+package templates
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
 // Build steps run in sandboxes of their own: made from the root being
-// built (not a template yet), not recorded in the store, never listed, and
-// destroyed as soon as the step ends (or, after a crash, by Recover, which
+// built (not a template yet) directly with the build backend, not the
+// core's (not recorded in the store, never listed), and destroyed as soon
+// as the step ends (or, after a crash, by the core's recovery, which
 // destroys every sandbox no record knows). Their writable layer is applied
 // to the root.
 //
@@ -29,8 +32,9 @@ import (
 // but lo; the proxy lets through only the step's allowed destinations, and
 // only at public addresses.
 
-// buildBackend is the runtime build steps run with.
-const buildBackend = "runc"
+// BuildRuntime is the runtime build steps run with: the daemon gives the
+// service its backend (Config.BuildBackend).
+const BuildRuntime = "runc"
 
 // proxyAddress is where a build step's egress proxy listens, in the
 // sandbox's own network namespace.
@@ -44,18 +48,22 @@ const (
 	buildTimeout  = 30 * time.Minute
 )
 
-// runBuildStep is the template.Runner of this manager.
-func (m *Manager) runBuildStep(ctx context.Context, root string, step template.RunStep) (err error) {
-	be, err := m.backendFor(buildBackend)
-	if err != nil {
-		return fmt.Errorf("template build steps run with runc: %w", err)
+// runBuildStep is the template.Runner of this service.
+func (s *Service) runBuildStep(ctx context.Context, root string, step template.RunStep) (err error) {
+	be := s.buildBackend
+	switch {
+	case be == nil:
+		return errdefs.FailedPrecondition("template build steps run with %s, which this daemon does not have", BuildRuntime)
+	case s.buildUnusable != "":
+		return fmt.Errorf("template build steps run with %s: %w", BuildRuntime,
+			errdefs.FailedPrecondition("runtime %s is not usable on this host: %s", be.Name(), s.buildUnusable))
 	}
 	builder, ok := be.(backend.Builder)
 	if !ok {
 		return errdefs.FailedPrecondition("runtime %s cannot run template build steps", be.Name())
 	}
-	id := newID()
-	log := m.log.With(attrSandbox, id, "build_step", true)
+	id := sandbox.NewID()
+	log := s.log.With("sandbox_id", id, "build_step", true)
 	h, err := be.Create(ctx, backend.Spec{
 		ID:       id,
 		Hostname: "build",
@@ -71,7 +79,8 @@ func (m *Manager) runBuildStep(ctx context.Context, root string, step template.R
 		return fmt.Errorf("build sandbox: %w", err)
 	}
 	defer func() {
-		// Gone even when the build was interrupted.
+		// Gone even when the build was interrupted: the step's command
+		// with it.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := be.Destroy(dctx, h); derr != nil {
@@ -105,13 +114,28 @@ func (m *Manager) runBuildStep(ctx context.Context, root string, step template.R
 		}
 	}
 
-	inst := newInstance(&store.Sandbox{ID: id, IdleTimeout: buildTimeout}, be, h, m.clock)
-	defer inst.close(true)
+	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) })
+	defer agent.CloseIdleConnections()
+	cmd := agentclient.Command{
+		Argv: step.Argv, Env: env, Cwd: sandbox.WorkspacePath(orDefault(step.Cwd, "/")), User: orDefault(step.User, "root"),
+		Timeout: buildTimeout,
+	}
+	if step.Stdin != nil {
+		cmd.Stdin = []byte(*step.Stdin)
+	}
 	lines := &lineWriter{emit: step.Output}
-	res, err := m.run(ctx, inst, step.Argv, ExecRequest{Cwd: orDefault(step.Cwd, "/"), Env: env, User: orDefault(step.User, "root"), Stdin: step.Stdin}, buildTimeout, lines.write)
+	res, err := runStep(ctx, id, agent, cmd, lines.write)
 	lines.flush()
 	if err != nil {
 		return err
+	}
+	if res.ExitCode != 0 && res.KilledBy != "timeout" {
+		// The sandbox is new: every limit it hit is the step's.
+		if hits, err := be.LimitHits(ctx, h); err == nil {
+			res.Blame(backend.LimitHits{}, hits)
+		} else {
+			log.Warn("read limit hits", "error", err)
+		}
 	}
 	if res.ExitCode != 0 {
 		why := fmt.Sprintf("exit code %d", res.ExitCode)
@@ -125,6 +149,34 @@ func (m *Manager) runBuildStep(ctx context.Context, root string, step template.R
 	}
 	log.Info("build step done", "duration", res.Duration)
 	return nil
+}
+
+// runStep runs cmd through the build sandbox's agent, sending its output
+// to out, and returns how it ended, as the core's Exec says it. A step
+// whose caller went away is not killed here: its sandbox is destroyed
+// right after, the command with it.
+func runStep(ctx context.Context, id string, agent *agentclient.Client, cmd agentclient.Command, out func([]byte)) (sandbox.ExecResult, error) {
+	began := time.Now()
+	exe, err := agent.Start(ctx, cmd)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	defer func() { _ = exe.Close() }() // the result is already decided
+	for {
+		ev, err := exe.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return sandbox.ExecResult{}, ctx.Err()
+			}
+			return sandbox.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		}
+		if ev.Exit != nil {
+			return sandbox.ResultOf(*ev.Exit, time.Since(began)), nil
+		}
+		if ev.Stream == agentclient.Stdout || ev.Stream == agentclient.Stderr {
+			out(ev.Data)
+		}
+	}
 }
 
 func orDefault(v, fallback string) string {
@@ -146,14 +198,14 @@ type lineWriter struct {
 
 const tailLines = 15
 
-func (w *lineWriter) write(_ Stream, data []byte) error {
+func (w *lineWriter) write(data []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.part = append(w.part, data...)
 	for {
 		i := bytes.IndexAny(w.part, "\r\n")
 		if i < 0 {
-			return nil
+			return
 		}
 		w.line(string(w.part[:i]))
 		w.part = w.part[i+1:]

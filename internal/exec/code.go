@@ -1,4 +1,4 @@
-package sandbox
+package exec
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/template"
 )
 
@@ -67,18 +68,18 @@ status=$?
 rm -rf "$dir"
 exit $status`
 
-// RunCode runs code in a language in a sandbox, as Exec runs a command:
+// RunCode runs code in a language in sandbox id, as Exec runs a command:
 // output to out as it comes, the same result. A language whose program the
 // sandbox's template lacks is a FailedPrecondition naming the templates
 // that have it.
-func (m *Manager) RunCode(ctx context.Context, id string, req CodeRequest, out Output) (ExecResult, error) {
+func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out sandbox.Output) (sandbox.ExecResult, error) {
 	name := strings.ToLower(req.Language)
 	if alias, ok := languageAliases[name]; ok {
 		name = alias
 	}
 	lang, ok := languages[name]
 	if !ok {
-		return ExecResult{}, errdefs.InvalidArgument("language must be one of %s, got %q",
+		return sandbox.ExecResult{}, errdefs.InvalidArgument("language must be one of %s, got %q",
 			strings.Join(slices.Sorted(maps.Keys(languages)), ", "), req.Language)
 	}
 	args := slices.Clone(lang.args)
@@ -86,33 +87,33 @@ func (m *Manager) RunCode(ctx context.Context, id string, req CodeRequest, out O
 		args = append(args, "--allow-env="+strings.Join(slices.Sorted(maps.Keys(req.Env)), ","))
 	}
 	// A marker the code cannot know: its own output never passes for it.
-	marker := "hutch: missing runtime " + newID()
+	marker := "hutch: missing runtime " + sandbox.NewID()
 	code := req.Code
 	cmd := append([]string{"/bin/sh", "-c", codeScript, "hutch-code", marker, lang.ext, lang.program}, args...)
-	exec := ExecRequest{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout}
+	exec := sandbox.ExecRequest{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout}
 
 	first, missing := true, false
-	res, err := m.Exec(ctx, id, exec, func(s Stream, data []byte) error {
-		if first && s == Stderr && string(data) == marker+"\n" {
+	res, err := s.Exec(ctx, id, exec, func(st sandbox.Stream, data []byte) error {
+		if first && st == sandbox.Stderr && string(data) == marker+"\n" {
 			missing = true
 			return nil
 		}
 		first = false
-		return out(s, data)
+		return out(st, data)
 	})
 	if err != nil {
 		return res, err
 	}
 	if missing && res.ExitCode == 127 {
-		return ExecResult{}, m.missingRuntime(ctx, id, name, lang.program)
+		return sandbox.ExecResult{}, s.missingRuntime(ctx, id, name, lang.program)
 	}
 	return res, nil
 }
 
 // missingRuntime says which templates have what a sandbox lacks.
-func (m *Manager) missingRuntime(ctx context.Context, id, lang, program string) error {
+func (s *Service) missingRuntime(ctx context.Context, id, lang, program string) error {
 	tmpl := "?"
-	if rec, err := m.store.GetSandbox(ctx, id); err == nil {
+	if rec, err := s.store.GetSandbox(ctx, id); err == nil {
 		tmpl = rec.Template
 	}
 	with := template.RecipesWith(program)

@@ -1,4 +1,4 @@
-package sandbox
+package toolrun
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"path"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem"
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -30,8 +31,8 @@ type downloadArgs struct {
 	ExpiresInS int    `json:"expires_in_s"`
 }
 
-// DownloadResult is what sandbox_download_url returns.
-type DownloadResult struct {
+// downloadResult is what sandbox_download_url returns.
+type downloadResult struct {
 	URL       string    `json:"url"`
 	Path      string    `json:"path"`
 	Type      string    `json:"type"`             // file or dir
@@ -39,15 +40,15 @@ type DownloadResult struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-func (m *Manager) downloadTool(ctx context.Context, inst *instance, raw json.RawMessage, user string) (ToolOutcome, error) {
+func (s *Service) downloadTool(ctx context.Context, r *sandbox.Running, raw json.RawMessage, user string) (Outcome, error) {
 	var a downloadArgs
 	var failed *tools.Error
 	if errors.As(tools.DecodeArgs(raw, &a), &failed) {
-		return ToolOutcome{Error: failed}, nil
+		return Outcome{Error: failed}, nil
 	}
 	ttl := time.Duration(a.ExpiresInS) * time.Second
 	switch {
-	case m.downloads == nil:
+	case s.downloads == nil:
 		return toolFailure(tools.KindFailed, "this daemon makes no download URLs"), nil
 	case a.Path == "":
 		return toolFailure(tools.KindInvalidArgument, "path is required"), nil
@@ -59,54 +60,54 @@ func (m *Manager) downloadTool(ctx context.Context, inst *instance, raw json.Raw
 	if a.Format != "" && a.Format != tools.FormatTarGz && a.Format != tools.FormatZip {
 		return toolFailure(tools.KindInvalidArgument, "format must be %s or %s", tools.FormatTarGz, tools.FormatZip), nil
 	}
-	abs := workspacePath(a.Path)
-	entry, err := m.stat(ctx, inst, abs, userOr(user))
+	abs := sandbox.WorkspacePath(a.Path)
+	entry, err := r.Agent().Stat(ctx, abs, sandbox.UserOr(user))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return toolFailure(tools.KindNotFound, "%s: no such file or directory", abs), nil
 	}
 	if err != nil {
-		return ToolOutcome{}, err
+		return Outcome{}, r.Err(ctx, err)
 	}
-	res := DownloadResult{Path: abs, Type: "file", ExpiresAt: time.Now().Add(ttl).UTC().Truncate(time.Second)}
-	claim := download.Claim{Sandbox: inst.id, Path: abs, Expires: res.ExpiresAt.Unix()}
-	if entry.GetType() == filesystem.FileType_FILE_TYPE_DIRECTORY {
+	res := downloadResult{Path: abs, Type: "file", ExpiresAt: time.Now().Add(ttl).UTC().Truncate(time.Second)}
+	claim := download.Claim{Sandbox: r.ID(), Path: abs, Expires: res.ExpiresAt.Unix()}
+	if entry.Type == agentclient.FileDir {
 		res.Type, res.Format = "dir", a.Format
 		if res.Format == "" {
 			res.Format = tools.FormatTarGz
 		}
 		claim.Dir, claim.Format = true, res.Format
 	}
-	token, err := m.downloads.Sign(claim)
+	token, err := s.downloads.Sign(claim)
 	if err != nil {
-		return ToolOutcome{}, err
+		return Outcome{}, err
 	}
-	res.URL = m.publicURL + "/v1/downloads/" + token
+	res.URL = s.publicURL + "/v1/downloads/" + token
 	out, err := json.Marshal(res)
-	return ToolOutcome{Result: out}, err
+	return Outcome{Result: out}, err
 }
 
 // Download opens what a download URL's token allows, waking its sandbox:
 // the file, or the directory packed. It returns the name to save it as.
 // A token that is forged or expired is unauthenticated.
-func (m *Manager) Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error) {
-	if m.downloads == nil {
+func (s *Service) Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error) {
+	if s.downloads == nil {
 		return "", nil, errdefs.NotFound("this daemon makes no download URLs")
 	}
-	claim, err := m.downloads.Check(token, time.Now())
+	claim, err := s.downloads.Check(token, time.Now())
 	if err != nil {
 		return "", nil, errdefs.Unauthenticated("%v", err)
 	}
-	inst, release, err := m.acquire(ctx, claim.Sandbox)
+	r, release, err := s.sandboxes.Acquire(ctx, claim.Sandbox)
 	if err != nil {
 		return "", nil, err
 	}
 	name = path.Base(claim.Path)
 	if claim.Dir {
-		body, err = inst.agent.Archive(ctx, claim.Path, claim.Format, "")
-		body, err = releasing(body, err, release)
+		body, err = r.Agent().Archive(ctx, claim.Path, claim.Format, "")
+		body, err = sandbox.Holding(body, r.Err(ctx, err), release)
 		return name + "." + claim.Format, body, err
 	}
-	body, err = inst.agent.ReadFile(ctx, claim.Path, "")
-	body, err = releasing(body, err, release)
+	body, err = r.Agent().ReadFile(ctx, claim.Path, "")
+	body, err = sandbox.Holding(body, r.Err(ctx, err), release)
 	return name, body, err
 }

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/nettest"
+	"github.com/hutchdev/hutch/internal/sandboxnet"
+)
+
+// measureNetwork is row (h), a sandbox's network:
+//
+//   - create → first output with network mode full against none, under
+//     each runtime (every sandbox has its router namespace; full only
+//     lets its connections through), and what that plumbing costs on its
+//     own (router namespace, veth, nftables, the daemon's listeners);
+//   - one 256 MiB HTTP download from a host of a test internet
+//     (internal/nettest, in a namespace of the bench's own) by curl in a
+//     sandbox of mode full, through the daemon's proxy, against the same
+//     download by the same curl between two plain network namespaces
+//     joined by a veth pair.
+func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
+	var rows []row
+	runtimes := []string{"runc"}
+	if b.runsc != "" && b.cfg.gvisorN > 0 {
+		runtimes = append(runtimes, "gvisor")
+	}
+	for _, rt := range runtimes {
+		n := b.cfg.createN
+		if rt == "gvisor" {
+			n = b.cfg.gvisorN
+		}
+		mode := func(m string) *peer {
+			return &peer{name: rt + " " + m, run: func(ctx context.Context) (time.Duration, error) {
+				_, first, err := createWith(ctx, b.d.client, client.CreateSandboxRequest{Runtime: rt, Network: &client.NetworkPolicy{Mode: m}})
+				return first, err
+			}}
+		}
+		full, none := mode(client.NetworkFull), mode(client.NetworkNone)
+		if err := b.interleave(ctx, "(h) create, "+rt+", full and none", n, full, none); err != nil {
+			return section{}, err
+		}
+		extra := median(full.samples) - median(none.samples)
+		rows = append(rows,
+			durationRow(rt+": create + exec echo, network full", full.samples),
+			durationRow(rt+": create + exec echo, network none", none.samples),
+			row{label: "  full − none", median: fmtDuration(extra), target: target(extra <= 5*time.Millisecond, "≤ 5 ms")},
+		)
+	}
+	plumbing, err := b.networkPlumbing(ctx, b.cfg.createN)
+	if err != nil {
+		return section{}, err
+	}
+	rows = append(rows, durationRow("every create: router namespace, veth, nftables, listeners", plumbing))
+
+	through, veth, err := b.downloads(ctx)
+	if err != nil {
+		return section{}, err
+	}
+	mbps := func(d []time.Duration) []float64 {
+		out := make([]float64, len(d))
+		for i, v := range d {
+			out[i] = float64(nettestBig) / v.Seconds() / 1e6
+		}
+		return out
+	}
+	r := ratio(median(mbps(through)), median(mbps(veth)))
+	rows = append(rows,
+		rateRow("256 MiB download through the policy (runc sandbox, full)", mbps(through)),
+		rateRow("the same between two namespaces joined by a veth", mbps(veth)),
+		row{label: "ratio through the policy / veth", median: fmtRatio(r), target: target(r >= 0.5, "≥ 0.5× veth")},
+	)
+	return section{title: "(h) network", rows: rows}, nil
+}
+
+// nettestBig is the size of the test internet's /big.
+const nettestBig = 256 << 20
+
+// rateRow is the row of a throughput in MB/s.
+func rateRow(label string, v []float64) row {
+	return row{label: label, median: fmt.Sprintf("%.0f MB/s", median(v)), p90: fmt.Sprintf("%.0f MB/s", p90(v)), n: strconv.Itoa(len(v))}
+}
+
+// networkPlumbing times what every create adds for the network: the
+// router namespace with its rules, the sandbox's namespace and the veth
+// between them (as for gVisor, which is the more of the two), and the
+// daemon's listeners. Removing them is not timed.
+func (b *bench) networkPlumbing(ctx context.Context, n int) ([]time.Duration, error) {
+	dir := filepath.Join(b.dir, "netns")
+	var samples []time.Duration
+	for i := range b.cfg.warmup + n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		id := "p" + strconv.Itoa(i)
+		start := time.Now()
+		sn, err := sandboxnet.Create(dir, id, true)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := sn.Listen()
+		d := time.Since(start)
+		if err == nil {
+			err = ls.Close()
+		}
+		if err := errors.Join(err, sn.Remove()); err != nil {
+			return nil, err
+		}
+		if i >= b.cfg.warmup {
+			samples = append(samples, d)
+		}
+	}
+	return samples, os.Remove(dir)
+}
+
+// downloads times 256 MiB downloads by curl: in a runc sandbox of a daemon
+// connecting from a test internet, through its policy (mode full); and
+// between two namespaces joined by a veth pair, from the same server code.
+func (b *bench) downloads(ctx context.Context) (through, veth []time.Duration, err error) {
+	base := filepath.Join(b.dir, "net")
+	if err := os.Mkdir(base, 0o711); err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, os.RemoveAll(base)) }()
+	in, err := nettest.New(filepath.Join(base, "internet"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("test internet: %w", err)
+	}
+	defer func() { err = errors.Join(err, in.Close()) }()
+	if err := os.Mkdir(filepath.Join(base, "daemon"), 0o711); err != nil {
+		return nil, nil, err
+	}
+	d, err := startDaemon(ctx, b.cfg.hutch, b.runsc, filepath.Join(base, "daemon"), "--pool", "base=0",
+		"--network-netns", in.Netns, "--network-dns", in.DNS, "--runtime", "runc")
+	if d != nil {
+		defer func() { err = errors.Join(err, cleanup(ctx, d.deleteAll), d.stop()) }()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	// With the host's CPUs, as the peer's curl has: the row is about the
+	// way the bytes go, not the sandbox's CPU limit (1 by default).
+	sb, err := d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc", CPUs: float64(runtime.NumCPU()), Network: &client.NetworkPolicy{Mode: client.NetworkFull}})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, deleteSandbox(ctx, d.client, sb.ID)) }()
+	pair, err := newVethPair(filepath.Join(base, "a"), filepath.Join(base, "b"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, pair.close()) }()
+
+	const curl = "curl -sS -o /dev/null -w %{time_total} "
+	sandboxPeer := &peer{name: "through the policy", run: func(ctx context.Context) (time.Duration, error) {
+		res, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: curl + "http://other.test/big"})
+		if err != nil {
+			return 0, err
+		}
+		if res.ExitCode != 0 {
+			return 0, fmt.Errorf("curl in the sandbox: %+v", res)
+		}
+		return parseSeconds(res.Stdout)
+	}}
+	vethPeer := &peer{name: "veth", run: func(ctx context.Context) (time.Duration, error) {
+		out, err := exec.CommandContext(ctx, "nsenter", "--net="+pair.client, "sh", "-c", curl+"http://"+pair.serverAddr+"/big").Output()
+		if err != nil {
+			return 0, fmt.Errorf("curl over the veth: %w", err)
+		}
+		return parseSeconds(string(out))
+	}}
+	if err := b.interleave(ctx, "(h) 256 MiB download", 5, sandboxPeer, vethPeer); err != nil {
+		return nil, nil, err
+	}
+	return sandboxPeer.samples, vethPeer.samples, nil
+}
+
+// parseSeconds reads curl's %{time_total}.
+func parseSeconds(s string) (time.Duration, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		return 0, fmt.Errorf("curl's time: %q", s)
+	}
+	return time.Duration(f * float64(time.Second)), nil
+}
+
+// vethPair is two network namespaces joined by a veth pair, an HTTP server
+// in one (serving /big as the test internet does), for the other's curl.
+type vethPair struct {
+	client, server string // namespace paths
+	serverAddr     string
+	srv            *http.Server
+	done           chan struct{}
+}
+
+func newVethPair(clientNS, serverNS string) (_ *vethPair, err error) {
+	p := &vethPair{client: clientNS, server: serverNS, serverAddr: "10.98.0.2:80", done: make(chan struct{})}
+	up := func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	}
+	if err := sandboxnet.NewNamespace(serverNS, up); err != nil {
+		return nil, err
+	}
+	if err := sandboxnet.NewNamespace(clientNS, up); err != nil {
+		return nil, errors.Join(err, sandboxnet.RemoveNamespace(serverNS))
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.close())
+		}
+	}()
+	serverFd, err := os.Open(serverNS)
+	if err != nil {
+		return nil, err
+	}
+	defer serverFd.Close()
+	err = sandboxnet.InNetns(clientNS, func() error {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "va"}, PeerName: "vb", PeerNamespace: netlink.NsFd(int(serverFd.Fd()))}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return err
+		}
+		return addrUp("va", netip.MustParsePrefix("10.98.0.1/24"))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("veth: %w", err)
+	}
+	var ln net.Listener
+	err = sandboxnet.InNetns(serverNS, func() error {
+		if err := addrUp("vb", netip.MustParsePrefix("10.98.0.2/24")); err != nil {
+			return err
+		}
+		ln, err = net.Listen("tcp", p.serverAddr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(nettestBig))
+		_, _ = io.CopyN(w, zeroReader{}, nettestBig)
+	})}
+	go func() {
+		defer close(p.done)
+		_ = p.srv.Serve(ln)
+	}()
+	return p, nil
+}
+
+// addrUp gives link name of the calling thread's namespace address a, up.
+func addrUp(name string, a netip.Prefix) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: &net.IPNet{IP: a.Addr().AsSlice(), Mask: net.CIDRMask(a.Bits(), 32)}}); err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(link)
+}
+
+func (p *vethPair) close() error {
+	var err error
+	if p.srv != nil {
+		err = p.srv.Close()
+		<-p.done
+	}
+	return errors.Join(err, sandboxnet.RemoveNamespace(p.client), sandboxnet.RemoveNamespace(p.server))
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}

@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// SetNetwork changes sandbox id's network policy: its next connections and
+// lookups are decided by p, without a restart.
+func (c *Client) SetNetwork(ctx context.Context, id string, p NetworkPolicy) (*Sandbox, error) {
+	return c.UpdateSandbox(ctx, id, UpdateSandboxRequest{Network: &p})
+}
+
+// NetworkEvents lists sandbox id's refused connections and lookups after
+// the cursor after (0: all the daemon keeps, the newest 1000).
+func (c *Client) NetworkEvents(ctx context.Context, id string, after uint64) (*NetworkEvents, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	var evs NetworkEvents
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
+	if err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id) + "/network/events", query: q}, &evs); err != nil {
+		return nil, err
+	}
+	return &evs, nil
+}
+
+// FollowNetworkEvents calls fn with each of sandbox id's refusals after the
+// cursor after, and with each new one as it comes, until ctx ends (then it
+// returns nil) or fn returns an error.
+func (c *Client) FollowNetworkEvents(ctx context.Context, id string, after uint64, fn func(NetworkEvent) error) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: sandboxPath(id) + "/network/events", query: q, accept: "text/event-stream"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		return fmt.Errorf("network events: unexpected response content type %q", mt)
+	}
+	sse := newSSEReader(resp.Body)
+	for {
+		ev, err := sse.nextBefore(ctx, "network events stream ended")
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		switch ev.name {
+		case "refusal":
+			var ne NetworkEvent
+			if err := json.Unmarshal(ev.data, &ne); err != nil {
+				return fmt.Errorf("network events: %w", err)
+			}
+			if err := fn(ne); err != nil {
+				return err
+			}
+		case "error":
+			return decodeErrorEvent(ev.data)
+		}
+	}
+}

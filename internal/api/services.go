@@ -1,0 +1,69 @@
+package api
+
+import (
+	"context"
+	"io"
+
+	"github.com/hutchdev/hutch/internal/exec"
+	"github.com/hutchdev/hutch/internal/files"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/templates"
+	"github.com/hutchdev/hutch/internal/toolrun"
+	"github.com/hutchdev/hutch/internal/volume"
+)
+
+// The services beside the lifecycle core, as the API consumes them. Each
+// is wired by the daemon (internal/daemon) and reaches sandboxes through
+// the core's Acquire.
+
+// Execs runs commands and code in sandboxes and keeps their background
+// processes (internal/exec).
+type Execs interface {
+	Exec(ctx context.Context, id string, req sandbox.ExecRequest, out sandbox.Output) (sandbox.ExecResult, error)
+	RunCode(ctx context.Context, id string, req exec.CodeRequest, out sandbox.Output) (sandbox.ExecResult, error)
+	StartProcess(ctx context.Context, id string, req exec.ProcessRequest) (exec.ProcessInfo, error)
+	ListProcesses(ctx context.Context, id string) ([]exec.ProcessInfo, error)
+	ProcessLogs(ctx context.Context, id, name string, follow bool, out sandbox.Output) error
+	SignalProcess(ctx context.Context, id, name, signal string) error
+	RestartProcess(ctx context.Context, id, name string) (exec.ProcessInfo, error)
+	DeleteProcess(ctx context.Context, id, name string) error
+}
+
+// Files reads and changes sandboxes' files, through their agents.
+type Files interface {
+	ReadFile(ctx context.Context, id, p, user string) (io.ReadCloser, error)
+	WriteFile(ctx context.Context, id, p, user string, r io.Reader) (files.Entry, error)
+	Upload(ctx context.Context, id, name, user string, r io.Reader) (files.Entry, error)
+	Stat(ctx context.Context, id, p, user string) (files.Entry, error)
+	Remove(ctx context.Context, id, p, user string) error
+	ListDir(ctx context.Context, id, p, user string, depth int) ([]files.Entry, error)
+	MakeDir(ctx context.Context, id, p, user string) (files.Entry, error)
+	Move(ctx context.Context, id, src, dst, user string) (files.Entry, error)
+}
+
+// Tools runs the tool catalogue's calls, and serves the downloads its
+// sandbox_download_url signs.
+type Tools interface {
+	RunTool(ctx context.Context, id string, call toolrun.Call, out sandbox.Output) (toolrun.Outcome, error)
+	Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error)
+}
+
+// Templates keeps the templates: built, imported, and snapshots of
+// sandboxes (a fork is a snapshot and sandboxes made from it).
+type Templates interface {
+	List(ctx context.Context) ([]templates.Info, error)
+	Get(ctx context.Context, name string) (templates.Info, error)
+	Delete(ctx context.Context, name string) error
+	Build(ctx context.Context, req templates.BuildRequest, progress func(template.Progress)) (templates.Info, error)
+	Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (templates.Info, error)
+	Snapshot(ctx context.Context, id, name string) (template.Info, error)
+	Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error)
+}
+
+// Volumes keeps the volumes sandboxes mount.
+type Volumes interface {
+	Create(ctx context.Context, name string) (volume.Info, error)
+	List(ctx context.Context) ([]volume.Info, error)
+	Delete(ctx context.Context, name string) error
+}

@@ -1,0 +1,363 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// Bounds of background processes.
+const (
+	maxProcesses = 32
+	// restartGrace is how long a restart waits after SIGTERM before it
+	// kills the process's tree.
+	restartGrace = 5 * time.Second
+)
+
+var processName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// selectProcess selects background process name by its tag.
+func selectProcess(name string) agentclient.Selector {
+	return agentclient.Tag(sandbox.ProcessTag(name))
+}
+
+// ProcessRequest starts a background process.
+type ProcessRequest struct {
+	// Name finds it again; unique in its sandbox. Default: made from the
+	// command and a random suffix.
+	Name string
+	// Exactly one of Cmd (an argv) and Command (run by /bin/sh -c).
+	Cmd     []string
+	Command string
+	Cwd     string // default: the workspace
+	Env     map[string]string
+	User    string // default: the sandbox user
+	// Port is the port it listens on, if any: what a preview reaches.
+	Port int
+}
+
+// Process statuses.
+const (
+	ProcessRunning = "running"
+	ProcessExited  = "exited"
+	// ProcessSuspended: its sandbox is suspended; a resume starts it again.
+	ProcessSuspended = "suspended"
+)
+
+// ProcessInfo describes a background process. Its env's values are never
+// shown, only their names.
+type ProcessInfo struct {
+	Name      string
+	Argv      []string
+	Cwd       string
+	User      string
+	EnvNames  []string
+	Port      int
+	Status    string
+	Pid       uint32 // when running
+	CreatedAt time.Time
+}
+
+func processInfo(p *store.Process, status string, pid uint32) ProcessInfo {
+	var names []string
+	for k := range p.Env {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return ProcessInfo{Name: p.Name, Argv: p.Argv, Cwd: p.Cwd, User: p.User, EnvNames: names,
+		Port: p.Port, Status: status, Pid: pid, CreatedAt: p.CreatedAt}
+}
+
+// StartProcess starts a background process in sandbox id (waking it) and
+// returns it running. A process of the same name that has exited is
+// replaced; one that runs is a conflict.
+func (s *Service) StartProcess(ctx context.Context, id string, req ProcessRequest) (ProcessInfo, error) {
+	argv, err := sandbox.ExecRequest{Cmd: req.Cmd, Command: req.Command}.Argv()
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	if req.Name == "" {
+		req.Name = defaultProcessName(argv)
+	}
+	if !processName.MatchString(req.Name) {
+		return ProcessInfo{}, errdefs.InvalidArgument("process name %q must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+	}
+	if req.Port < 0 || req.Port > 65535 {
+		return ProcessInfo{}, errdefs.InvalidArgument("port must be between 1 and 65535, got %d", req.Port)
+	}
+	for k := range req.Env {
+		if !template.ValidEnvName(k) {
+			return ProcessInfo{}, errdefs.InvalidArgument("env name %q is not a valid variable name", k)
+		}
+	}
+	r, release, err := s.core.Acquire(ctx, id)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	defer release()
+	known, err := s.store.ListProcesses(ctx, id)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	i := slices.IndexFunc(known, func(p *store.Process) bool { return p.Name == req.Name })
+	if i < 0 && len(known) >= maxProcesses {
+		return ProcessInfo{}, errdefs.ResourceExhausted("sandbox %s has %d processes, the most it may have: delete one first", id, len(known))
+	}
+	p := &store.Process{
+		SandboxID: id, Name: req.Name, Argv: argv, Cwd: req.Cwd, User: req.User,
+		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(),
+	}
+	pid, err := r.StartProcess(ctx, p)
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		return ProcessInfo{}, errdefs.Conflict("process %q runs already in sandbox %s: restart it, or delete it first", req.Name, id)
+	}
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	if err := s.store.PutProcess(context.WithoutCancel(ctx), p); err != nil {
+		s.signalProcess(context.WithoutCancel(ctx), r, p.Name, syscall.SIGKILL)
+		return ProcessInfo{}, err
+	}
+	s.log.Info("process started", attrSandbox, id, "process", p.Name, "pid", pid)
+	return processInfo(p, ProcessRunning, pid), nil
+}
+
+// defaultProcessName is the command's base name and a random suffix.
+func defaultProcessName(argv []string) string {
+	base := argv[0]
+	if argv[0] == "/bin/sh" && len(argv) == 3 {
+		base = strings.Fields(argv[2] + " x")[0]
+	}
+	base = base[strings.LastIndex(base, "/")+1:]
+	base = strings.Map(func(r rune) rune {
+		if r < 128 && (r == '.' || r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return -1
+	}, base)
+	base = strings.TrimLeft(base, "._-")
+	if base == "" {
+		base = "process"
+	}
+	return fmt.Sprintf("%.40s-%s", base, sandbox.NewID()[:6])
+}
+
+// ListProcesses lists a sandbox's background processes. It does not wake a
+// suspended sandbox: its processes show as suspended (those a resume
+// starts again) or exited. Nor does it count as activity.
+func (s *Service) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, error) {
+	rec, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	known, err := s.store.ListProcesses(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// Activity neither wakes the sandbox nor counts as activity: a console
+	// that polls a sandbox's processes does not keep it from its idle
+	// timeout.
+	act, err := s.core.Activity(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if act.ProcessesErr != nil {
+		return nil, act.ProcessesErr
+	}
+	running := act.Processes
+	out := make([]ProcessInfo, 0, len(known))
+	for _, p := range known {
+		status := ProcessExited
+		pid, ok := running[p.Name]
+		switch {
+		case ok:
+			status = ProcessRunning
+		case running == nil && p.Running && rec.State == lifecycle.Paused:
+			status = ProcessRunning // frozen with its sandbox
+		case running == nil && p.Running:
+			status = ProcessSuspended
+		}
+		out = append(out, processInfo(p, status, pid))
+	}
+	return out, nil
+}
+
+// ProcessLogs sends a background process's kept output (its latest 1 MiB)
+// to out and, with follow, what it writes next until it exits or ctx ends.
+// It wakes a suspended sandbox; after a resume under runc the logs start
+// with the process's new run. While it follows, the call holds the
+// sandbox awake, as any call does.
+func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool, out sandbox.Output) error {
+	r, release, p, err := s.process(ctx, id, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs, err := r.Agent().Replay(sctx, sandbox.ProcessTag(p.Name), follow)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil // not started since the agent started: no logs yet
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logs.Close() }()
+	for {
+		ev, err := logs.Recv()
+		switch {
+		case errors.Is(err, io.EOF), err != nil && ctx.Err() != nil:
+			return nil // the end, or the caller left
+		case err != nil:
+			return err
+		}
+		if ev.Exit != nil {
+			return nil
+		}
+		if err := sandbox.Deliver(out, ev); err != nil {
+			return err
+		}
+	}
+}
+
+// SignalProcess sends a signal to a background process: SIGKILL kills its
+// whole tree, the others (HUP, INT, QUIT, USR1, USR2, TERM) go to its main
+// process.
+func (s *Service) SignalProcess(ctx context.Context, id, name, signal string) error {
+	sig, err := parseSignal(signal)
+	if err != nil {
+		return err
+	}
+	r, release, p, err := s.process(ctx, id, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = sendSignal(ctx, r, p.Name, sig)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return errdefs.FailedPrecondition("process %q of sandbox %s is not running", name, id)
+	}
+	return err
+}
+
+// sendSignal signals a background process by its tag; ErrNotFound when it
+// is not running.
+func sendSignal(ctx context.Context, r *sandbox.Running, name string, sig syscall.Signal) error {
+	return r.Agent().Signal(ctx, selectProcess(name), sig)
+}
+
+// parseSignal reads a signal's name, with or without SIG.
+func parseSignal(name string) (syscall.Signal, error) {
+	if sig, ok := processSignals[strings.TrimPrefix(strings.ToUpper(name), "SIG")]; ok {
+		return sig, nil
+	}
+	return 0, errdefs.InvalidArgument("signal must be one of HUP, INT, QUIT, KILL, USR1, USR2, TERM; got %q", name)
+}
+
+// processSignals are the signals a background process may be sent.
+var processSignals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
+}
+
+// RestartProcess stops a background process (SIGTERM, then after 5 s
+// SIGKILL to its tree) if it runs, and starts it again with the same
+// command and env.
+func (s *Service) RestartProcess(ctx context.Context, id, name string) (ProcessInfo, error) {
+	r, release, p, err := s.process(ctx, id, name)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	defer release()
+	if err := s.stopProcess(ctx, r, p.Name); err != nil {
+		return ProcessInfo{}, err
+	}
+	pid, err := r.StartProcess(ctx, p)
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	p.Running = true
+	if err := s.store.PutProcess(context.WithoutCancel(ctx), p); err != nil {
+		return ProcessInfo{}, err
+	}
+	s.log.Info("process restarted", attrSandbox, id, "process", p.Name, "pid", pid)
+	return processInfo(p, ProcessRunning, pid), nil
+}
+
+// DeleteProcess kills a background process's tree and forgets it.
+func (s *Service) DeleteProcess(ctx context.Context, id, name string) error {
+	r, release, p, err := s.process(ctx, id, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s.signalProcess(ctx, r, p.Name, syscall.SIGKILL)
+	return s.store.DeleteProcess(context.WithoutCancel(ctx), id, p.Name)
+}
+
+// stopProcess ends a background process: SIGTERM, and SIGKILL to its tree
+// if it still runs after restartGrace. One that is not running is fine.
+func (s *Service) stopProcess(ctx context.Context, r *sandbox.Running, name string) error {
+	deadline := time.Now().Add(restartGrace)
+	sent := s.signalProcess(ctx, r, name, syscall.SIGTERM)
+	for sent && time.Now().Before(deadline) {
+		running, err := r.Processes(ctx)
+		if err != nil {
+			return err
+		}
+		if _, ok := running[name]; !ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	s.signalProcess(ctx, r, name, syscall.SIGKILL)
+	return nil
+}
+
+// signalProcess signals a background process by its tag and reports
+// whether it was running.
+func (s *Service) signalProcess(ctx context.Context, r *sandbox.Running, name string, sig syscall.Signal) bool {
+	err := sendSignal(ctx, r, name, sig)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Warn("signal process", attrSandbox, r.ID(), "process", name, "error", err)
+	}
+	return err == nil
+}
+
+// process finds a sandbox's background process by name and its sandbox,
+// woken; the caller calls release when done with the agent.
+func (s *Service) process(ctx context.Context, id, name string) (r *sandbox.Running, release func(), p *store.Process, err error) {
+	known, err := s.store.ListProcesses(ctx, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	i := slices.IndexFunc(known, func(p *store.Process) bool { return p.Name == name })
+	if i < 0 {
+		if _, err := s.store.GetSandbox(ctx, id); err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, errdefs.NotFound("sandbox %s has no process %q", id, name)
+	}
+	r, release, err = s.core.Acquire(ctx, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return r, release, known[i], nil
+}

@@ -1,0 +1,193 @@
+package netproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/netpolicy"
+)
+
+// Proxy serves the TCP connections of one sandbox, redirected to it: for
+// each it learns the original destination (OriginalDst) and the host name
+// the connection names (Peek), asks the policy, and connects in the
+// sandbox's stead. A named connection goes to the addresses the daemon
+// resolves for the name, never to the address the sandbox chose, so an
+// allowed name cannot be paired with an address of the sandbox's choosing.
+type Proxy struct {
+	// Policy returns the sandbox's policy now.
+	Policy func() *netpolicy.Checker
+	// OriginalDst returns where a redirected connection was going.
+	OriginalDst func(net.Conn) (netip.AddrPort, error)
+	// Lookup resolves a name for network "ip" (the daemon's resolver).
+	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// Dial connects from the daemon (a net.Dialer's DialContext).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Refused hears each refusal.
+	Refused func(Event)
+	// Quiet is how long a connection may stay silent before it is taken
+	// for a protocol where the server speaks first (default 1 s: a loaded
+	// host's client took over 250 ms to send its request). Connections
+	// to the ports of such protocols (serverFirst) are not waited on.
+	Quiet time.Duration
+
+	// Counters, for the sandbox's stats.
+	BytesOut, BytesIn atomic.Int64 // sandbox → destination, and back
+	Connections       atomic.Int64 // connections made for it
+}
+
+// serverFirst are the ports of protocols where the server speaks first:
+// FTP, SSH, SMTP (and submission), POP3, IMAP, MySQL. Their connections go
+// by address at once, without waiting for the client's first bytes.
+var serverFirst = map[uint16]bool{21: true, 22: true, 25: true, 110: true, 143: true, 587: true, 3306: true}
+
+// dialTimeout bounds the connection to a destination, lookup included.
+const dialTimeout = 10 * time.Second
+
+// Serve accepts connections on ln until ctx ends or ln is closed, and waits
+// for the connections it serves to end; they end when ctx does.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.serve(ctx, conn)
+		}()
+	}
+}
+
+// serve proxies one connection.
+func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	orig, err := p.OriginalDst(conn)
+	if err != nil {
+		return
+	}
+	quiet := p.Quiet
+	if quiet == 0 {
+		quiet = time.Second
+	}
+	sniff := Sniff{Protocol: TCP}
+	if !serverFirst[orig.Port()] {
+		if sniff, err = Peek(conn, quiet); err != nil {
+			return
+		}
+	}
+	// A name that is an address names nothing the address does not.
+	if _, err := netip.ParseAddr(sniff.Name); err == nil {
+		sniff.Name = ""
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	up, refusal := p.connect(dctx, sniff.Name, orig)
+	cancel()
+	if refusal != nil {
+		p.refuse(conn, sniff, *refusal)
+		return
+	}
+	if up == nil {
+		return // allowed, but no address answered: the client sees a close
+	}
+	defer up.Close()
+	p.Connections.Add(1)
+	if _, err := up.Write(sniff.Head); err != nil {
+		return
+	}
+	p.BytesOut.Add(int64(len(sniff.Head)))
+	egress.Splice(ctx, conn, up, func(out bool, n int64) {
+		if out {
+			p.BytesOut.Add(n)
+		} else {
+			p.BytesIn.Add(n)
+		}
+	})
+}
+
+// connect dials where the connection may go: for a name, the addresses the
+// daemon resolves that the policy allows; without one, the original
+// destination if the policy allows it. It returns the refusal when nothing
+// is allowed, and (nil, nil) when what was allowed did not answer.
+func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (net.Conn, *Event) {
+	policy := p.Policy()
+	port := orig.Port()
+	if name == "" {
+		d := policy.Connect("", orig.Addr(), port)
+		if !d.Allowed {
+			return nil, &Event{Kind: "tcp", Dest: orig.String(), Rule: d.Rule, Reason: d.Reason}
+		}
+		return p.dial(ctx, []netip.Addr{orig.Addr()}, port), nil
+	}
+	dest := net.JoinHostPort(name, strconv.Itoa(int(port)))
+	if policy.Policy().Mode == netpolicy.None {
+		d := policy.Name(name) // refused, without a lookup
+		return nil, &Event{Kind: "tcp", Dest: dest, Rule: d.Rule, Reason: d.Reason}
+	}
+	addrs, err := p.Lookup(ctx, "ip", name)
+	if err != nil {
+		return nil, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: fmt.Sprintf("%s: the daemon could not resolve %s", dest, name)}
+	}
+	var allowed []netip.Addr
+	var first *netpolicy.Decision
+	for _, a := range addrs {
+		d := policy.Connect(name, a, port)
+		if d.Allowed {
+			allowed = append(allowed, a)
+		} else if first == nil {
+			first = &d
+		}
+	}
+	if len(allowed) == 0 {
+		if first == nil {
+			return nil, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: dest + ": the name has no address"}
+		}
+		return nil, &Event{Kind: "tcp", Dest: dest, Rule: first.Rule, Reason: first.Reason}
+	}
+	return p.dial(ctx, allowed, port), nil
+}
+
+// dial tries addrs in order; nil if none answers.
+func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) net.Conn {
+	for _, a := range addrs {
+		c, err := p.Dial(ctx, "tcp", netip.AddrPortFrom(a, port).String())
+		if err == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// refuse tells the sandbox and Refused. An HTTP client gets a 403 whose
+// body says why; any other connection is reset.
+func (p *Proxy) refuse(conn net.Conn, sniff Sniff, ev Event) {
+	ev.Time = time.Now().UTC()
+	if p.Refused != nil {
+		p.Refused(ev)
+	}
+	if sniff.Protocol == HTTP {
+		body := "blocked_by_policy: " + ev.Reason + "\n"
+		_, _ = fmt.Fprintf(conn, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0) // a reset, at once
+	}
+}

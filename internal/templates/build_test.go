@@ -1,0 +1,74 @@
+package templates
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox/sandboxtest"
+)
+
+// A build step needs a build backend that is usable and can build; without
+// one, a Hutchfile's RUN says why and no template is made.
+func TestBuildStepRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		configure func(*Config, *sandboxtest.Core)
+		want      string
+	}{
+		{"no build backend", func(*Config, *sandboxtest.Core) {}, "which this daemon does not have"},
+		{"unusable", func(cfg *Config, c *sandboxtest.Core) {
+			cfg.BuildBackend, cfg.BuildUnusable = c.Backend, "no user namespaces"
+		}, "runtime fake is not usable on this host: no user namespaces"},
+		// The fake makes no writable layer to apply.
+		{"not a builder", func(cfg *Config, c *sandboxtest.Core) { cfg.BuildBackend = c.Backend }, "runtime fake cannot run template build steps"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := sandboxtest.Start(t)
+			cfg := Config{Core: c.M, Store: c.DB, Templates: c.Templates}
+			tt.configure(&cfg, c)
+			s := New(cfg)
+			commitTemplate(t, c.Templates, "base")
+			_, err := s.Build(t.Context(), BuildRequest{Name: "app", Hutchfile: "FROM base\nRUN true\n"}, nil)
+			if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Build: %v, want a failed precondition saying %q", err, tt.want)
+			}
+			if _, err := c.Templates.Info("app"); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("template app after the failed build: %v, want not found", err)
+			}
+			if ids, err := c.Backend.List(t.Context()); err != nil || len(ids) != 0 {
+				t.Errorf("sandboxes left: %v, %v", ids, err)
+			}
+		})
+	}
+}
+
+// A step's output is told line by line, whatever its chunks, and the last
+// lines end the error of a failed step.
+func TestLineWriter(t *testing.T) {
+	t.Parallel()
+	var heard []string
+	w := &lineWriter{emit: func(s string) { heard = append(heard, s) }}
+	for _, chunk := range []string{"one\ntw", "o\r\n\n  three  ", "\n", "four"} {
+		w.write([]byte(chunk))
+	}
+	w.flush()
+	if want := []string{"one", "two", "three", "four"}; !slices.Equal(heard, want) {
+		t.Errorf("lines: %q, want %q", heard, want)
+	}
+	for i := range 2 * tailLines {
+		w.write([]byte(strings.Repeat("x", i+1) + "\n"))
+	}
+	tail := strings.Split(strings.TrimPrefix(w.tail(), ": "), "\n")
+	if len(tail) != tailLines || tail[len(tail)-1] != strings.Repeat("x", 2*tailLines) {
+		t.Errorf("tail: %d lines ending %q, want the last %d", len(tail), tail[len(tail)-1], tailLines)
+	}
+	if got := (&lineWriter{}).tail(); got != "" {
+		t.Errorf("tail of no output: %q", got)
+	}
+}

@@ -1,0 +1,228 @@
+// Package templates keeps the templates sandboxes are made from: built
+// from Debian, a Hutchfile or an image, imported from an image archive, and
+// snapshots of sandboxes (a fork is a snapshot and sandboxes made from
+// it). A service beside the sandbox core, over the template store
+// (internal/template): it reaches sandboxes through the core's Acquire and
+// makes forks with the core's Create.
+//
+// What a new version of a template means for the core's warm pool and for
+// old versions is the core's business: the template store tells it of
+// every change (template.Store.Observe), whoever made it.
+package templates
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
+)
+
+// Store is what the service reads of sandboxes' records (which template
+// versions they use, what a fork copies) and writes of a fork's background
+// processes (store.Store has it).
+type Store interface {
+	ListSandboxes(ctx context.Context) ([]*store.Sandbox, error)
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+	ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error)
+	PutProcess(ctx context.Context, p *store.Process) error
+}
+
+// Config wires a Service.
+type Config struct {
+	// Core is the lifecycle core: snapshots reach sandboxes through it,
+	// forks are made by it.
+	Core      *sandbox.Manager
+	Store     Store
+	Templates *template.Store
+	// BuildBackend runs template build steps: the daemon's BuildRuntime
+	// backend, which must be a backend.Builder (see build.go). Nil when
+	// the daemon has none; BuildUnusable says why it is unusable on this
+	// host, when it is.
+	BuildBackend  backend.Backend
+	BuildUnusable string
+	// PackageCache keeps the packages template builds download.
+	PackageCache string
+	Logger       *slog.Logger
+}
+
+// Service lists, builds, imports, snapshots and removes templates.
+type Service struct {
+	core          *sandbox.Manager
+	store         Store
+	templates     *template.Store
+	buildBackend  backend.Backend
+	buildUnusable string
+	packageCache  string
+	log           *slog.Logger
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	s := &Service{
+		core: cfg.Core, store: cfg.Store, templates: cfg.Templates, buildBackend: cfg.BuildBackend,
+		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, log: cfg.Logger,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Info is a template with the number of sandboxes made from it.
+type Info struct {
+	template.Info
+	Sandboxes int
+}
+
+// BuildRequest asks for a template built from Debian.
+type BuildRequest struct {
+	Name     string
+	Packages []string
+	// NpmPackages are installed with npm, in a sandbox of the template.
+	NpmPackages []string
+	Suite       string
+	Mirror      string
+	// Image, instead of all the above, pulls an OCI image from a registry.
+	Image string
+	// Hutchfile, instead of all the above, is a recipe layered on another
+	// template; Context is a tar of the files its COPY lines take.
+	Hutchfile string
+	Context   []byte
+}
+
+// List lists the templates, the host template first.
+func (s *Service) List(ctx context.Context) ([]Info, error) {
+	infos, err := s.templates.List()
+	if err != nil {
+		return nil, err
+	}
+	users, err := s.users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(infos))
+	for _, i := range infos {
+		out = append(out, Info{Info: i, Sandboxes: len(users[i.Name])})
+	}
+	return out, nil
+}
+
+// Get returns one template.
+func (s *Service) Get(ctx context.Context, name string) (Info, error) {
+	info, err := s.templates.Info(name)
+	if err != nil {
+		return Info{}, err
+	}
+	users, err := s.users(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	return Info{Info: info, Sandboxes: len(users[name])}, nil
+}
+
+// Delete removes a template no sandbox uses.
+func (s *Service) Delete(ctx context.Context, name string) error {
+	users, err := s.users(ctx)
+	if err != nil {
+		return err
+	}
+	if ids := users[name]; len(ids) > 0 {
+		slices.Sort(ids)
+		return errdefs.Conflict("template %s is used by %d sandbox(es): %s; delete them first", name, len(ids), strings.Join(ids, ", "))
+	}
+	if err := s.templates.Remove(name); err != nil {
+		return err
+	}
+	s.log.Info("template deleted", "template", name)
+	return nil
+}
+
+// Build builds a template from Debian and makes it the current version of
+// its name. progress hears each step. A request with no packages for a
+// default template's name (base, python) builds its recipe.
+func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(template.Progress)) (Info, error) {
+	if req.Hutchfile != "" {
+		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Image != "" || req.Suite != "" || req.Mirror != "" {
+			return Info{}, errdefs.InvalidArgument("hutchfile goes alone: its FROM says what the template is built on")
+		}
+		hf, err := template.ParseHutchfile(req.Hutchfile)
+		if err != nil {
+			return Info{}, err
+		}
+		if len(req.Context) > template.MaxContext {
+			return Info{}, errdefs.InvalidArgument("the build context is %d MiB, over %d MiB", len(req.Context)>>20, template.MaxContext>>20)
+		}
+		return s.made(req.Name, "build", func() (template.Info, error) {
+			return s.templates.BuildHutchfile(ctx, req.Name, hf, req.Context, s.runBuildStep, progress)
+		})
+	}
+	if req.Image != "" {
+		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Suite != "" || req.Mirror != "" {
+			return Info{}, errdefs.InvalidArgument("image goes alone: a template comes from an image or from Debian packages, not both")
+		}
+		return s.made(req.Name, "pull", func() (template.Info, error) {
+			return s.templates.PullImage(ctx, req.Name, req.Image, progress)
+		})
+	}
+	if r, ok := template.RecipeFor(req.Name); ok && len(req.Packages) == 0 && len(req.NpmPackages) == 0 {
+		req.Packages, req.NpmPackages = r.Packages, r.NpmPackages
+	}
+	s.log.Info("template build started", "template", req.Name, "packages", req.Packages, "npm_packages", req.NpmPackages)
+	return s.made(req.Name, "build", func() (template.Info, error) {
+		return s.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
+			Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: s.packageCache,
+			NpmPackages: req.NpmPackages, Run: s.runBuildStep,
+		}, progress)
+	})
+}
+
+// Import makes a template from an image archive (docker-archive or OCI
+// layout tar) read from r.
+func (s *Service) Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (Info, error) {
+	if err := template.CheckName(name); err != nil {
+		return Info{}, err
+	}
+	return s.made(name, "import", func() (template.Info, error) {
+		path, cleanup, err := s.templates.Upload(r)
+		if err != nil {
+			return template.Info{}, err
+		}
+		defer cleanup()
+		return s.templates.ImportArchive(ctx, name, path, progress)
+	})
+}
+
+// made runs what makes a new version of template name and logs how it
+// went. (Its commit has told the core, which replaces the pool's sandboxes
+// and old versions no sandbox uses.)
+func (s *Service) made(name, how string, build func() (template.Info, error)) (Info, error) {
+	log := s.log.With("template", name)
+	info, err := build()
+	if err != nil {
+		log.Warn("template "+how+" failed", "error", err)
+		return Info{}, err
+	}
+	log.Info("template made", "how", how, "version", info.Version, "size_bytes", info.SizeBytes)
+	return Info{Info: info}, nil
+}
+
+// users maps template names to the sandboxes made from them.
+func (s *Service) users(ctx context.Context) (map[string][]string, error) {
+	list, err := s.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	users := map[string][]string{}
+	for _, sb := range list {
+		users[sb.Template] = append(users[sb.Template], sb.ID)
+	}
+	return users, nil
+}
