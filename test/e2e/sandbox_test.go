@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/client"
 )
 
@@ -463,11 +464,12 @@ func TestStats(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Under gVisor the cgroup counts gVisor's host tasks, with room above
-		// the process limit, which gVisor enforces inside.
-		wantPids := int64(200)
+		// The cgroup's limit has room above the sandbox's own: under runc
+		// for the agent's threads, made up front; under gVisor for its
+		// host tasks (gVisor enforces the limit inside).
+		wantPids := int64(200 + agentv1.Threads)
 		if runtime == "gvisor" {
-			wantPids += 512
+			wantPids = 200 + 512
 		}
 		if st.CPUTimeMS <= 0 || st.MemoryBytes <= 0 || st.MemoryPeakBytes < st.MemoryBytes ||
 			st.MemoryLimitBytes != 256<<20 || st.Pids < 1 || st.PidsLimit != wantPids || st.DiskUsedBytes < 3000000 {

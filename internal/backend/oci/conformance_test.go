@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/backendtest"
 	"github.com/hutchdev/hutch/internal/disk"
@@ -42,7 +43,7 @@ func TestConformanceRunc(t *testing.T) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed: apt-get install runc (./setup does)")
 	}
-	runConformance(t, RuncConfig("runc"), backendtest.Harness{CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true, ListensIn: true})
+	runConformance(t, RuncConfig("runc"), backendtest.Harness{ExtraPids: agentv1.Threads, CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true, ListensIn: true})
 }
 
 func TestConformanceGvisor(t *testing.T) {

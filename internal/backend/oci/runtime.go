@@ -628,9 +628,22 @@ func tailOf(path string) string {
 
 // Pause freezes the sandbox's container: runc with the cgroup freezer,
 // runsc by stopping its kernel's tasks.
+//
+// On cgroup v1, runc's freeze is a game of chances that a busy host can
+// lose ("unable to freeze": a task still freezing after runc's retries;
+// runc thaws the cgroup again), so it is tried a few times.
 func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
-	return r.pauseCommand(ctx, h, "pause")
+	var err error
+	for range freezeTries {
+		if err = r.pauseCommand(ctx, h, "pause"); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+	}
+	return err
 }
+
+// freezeTries is how many times Pause asks the runtime to freeze.
+const freezeTries = 3
 
 // Unpause thaws what Pause froze.
 func (r *Runtime) Unpause(ctx context.Context, h backend.Handle) error {
