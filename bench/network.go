@@ -14,11 +14,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/nettest"
 	"github.com/hutchdev/hutch/internal/sandboxnet"
 )
@@ -68,7 +70,7 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 	}
 	rows = append(rows, durationRow("every create: router namespace, veth, nftables, listeners", plumbing))
 
-	through, veth, err := b.downloads(ctx)
+	through, veth, relayed, err := b.downloads(ctx)
 	if err != nil {
 		return section{}, err
 	}
@@ -80,10 +82,15 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 		return out
 	}
 	r := ratio(median(mbps(through)), median(mbps(veth)))
+	floor := ratio(median(mbps(relayed)), median(mbps(veth)))
+	toFloor := ratio(median(mbps(through)), median(mbps(relayed)))
 	rows = append(rows,
 		rateRow("256 MiB download through the policy (runc sandbox, full)", mbps(through)),
 		rateRow("the same between two namespaces joined by a veth", mbps(veth)),
+		rateRow("the same over that veth through a bare relay (floor)", mbps(relayed)),
 		row{label: "ratio through the policy / veth", median: fmtRatio(r), target: target(r >= 0.5, "≥ 0.5× veth")},
+		row{label: "  the floor: bare relay / veth", median: fmtRatio(floor)},
+		row{label: "  through the policy / bare relay", median: fmtRatio(toFloor)},
 	)
 	return section{title: "(h) network", rows: rows}, nil
 }
@@ -129,21 +136,26 @@ func (b *bench) networkPlumbing(ctx context.Context, n int) ([]time.Duration, er
 }
 
 // downloads times 256 MiB downloads by curl: in a runc sandbox of a daemon
-// connecting from a test internet, through its policy (mode full); and
-// between two namespaces joined by a veth pair, from the same server code.
-func (b *bench) downloads(ctx context.Context) (through, veth []time.Duration, err error) {
+// connecting from a test internet, through its policy (mode full);
+// between two namespaces joined by a veth pair, from the same server code;
+// and over that veth through a bare relay beside the server, which
+// splices the two connections as the daemon's proxy does, with no policy
+// and no sandbox: the floor of any proxy that ends the sandbox's
+// connection and makes its own (as the design has: the daemon decides the
+// name and dials), on this host.
+func (b *bench) downloads(ctx context.Context) (through, veth, relayed []time.Duration, err error) {
 	base := filepath.Join(b.dir, "net")
 	if err := os.Mkdir(base, 0o711); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer func() { err = errors.Join(err, os.RemoveAll(base)) }()
 	in, err := nettest.New(filepath.Join(base, "internet"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("test internet: %w", err)
+		return nil, nil, nil, fmt.Errorf("test internet: %w", err)
 	}
 	defer func() { err = errors.Join(err, in.Close()) }()
 	if err := os.Mkdir(filepath.Join(base, "daemon"), 0o711); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d, err := startDaemon(ctx, b.cfg.hutch, b.runsc, filepath.Join(base, "daemon"), "--pool", "base=0",
 		"--network-netns", in.Netns, "--network-dns", in.DNS, "--runtime", "runc")
@@ -151,18 +163,18 @@ func (b *bench) downloads(ctx context.Context) (through, veth []time.Duration, e
 		defer func() { err = errors.Join(err, cleanup(ctx, d.deleteAll), d.stop()) }()
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// With the host's CPUs, as the peer's curl has: the row is about the
 	// way the bytes go, not the sandbox's CPU limit (1 by default).
 	sb, err := d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "runc", CPUs: float64(runtime.NumCPU()), Network: &client.NetworkPolicy{Mode: client.NetworkFull}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer func() { err = errors.Join(err, deleteSandbox(ctx, d.client, sb.ID)) }()
 	pair, err := newVethPair(filepath.Join(base, "a"), filepath.Join(base, "b"))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer func() { err = errors.Join(err, pair.close()) }()
 
@@ -184,10 +196,17 @@ func (b *bench) downloads(ctx context.Context) (through, veth []time.Duration, e
 		}
 		return parseSeconds(string(out))
 	}}
-	if err := b.interleave(ctx, "(h) 256 MiB download", 5, sandboxPeer, vethPeer); err != nil {
-		return nil, nil, err
+	relayPeer := &peer{name: "bare relay", run: func(ctx context.Context) (time.Duration, error) {
+		out, err := exec.CommandContext(ctx, "nsenter", "--net="+pair.client, "sh", "-c", curl+"http://"+pair.relayAddr+"/big").Output()
+		if err != nil {
+			return 0, fmt.Errorf("curl through the bare relay: %w", err)
+		}
+		return parseSeconds(string(out))
+	}}
+	if err := b.interleave(ctx, "(h) 256 MiB download", 7, sandboxPeer, vethPeer, relayPeer); err != nil {
+		return nil, nil, nil, err
 	}
-	return sandboxPeer.samples, vethPeer.samples, nil
+	return sandboxPeer.samples, vethPeer.samples, relayPeer.samples, nil
 }
 
 // parseSeconds reads curl's %{time_total}.
@@ -200,16 +219,19 @@ func parseSeconds(s string) (time.Duration, error) {
 }
 
 // vethPair is two network namespaces joined by a veth pair, an HTTP server
-// in one (serving /big as the test internet does), for the other's curl.
+// in one (serving /big as the test internet does), for the other's curl,
+// and beside it a bare relay to it (relayAddr).
 type vethPair struct {
-	client, server string // namespace paths
-	serverAddr     string
-	srv            *http.Server
-	done           chan struct{}
+	client, server        string // namespace paths
+	serverAddr, relayAddr string
+	srv                   *http.Server
+	relay                 net.Listener
+	done, relayDone       chan struct{}
 }
 
 func newVethPair(clientNS, serverNS string) (_ *vethPair, err error) {
-	p := &vethPair{client: clientNS, server: serverNS, serverAddr: "10.98.0.2:80", done: make(chan struct{})}
+	p := &vethPair{client: clientNS, server: serverNS, serverAddr: "10.98.0.2:80", relayAddr: "10.98.0.2:81",
+		done: make(chan struct{}), relayDone: make(chan struct{})}
 	up := func() error {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {
@@ -248,7 +270,10 @@ func newVethPair(clientNS, serverNS string) (_ *vethPair, err error) {
 		if err := addrUp("vb", netip.MustParsePrefix("10.98.0.2/24")); err != nil {
 			return err
 		}
-		ln, err = net.Listen("tcp", p.serverAddr)
+		if ln, err = net.Listen("tcp", p.serverAddr); err != nil {
+			return err
+		}
+		p.relay, err = net.Listen("tcp", p.relayAddr)
 		return err
 	})
 	if err != nil {
@@ -262,7 +287,36 @@ func newVethPair(clientNS, serverNS string) (_ *vethPair, err error) {
 		defer close(p.done)
 		_ = p.srv.Serve(ln)
 	}()
+	go func() {
+		defer close(p.relayDone)
+		p.serveRelay()
+	}()
 	return p, nil
+}
+
+// serveRelay relays each connection to the relay to the server, dialled
+// from the server's namespace, with the daemon proxy's splice.
+func (p *vethPair) serveRelay() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := p.relay.Accept()
+		if err != nil {
+			return
+		}
+		wg.Go(func() {
+			var up net.Conn
+			err := sandboxnet.InNetns(p.server, func() (err error) {
+				up, err = net.Dial("tcp", p.serverAddr)
+				return err
+			})
+			if err != nil {
+				c.Close()
+				return
+			}
+			egress.Splice(context.Background(), c, up, nil)
+		})
+	}
 }
 
 // addrUp gives link name of the calling thread's namespace address a, up.
@@ -282,6 +336,10 @@ func (p *vethPair) close() error {
 	if p.srv != nil {
 		err = p.srv.Close()
 		<-p.done
+	}
+	if p.relay != nil {
+		err = errors.Join(err, p.relay.Close())
+		<-p.relayDone
 	}
 	return errors.Join(err, sandboxnet.RemoveNamespace(p.client), sandboxnet.RemoveNamespace(p.server))
 }
