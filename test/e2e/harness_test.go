@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -257,7 +258,20 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs the daemon process (again, after a kill) and waits for it.
+// The daemon's first start takes another port when its own was taken
+// meanwhile: freeAddr only finds a port free, and a test beside this one
+// may bind it before the daemon does.
 func (d *daemon) start() {
+	d.t.Helper()
+	for tries := 1; !d.startOnce(d.client == nil && tries < 3); tries++ {
+		d.addr = freeAddr(d.t)
+	}
+}
+
+// startOnce is start's one try. With retry, it reports false when the
+// daemon ended at once because its address was in use; it fails the test
+// for any other reason the daemon did not come up.
+func (d *daemon) startOnce(retry bool) bool {
 	t := d.t
 	t.Helper()
 	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -265,6 +279,10 @@ func (d *daemon) start() {
 		t.Fatal(err)
 	}
 	defer logf.Close()
+	logStart, err := logf.Seek(0, io.SeekEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// runc is the default here; tests ask for gvisor by name.
 	// Template builds share one package cache across tests and runs, as
 	// builds on one host do: base downloads some 400 packages.
@@ -298,8 +316,13 @@ func (d *daemon) start() {
 			cancel()
 			if err == nil {
 				d.client = c
-				return
+				return true
 			}
+		}
+		if retry && logSince(d.logPath, logStart, "address already in use") {
+			_ = d.cmd.Process.Kill() // it is ending, if not already gone
+			_ = d.cmd.Wait()
+			return false
 		}
 		if time.Now().After(deadline) {
 			_ = d.cmd.Process.Kill() // not left running when the test fails
@@ -309,6 +332,12 @@ func (d *daemon) start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logSince reports whether the log at path has text after offset.
+func logSince(path string, offset int64, text string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && int64(len(b)) > offset && strings.Contains(string(b[offset:]), text)
 }
 
 // kill ends the daemon with SIGKILL, as a crash would.
