@@ -24,4 +24,4 @@ const (
 // the limit would end the agent, and the sandbox with it. A runtime whose
 // pids limit counts the agent's threads (runc) adds Threads to it, so the
 // sandbox's own processes get the limit they asked for.
-const Threads = 24
+const Threads = 12
