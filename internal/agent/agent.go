@@ -321,7 +321,23 @@ func (s *server) shutdown(hs *http.Server) {
 	s.shims.close()
 	s.procs.killAll(ctx)
 	s.shims.wait(ctx)
-	if err := <-shut; err != nil {
+	// With the trees gone, the streams that followed them end at once. A
+	// connection that never sent a request (an HTTP client's spare) would
+	// hold Shutdown for 5 s, the age at which net/http counts a new
+	// connection idle: what is still open after streamsEndWait is closed.
+	wait := time.NewTimer(streamsEndWait)
+	defer wait.Stop()
+	select {
+	case err := <-shut:
+		if err != nil {
+			_ = hs.Close()
+		}
+	case <-wait.C:
 		_ = hs.Close()
+		<-shut
 	}
 }
+
+// streamsEndWait is how long shutdown lets the calls still open end once
+// every process tree is gone.
+const streamsEndWait = 500 * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -597,5 +598,24 @@ func TestOutputKeepsNewest(t *testing.T) {
 	o.publish(data("late"))
 	if evs, sub := o.replay(true); len(evs) != 1 || sub != nil {
 		t.Errorf("after the end: kept %d events, subscriber %v", len(evs), sub)
+	}
+}
+
+// A connection that never sends a request (an HTTP client's spare, dialled
+// while another connection came free) does not hold up shutdown: net/http's
+// Shutdown counts such a connection idle only once it is 5 s old.
+func TestShutdownWithUnusedConnection(t *testing.T) {
+	a := startAgent(t)
+	conn, err := net.Dial("unix", a.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	began := time.Now()
+	if err := a.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("shutdown took %s with an unused connection open", took)
 	}
 }
