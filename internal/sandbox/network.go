@@ -125,6 +125,19 @@ func (m *Manager) serveNetwork(ctx context.Context, inst *instance, p netpolicy.
 			m.log.Warn("sandbox proxy stopped", attrSandbox, inst.id, "error", err)
 		}
 	})
+	// The router refuses UDP other than DNS itself, and tells.
+	wg.Go(func() {
+		for {
+			dests, err := ls.RefusedUDP.Read()
+			if err != nil {
+				return // closed at stopNetwork
+			}
+			for _, d := range dests {
+				sn.proxy.Refused(netproxy.Event{Time: time.Now().UTC(), Kind: "udp", Dest: d.String(), Rule: "always",
+					Reason: d.String() + ": UDP is refused, but for DNS to the sandbox's resolver"})
+			}
+		}
+	})
 	inst.setNetStop(func() {
 		cancel()
 		for _, s := range servers {

@@ -21,6 +21,7 @@ const TableName = "hutch"
 //	    tcp dport 53 redirect to :53
 //	    meta l4proto tcp redirect to :15001 }
 //	  chain refuse { type filter hook prerouting priority dstnat + 1; policy accept;
+//	    udp dport != 53 limit rate 20/second burst 20 packets log group 7 snaplen 64
 //	    udp dport != 53 reject with icmpx port-unreachable }
 //	  chain in { type filter hook input priority filter; policy drop;
 //	    iifname "lo" accept
@@ -38,7 +39,8 @@ const TableName = "hutch"
 // original destination. What is refused is told at once (a reset, a port
 // unreachable) rather than left to time out; UDP is refused in prerouting,
 // since a datagram to an outside address never reaches input (nothing is
-// forwarded, and the kernel drops it at routing without a word).
+// forwarded, and the kernel drops it at routing without a word), and
+// logged for the daemon's events first (see UDPRefusals).
 func applyRules(router string) error {
 	ns, err := openNS(router)
 	if err != nil {
@@ -77,6 +79,7 @@ func applyRules(router string) error {
 	rule(in, proto(unix.IPPROTO_TCP), dport(DNSPort), verdict(expr.VerdictAccept))
 	rule(in, ctBits(expr.CtKeySTATUS, ipsDstNAT), proto(unix.IPPROTO_TCP), dport(ProxyPort), verdict(expr.VerdictAccept))
 	rule(in, proto(unix.IPPROTO_TCP), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_TCP_RST}})
+	rule(refuse, proto(unix.IPPROTO_UDP), dportNot(DNSPort), logRefusedUDP())
 	rule(refuse, proto(unix.IPPROTO_UDP), dportNot(DNSPort), []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}})
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("load nftables rules: %w", err)

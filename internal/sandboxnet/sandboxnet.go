@@ -300,15 +300,20 @@ type Listeners struct {
 	Proxy  net.Listener   // TCP, ProxyPort
 	DNSUDP net.PacketConn // DNSPort
 	DNSTCP net.Listener   // DNSPort
+	// RefusedUDP tells the datagrams the router refused.
+	RefusedUDP *UDPRefusals
 }
 
-// Close closes all three.
+// Close closes them all.
 func (l *Listeners) Close() error {
 	var errs []error
 	for _, c := range []interface{ Close() error }{l.Proxy, l.DNSUDP, l.DNSTCP} {
 		if c != nil {
 			errs = append(errs, c.Close())
 		}
+	}
+	if l.RefusedUDP != nil {
+		errs = append(errs, l.RefusedUDP.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -328,8 +333,21 @@ func (n *Net) Listen() (*Listeners, error) {
 		l.DNSTCP, err = net.Listen("tcp4", ":"+strconv.Itoa(DNSPort))
 		return err
 	})
+	if err == nil {
+		err = l.listenRefusedUDP(n.Router)
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("listen in router namespace: %w", err), l.Close())
 	}
 	return l, nil
+}
+
+func (l *Listeners) listenRefusedUDP(router string) error {
+	ns, err := openNS(router)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	l.RefusedUDP, err = listenUDPRefusals(int(ns.Fd()))
+	return err
 }

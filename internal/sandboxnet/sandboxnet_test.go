@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,6 +134,20 @@ func TestSandboxTrafficReachesOnlyTheDaemon(t *testing.T) {
 	})
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("UDP other than DNS: %v, want refused", err)
+	}
+	// ... and told to the daemon.
+	refused := make(chan []netip.AddrPort, 1)
+	go func() {
+		dests, _ := l.RefusedUDP.Read()
+		refused <- dests
+	}()
+	select {
+	case dests := <-refused:
+		if want := netip.MustParseAddrPort("203.0.113.5:443"); !slices.Contains(dests, want) {
+			t.Errorf("refused datagrams told: %v, want %v", dests, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the refused datagram was not told to the daemon")
 	}
 	err = InNetns(n.Sandbox, func() error {
 		c, err := net.DialTimeout("tcp4", "10.0.2.2:15001", 2*time.Second)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,14 @@ func TestNetworkPolicy(t *testing.T) {
 			}
 		}
 		refused(full, "http://10.0.2.2:8000/", blocked)
+		// UDP other than DNS, refused by the router itself, is told too.
+		d.exec(full, `python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'quic', ('203.0.113.10', 443))"`)
+		waitFor(t, 5*time.Second, "the refused datagram's event", func() bool {
+			evs, err := d.client.NetworkEvents(t.Context(), full, 0)
+			return err == nil && slices.ContainsFunc(evs.Events, func(ev client.NetworkEvent) bool {
+				return ev.Kind == "udp" && ev.Dest == "203.0.113.10:443"
+			})
+		})
 
 		evs, err := d.client.NetworkEvents(t.Context(), full, 0)
 		if err != nil {
