@@ -2,6 +2,7 @@ package sandboxnet
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -101,6 +102,9 @@ func configure(conn *netlink.Conn, attr netlink.Attribute) error {
 func (u *UDPRefusals) Read() ([]netip.AddrPort, error) {
 	for {
 		msgs, err := u.conn.Receive()
+		if errors.Is(err, unix.ENOBUFS) {
+			continue // they came faster than they were read: some are lost
+		}
 		if err != nil {
 			return nil, err
 		}
