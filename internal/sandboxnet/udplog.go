@@ -64,7 +64,7 @@ func listenUDPRefusals(ns int) (_ *UDPRefusals, err error) {
 	}
 	defer func() {
 		if err != nil {
-			conn.Close()
+			_ = conn.Close()
 		}
 	}()
 	mode := make([]byte, 6) // struct nfulnl_msg_config_mode
