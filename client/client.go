@@ -39,6 +39,8 @@ type Client struct {
 	apiKey    string
 	http      *http.Client
 	userAgent string
+	// user and workspace are sent as Hutch-User and Hutch-Workspace.
+	user, workspace string
 }
 
 // Option configures a Client.
@@ -53,6 +55,19 @@ func WithHTTPClient(hc *http.Client) Option {
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option {
 	return func(c *Client) { c.userAgent = ua }
+}
+
+// WithUser names the product's user every call is for (the Hutch-User
+// header): whose personal secrets commands get, recorded in the audit
+// log.
+func WithUser(user string) Option {
+	return func(c *Client) { c.user = user }
+}
+
+// WithWorkspace names the workspace the daemon's own key acts in (the
+// Hutch-Workspace header); another key acts in its own only.
+func WithWorkspace(ws string) Option {
+	return func(c *Client) { c.workspace = ws }
 }
 
 // New returns a Client for the daemon at baseURL: "http://host:port",
@@ -116,7 +131,10 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 //     otherwise http://127.0.0.1:7070;
 //   - the key is $HUTCH_API_KEY if set; otherwise the content of api.key in
 //     the data directory ($HUTCH_DATA_DIR, default /var/lib/hutch) when it is
-//     readable; otherwise none.
+//     readable; otherwise none;
+//   - $HUTCH_USER, if set, names the product's user every call is for
+//     (WithUser), and $HUTCH_WORKSPACE the workspace the daemon's own key
+//     acts in (WithWorkspace).
 func FromEnv(opts ...Option) (*Client, error) {
 	return fromEnv(os.LookupEnv, DefaultSocket, opts...)
 }
@@ -140,7 +158,14 @@ func fromEnv(lookup func(string) (string, bool), socket string, opts ...Option) 
 			key = strings.TrimSpace(string(b))
 		}
 	}
-	return New(base, key, opts...)
+	var env []Option
+	if u, ok := lookup("HUTCH_USER"); ok && u != "" {
+		env = append(env, WithUser(u))
+	}
+	if ws, ok := lookup("HUTCH_WORKSPACE"); ok && ws != "" {
+		env = append(env, WithWorkspace(ws))
+	}
+	return New(base, key, append(env, opts...)...)
 }
 
 // URL returns the daemon address the Client was made with.
@@ -197,6 +222,12 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 	}
 	if c.userAgent != "" {
 		req.Header.Set("User-Agent", c.userAgent)
+	}
+	if c.user != "" {
+		req.Header.Set("Hutch-User", c.user)
+	}
+	if c.workspace != "" {
+		req.Header.Set("Hutch-Workspace", c.workspace)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

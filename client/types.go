@@ -62,7 +62,10 @@ const (
 // Sandbox is a sandbox as the API describes it. Its environment is never
 // returned.
 type Sandbox struct {
-	ID           string            `json:"id"`
+	ID string `json:"id"`
+	// Workspace owns it; User is the product's user it was made for.
+	Workspace    string            `json:"workspace"`
+	User         string            `json:"user,omitempty"`
 	Template     string            `json:"template"`
 	Runtime      string            `json:"runtime"`
 	State        string            `json:"state"`
@@ -83,6 +86,9 @@ type Sandbox struct {
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// Network is its network policy.
 	Network NetworkPolicy `json:"network"`
+	// Secrets, when set, are the only secrets of its workspace its
+	// commands get.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Network modes, from the most isolated.
@@ -166,6 +172,12 @@ type CreateSandboxRequest struct {
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// Network is its network policy; nil: the daemon's default mode.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// User is the product's user it is made for (or the Hutch-User
+	// header): whose personal secrets its commands get.
+	User string `json:"user,omitempty"`
+	// Secrets, when set, narrows the workspace's secrets its commands get
+	// to these names.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // VolumeMount is a volume a sandbox sees at Path (default /mnt/NAME; in
@@ -524,8 +536,10 @@ type APIKey struct {
 	// NetworkMode is the least isolated network mode its sandboxes may
 	// ask for: none, allowlist or full; the most they get when they name
 	// none.
-	NetworkMode string    `json:"network_mode"`
-	CreatedAt   time.Time `json:"created_at"`
+	NetworkMode string `json:"network_mode"`
+	// Workspace is the workspace it acts in: all it sees.
+	Workspace string    `json:"workspace"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // CreateAPIKeyRequest makes an API key.
@@ -533,4 +547,7 @@ type CreateAPIKeyRequest struct {
 	Name        string `json:"name"`
 	ToolsMode   string `json:"tools_mode,omitempty"`
 	NetworkMode string `json:"network_mode,omitempty"`
+	// Workspace is the workspace it acts in (made on first use); default:
+	// the caller's.
+	Workspace string `json:"workspace,omitempty"`
 }

@@ -65,7 +65,10 @@ func describe(err error) errorDetail {
 
 // writeError answers with err as JSON, logging internal errors.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	status, _ := statusOf(err)
+	status, code := statusOf(err)
+	if rec, ok := w.(*recorder); ok {
+		rec.code = code // for the audit log
+	}
 	if status == http.StatusInternalServerError {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 )
 
 // maxOutput caps each stream of a non-streamed exec; the rest is dropped
@@ -28,7 +29,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	sreq := sandbox.ExecRequest{
 		Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User,
-		Timeout: time.Duration(req.TimeoutS) * time.Second,
+		Timeout: time.Duration(req.TimeoutS) * time.Second, ForUser: callerOf(r.Context()).user,
 	}
 	if req.Stdin != "" {
 		sreq.Stdin = &req.Stdin
@@ -48,7 +49,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 	}
 	creq := exec.CodeRequest{
 		Language: req.Language, Code: req.Code, Cwd: req.Cwd, Env: req.Env,
-		Timeout: time.Duration(req.TimeoutS) * time.Second,
+		Timeout: time.Duration(req.TimeoutS) * time.Second, ForUser: callerOf(r.Context()).user,
 	}
 	id := r.PathValue("id")
 	s.answerExec(w, r, func(ctx context.Context, out sandbox.Output) (sandbox.ExecResult, error) {
@@ -108,7 +109,7 @@ func (c *capped) Write(p []byte) {
 // event.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, sandbox.Output) (sandbox.ExecResult, error)) {
 	sse := &sseWriter{w: w}
-	text := outputEvents(sse)
+	text := s.outputEvents(sse)
 	res, err := run(r.Context(), text.send)
 	if err == nil {
 		err = text.flush()
@@ -124,16 +125,25 @@ func acceptsEvents(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// utf8Carry passes output on to emit, holding back a character cut
-// between two chunks until the rest of it comes.
+// utf8Carry passes output on to emit, each stream with the secrets the
+// daemon knows of redacted (a secret cut between two chunks too), holding
+// back a character cut between two chunks until the rest of it comes.
 type utf8Carry struct {
-	emit func(st sandbox.Stream, text []byte) error
-	held map[sandbox.Stream][]byte
+	emit    func(st sandbox.Stream, text []byte) error
+	held    map[sandbox.Stream][]byte
+	secrets *redact.Set
+	redact  map[sandbox.Stream]*redact.Stream
 }
 
 func (c *utf8Carry) send(st sandbox.Stream, data []byte) error {
 	if c.held == nil {
-		c.held = map[sandbox.Stream][]byte{}
+		c.held, c.redact = map[sandbox.Stream][]byte{}, map[sandbox.Stream]*redact.Stream{}
+	}
+	if c.secrets.Len() > 0 {
+		if c.redact[st] == nil {
+			c.redact[st] = c.secrets.Stream()
+		}
+		data = c.redact[st].Next(data)
 	}
 	text, rest := splitUTF8(append(c.held[st], data...))
 	c.held[st] = rest
@@ -143,14 +153,21 @@ func (c *utf8Carry) send(st sandbox.Stream, data []byte) error {
 	return c.emit(st, text)
 }
 
-// outputEvents sends output as stdout and stderr events.
-func outputEvents(sse *sseWriter) *utf8Carry {
-	return &utf8Carry{emit: func(st sandbox.Stream, text []byte) error { return sse.event(string(st), outputEvent(text)) }}
+// outputEvents sends output as stdout and stderr events, with secrets
+// redacted.
+func (s *Server) outputEvents(sse *sseWriter) *utf8Carry {
+	return &utf8Carry{
+		emit:    func(st sandbox.Stream, text []byte) error { return sse.event(string(st), outputEvent(text)) },
+		secrets: s.redactor.Set(),
+	}
 }
 
 // flush passes on what was held back.
 func (c *utf8Carry) flush() error {
 	for _, st := range []sandbox.Stream{sandbox.Stdout, sandbox.Stderr} {
+		if r := c.redact[st]; r != nil {
+			c.held[st] = append(c.held[st], r.End()...)
+		}
 		if len(c.held[st]) > 0 {
 			if err := c.emit(st, c.held[st]); err != nil {
 				return err

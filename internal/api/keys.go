@@ -5,26 +5,37 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/apikeys"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
+	"github.com/hutchdev/hutch/internal/tools"
 )
 
-// API keys: only the daemon's owner (its own key, or the unix socket)
-// manages them.
+// API keys: the administrator makes keys in any workspace; a key makes
+// keys of its own workspace with no more than its own rights, and lists
+// and removes its workspace's keys.
 
 func apiKeyJSON(k *apikeys.Key) client.APIKey {
-	return client.APIKey{Name: k.Name, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
+	return client.APIKey{Name: k.Name, Workspace: k.Workspace, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
 }
 
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
-	if err := ownerOnly(r); err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
 	var req client.CreateAPIKeyRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	key, rec, err := s.keys.Create(r.Context(), req.Name, req.ToolsMode, req.NetworkMode)
+	c := callerOf(r.Context())
+	if req.Workspace == "" {
+		req.Workspace = c.workspace
+	}
+	if !c.admin {
+		if err := c.mayMakeKey(req); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		req.ToolsMode, req.NetworkMode = orValue(req.ToolsMode, c.toolsMode), orValue(req.NetworkMode, string(c.networkMode))
+	}
+	key, rec, err := s.keys.Create(r.Context(), apikeys.CreateRequest{Name: req.Name, Workspace: req.Workspace, ToolsMode: req.ToolsMode, NetworkMode: req.NetworkMode})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -34,12 +45,29 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
-	if err := ownerOnly(r); err != nil {
-		writeError(w, r, s.log, err)
-		return
+// mayMakeKey says why key c may not make the key req asks for: one of
+// another workspace, or with more rights than its own.
+func (c caller) mayMakeKey(req client.CreateAPIKeyRequest) error {
+	switch {
+	case req.Workspace != c.workspace:
+		return errdefs.PermissionDenied("key %s makes keys of its own workspace (%s) only", c.key, c.workspace)
+	case req.ToolsMode != "" && tools.ValidMode(req.ToolsMode) && !tools.ModeAllows(c.toolsMode, req.ToolsMode):
+		return errdefs.PermissionDenied("key %s may not make a key of tools mode %s: its own is %s", c.key, req.ToolsMode, c.toolsMode)
+	case req.NetworkMode != "" && !netpolicy.Mode(req.NetworkMode).AtMost(c.networkMode):
+		return errdefs.PermissionDenied("key %s may not make a key of network mode %s: its own is %s", c.key, req.NetworkMode, c.networkMode)
 	}
-	keys, err := s.keys.List(r.Context())
+	return nil
+}
+
+func orValue(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := s.keys.List(r.Context(), callerOf(r.Context()).filter(r))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -54,11 +82,11 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteAPIKey(w http.ResponseWriter, r *http.Request) {
-	if err := ownerOnly(r); err != nil {
-		writeError(w, r, s.log, err)
-		return
+	ws := ""
+	if c := callerOf(r.Context()); !c.admin {
+		ws = c.workspace
 	}
-	if err := s.keys.Delete(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.keys.Delete(r.Context(), ws, r.PathValue("name")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

@@ -17,34 +17,44 @@ import (
 
 // mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
 // the Manager and the tools service directly. Requests need the API key as every route does.
-// A session's tool calls run in the sandbox mode of the key that opened it.
+// A session acts as the caller that opened it: in its workspace, its tool
+// calls in the sandbox mode of its key.
 func (s *Server) mcpHandler() (http.Handler, error) {
 	if _, err := mcpserver.New(managerSandboxes{s: s}, s.version); err != nil {
 		return nil, err // the catalogue's schemas, checked once
 	}
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		mode, _ := toolMode(r.Context(), "")
-		srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode}, s.version) // checked above
+		srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode, c: callerOf(r.Context())}, s.version) // checked above
 		return srv
 	}, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
 }
 
 // managerSandboxes is mcpserver.Sandboxes on the Manager, its tool calls
-// on the tools service, answering as the REST API does; its tool calls run
-// in mode ("": the daemon's).
+// on the tools service, answering as the REST API does, for caller c: its
+// tool calls run in mode ("": the daemon's).
 type managerSandboxes struct {
 	s    *Server
 	mode string
+	c    caller
 }
 
 func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSandboxRequest) (*client.Sandbox, error) {
+	tmpl := req.Template
+	if tmpl != "" {
+		var err error
+		if tmpl, err = a.s.templateRef(ctx, a.c, tmpl); err != nil {
+			return nil, asClientError(err)
+		}
+	}
 	sb, _, err := a.s.m.Create(ctx, sandbox.CreateOptions{
-		Template: req.Template, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+		Workspace: a.c.workspace, User: a.c.user,
+		Template: tmpl, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 	})
 	if err != nil {
 		return nil, asClientError(err)
 	}
-	out := sandboxJSON(sb)
+	out := sandboxJSON(a.c, sb)
 	return &out, nil
 }
 
@@ -55,13 +65,18 @@ func (a managerSandboxes) ListSandboxes(ctx context.Context) ([]client.Sandbox, 
 	}
 	out := []client.Sandbox{}
 	for _, sb := range list {
-		out = append(out, sandboxJSON(sb))
+		if a.c.sees(sb.Workspace) {
+			out = append(out, sandboxJSON(a.c, sb))
+		}
 	}
 	return out, nil
 }
 
 // RunTool runs in a's mode: an MCP call names none.
 func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any, _ ...client.ToolOption) (*client.ToolResult, error) {
+	if _, err := a.s.sandboxOf(ctx, a.c, id); err != nil {
+		return nil, asClientError(err)
+	}
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, err

@@ -20,8 +20,8 @@ func (s *Server) createNetwork(r *http.Request, p *client.NetworkPolicy) (*netpo
 		pol, err := s.keyAllows(r, *p)
 		return &pol, err
 	}
-	c, isKey := callerOf(r.Context())
-	if !isKey || s.m.Networks().Default().Mode.AtMost(c.networkMode) {
+	c := callerOf(r.Context())
+	if c.admin || s.m.Networks().Default().Mode.AtMost(c.networkMode) {
 		return nil, nil
 	}
 	return &netpolicy.Policy{Mode: c.networkMode}, nil
@@ -31,8 +31,8 @@ func (s *Server) createNetwork(r *http.Request, p *client.NetworkPolicy) (*netpo
 // its mode.
 func (s *Server) keyAllows(r *http.Request, p client.NetworkPolicy) (netpolicy.Policy, error) {
 	pol := netpolicy.Policy{Mode: netpolicy.Mode(p.Mode), Allow: p.Allow, Deny: p.Deny}
-	if c, isKey := callerOf(r.Context()); isKey && !pol.Mode.AtMost(c.networkMode) {
-		return pol, errdefs.PermissionDenied("key %s may give sandboxes network mode %s at most, not %q", c.name, c.networkMode, p.Mode)
+	if c := callerOf(r.Context()); !c.admin && !pol.Mode.AtMost(c.networkMode) {
+		return pol, errdefs.PermissionDenied("key %s may give sandboxes network mode %s at most, not %q", c.key, c.networkMode, p.Mode)
 	}
 	return pol, nil
 }

@@ -24,6 +24,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.execs.StartProcess(r.Context(), r.PathValue("id"), exec.ProcessRequest{
 		Name: req.Name, Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User, Port: req.Port,
+		ForUser: callerOf(r.Context()).user,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -74,7 +75,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := &sseWriter{w: w}
-	text := outputEvents(sse)
+	text := s.outputEvents(sse)
 	err := s.execs.ProcessLogs(r.Context(), id, name, follow, text.send)
 	if err == nil {
 		err = text.flush()

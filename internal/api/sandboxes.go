@@ -10,22 +10,26 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/templates"
 	"github.com/hutchdev/hutch/internal/volume"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // The API's wire types are the Go SDK's (package client): one definition of
 // what goes over the wire.
 
-func sandboxJSON(sb *sandbox.Sandbox) client.Sandbox {
+// sandboxJSON is sb as c reads it: its template's and volumes' plain names.
+func sandboxJSON(c caller, sb *sandbox.Sandbox) client.Sandbox {
 	meta := sb.Metadata
 	if meta == nil {
 		meta = map[string]string{}
 	}
 	var vols []client.VolumeMount
 	for _, v := range sb.Volumes {
+		v.Name = c.volumeShown(v.Name)
 		vols = append(vols, client.VolumeMount(v))
 	}
 	return client.Sandbox{
-		ID: sb.ID, Template: sb.Template, Runtime: sb.Runtime, State: string(sb.State),
+		ID: sb.ID, Workspace: sb.Workspace, User: sb.User, Secrets: sb.Secrets,
+		Template: c.templateShown(sb.Template), Runtime: sb.Runtime, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
@@ -48,13 +52,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	sb, created, err := s.m.Create(r.Context(), sandbox.CreateOptions{
-		Template: req.Template, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
-		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
-		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
-		Files: req.Files, FilesTar: req.FilesTar, FromSnapshot: req.FromSnapshot, Volumes: volumeMounts(req.Volumes),
-		Network: network,
-	})
+	opts, err := s.createOptions(r, req)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	opts.Network = network
+	sb, created, err := s.m.Create(r.Context(), opts)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -63,7 +67,58 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK // the key's sandbox, there already
 	}
-	writeJSON(w, status, sandboxJSON(sb))
+	noteObject(r, sb.ID)
+	writeJSON(w, status, sandboxJSON(callerOf(r.Context()), sb))
+}
+
+// createOptions is what a create asks of the core, in the caller's
+// workspace, for its user, with the names of its templates and volumes
+// as stored.
+func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest) (sandbox.CreateOptions, error) {
+	c := callerOf(r.Context())
+	user, err := callUser(c, req.User)
+	if err != nil {
+		return sandbox.CreateOptions{}, err
+	}
+	vols := volumeMounts(req.Volumes)
+	for i := range vols {
+		if vols[i].Name, err = c.volumeName(vols[i].Name); err != nil {
+			return sandbox.CreateOptions{}, err
+		}
+	}
+	tmpl, snapshot := req.Template, req.FromSnapshot
+	if tmpl != "" {
+		if tmpl, err = s.templateRef(r.Context(), c, tmpl); err != nil {
+			return sandbox.CreateOptions{}, err
+		}
+	}
+	if snapshot != "" {
+		if snapshot, err = s.templateRef(r.Context(), c, snapshot); err != nil {
+			return sandbox.CreateOptions{}, err
+		}
+		if req.Template == req.FromSnapshot {
+			tmpl = snapshot
+		}
+	}
+	return sandbox.CreateOptions{
+		Workspace: c.workspace, User: user, Secrets: req.Secrets,
+		Template: tmpl, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
+		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
+		Files: req.Files, FilesTar: req.FilesTar, FromSnapshot: snapshot, Volumes: vols,
+	}, nil
+}
+
+// callUser is the product's user a call is for: the body's, or the
+// header's (Hutch-User); both given must agree.
+func callUser(c caller, body string) (string, error) {
+	switch {
+	case body == "":
+		return c.user, nil
+	case c.user != "" && c.user != body:
+		return "", errdefs.InvalidArgument("user %q and header %s %q differ; give one", body, headerUser, c.user)
+	}
+	return body, workspace.CheckUser(body)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -72,11 +127,15 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	c := callerOf(r.Context())
+	ws := c.filter(r)
 	out := struct {
 		Sandboxes []client.Sandbox `json:"sandboxes"`
 	}{Sandboxes: []client.Sandbox{}}
 	for _, sb := range list {
-		out.Sandboxes = append(out.Sandboxes, sandboxJSON(sb))
+		if ws == "" || sb.Workspace == ws {
+			out.Sandboxes = append(out.Sandboxes, sandboxJSON(c, sb))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -87,7 +146,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+	writeJSON(w, http.StatusOK, sandboxJSON(callerOf(r.Context()), sb))
 }
 
 func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +203,7 @@ func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action fu
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sandboxJSON(sb))
+	writeJSON(w, http.StatusOK, sandboxJSON(callerOf(r.Context()), sb))
 }
 
 // updateSandbox changes a sandbox's idle timeout (and action): a keepalive.
@@ -176,12 +235,18 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	info, err := s.templates.Snapshot(r.Context(), r.PathValue("id"), req.Name)
+	c := callerOf(r.Context())
+	name, err := s.templateNew(r.Context(), c, req.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, templateJSON(templates.Info{Info: info}))
+	info, err := s.templates.Snapshot(r.Context(), r.PathValue("id"), name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, templateJSON(c, templates.Info{Info: info}))
 }
 
 // forkSandbox makes copies of a sandbox as it is now.
@@ -205,7 +270,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		Sandboxes []client.Sandbox `json:"sandboxes"`
 	}{}
 	for _, sb := range made {
-		out.Sandboxes = append(out.Sandboxes, sandboxJSON(sb))
+		out.Sandboxes = append(out.Sandboxes, sandboxJSON(callerOf(r.Context()), sb))
 	}
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -218,12 +283,12 @@ func volumeMounts(vols []client.VolumeMount) []sandbox.VolumeMount {
 	return out
 }
 
-func volumeJSON(v volume.Info) client.Volume {
+func volumeJSON(c caller, v volume.Info) client.Volume {
 	users := v.Sandboxes
 	if users == nil {
 		users = []string{}
 	}
-	return client.Volume{Name: v.Name, CreatedAt: v.CreatedAt, Sandboxes: users}
+	return client.Volume{Name: c.volumeShown(v.Name), CreatedAt: v.CreatedAt, Sandboxes: users}
 }
 
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
@@ -234,12 +299,22 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	v, err := s.volumes.Create(r.Context(), req.Name)
+	c := callerOf(r.Context())
+	if workspace.Qualified(req.Name) && !c.admin {
+		writeError(w, r, s.log, errdefs.InvalidArgument("volume name %q: '~' is not allowed", req.Name))
+		return
+	}
+	name, err := c.volumeName(req.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, volumeJSON(v))
+	v, err := s.volumes.Create(r.Context(), name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, volumeJSON(c, v))
 }
 
 func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
@@ -248,17 +323,26 @@ func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	c := callerOf(r.Context())
+	ws := c.filter(r)
 	out := struct {
 		Volumes []client.Volume `json:"volumes"`
 	}{Volumes: []client.Volume{}}
 	for _, v := range vols {
-		out.Volumes = append(out.Volumes, volumeJSON(v))
+		if ws == "" || workspace.VolumeOwner(v.Name) == ws {
+			out.Volumes = append(out.Volumes, volumeJSON(c, v))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
-	if err := s.volumes.Delete(r.Context(), r.PathValue("name")); err != nil {
+	name, err := callerOf(r.Context()).volumeName(r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if err := s.volumes.Delete(r.Context(), name); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

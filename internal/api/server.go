@@ -3,24 +3,19 @@
 package api
 
 import (
-	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"path"
-	"strings"
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandbox"
-	"github.com/hutchdev/hutch/internal/tools"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 )
 
 // Config wires a Server.
@@ -35,6 +30,15 @@ type Config struct {
 	Volumes   Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
+	// Audit is the audit log; nil: calls are not recorded.
+	Audit AuditLog
+	// Workspaces keeps the workspaces' quotas and usage.
+	Workspaces Workspaces
+	// Secrets keeps the workspaces' secrets.
+	Secrets Secrets
+	// Redactor holds every secret value the daemon knows of: none of
+	// them leaves in an answer (see redaction.go). Nil redacts nothing.
+	Redactor *redact.Redactor
 	// APIKey is the bearer token TCP clients must present.
 	APIKey  string
 	Version string
@@ -50,6 +54,10 @@ type Server struct {
 	templates Templates
 	volumes   Volumes
 	keys      *apikeys.Service
+	audit     AuditLog
+	spaces    Workspaces
+	secrets   Secrets
+	redactor  *redact.Redactor
 	key       string
 	version   string
 	log       *slog.Logger
@@ -61,7 +69,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, key: cfg.APIKey, version: cfg.Version, log: log}
+	return &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, key: cfg.APIKey, version: cfg.Version, log: log}
 }
 
 // mcpPath is where the MCP server answers (streamable HTTP).
@@ -115,6 +123,14 @@ func (s *Server) routes() []route {
 		{"POST /v1/keys", s.createAPIKey},
 		{"GET /v1/keys", s.listAPIKeys},
 		{"DELETE /v1/keys/{name}", s.deleteAPIKey},
+		{"GET /v1/audit", s.listAudit},
+		{"POST /v1/secrets", s.setSecret},
+		{"GET /v1/secrets", s.listSecrets},
+		{"DELETE /v1/secrets/{name}", s.deleteSecret},
+		{"POST /v1/secrets/rotate-master", s.rotateMaster},
+		{"GET /v1/workspaces", s.listWorkspaces},
+		{"GET /v1/workspaces/{w}/usage", s.workspaceUsage},
+		{"PUT /v1/workspaces/{w}/quota", s.setQuota},
 		{"POST /v1/sandboxes/{id}/tools/{name}", s.runTool},
 		{"GET /v1/downloads/{token}", s.download},
 		{"POST /v1/volumes", s.createVolume},
@@ -128,96 +144,24 @@ func (s *Server) routes() []route {
 	}
 }
 
-// Handler returns the API. With requireKey every request must carry the API
-// key (TCP); without, the caller is trusted (the root-only unix socket).
+// Handler returns the API. With requireKey every request must carry an API
+// key (TCP); without, the caller is the administrator (the root-only unix
+// socket).
 func (s *Server) Handler(requireKey bool) http.Handler {
 	mux := http.NewServeMux()
-	for _, r := range s.routes() {
-		mux.HandleFunc(r.pattern, r.handler)
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.pattern, s.guard(rt))
 	}
 	if h, err := s.mcpHandler(); err != nil {
 		s.log.Error("MCP at /mcp is off", "error", err)
 	} else {
-		mux.Handle(mcpPath, h)
+		// Every method of the protocol's: audited and redacted as a route.
+		mux.Handle(mcpPath, s.guard(route{pattern: "* " + mcpPath, handler: h.ServeHTTP}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-
-	var h http.Handler = mux
-	if requireKey {
-		h = s.authenticate(h)
-	}
-	return h
-}
-
-// authenticate lets through only requests with the API key, and download
-// URLs, which their signed token allows.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/downloads/") && path.Clean(r.URL.Path) == r.URL.Path {
-			next.ServeHTTP(w, r)
-			return
-		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) == 1 {
-			next.ServeHTTP(w, r) // the daemon's own key: the owner
-			return
-		}
-		if ok {
-			if k, err := s.keys.Lookup(r.Context(), token); err == nil {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, caller{name: k.Name, toolsMode: k.ToolsMode, networkMode: netpolicy.Mode(k.NetworkMode)})))
-				return
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="hutch"`)
-		writeError(w, r, s.log, errdefs.Unauthenticated(
-			"missing or wrong API key: send 'Authorization: Bearer <key>' (the daemon's own key is in its data dir, api.key)"))
-	})
-}
-
-// caller is who made a request with a key of hutch key create. A request
-// without one came from the daemon's owner: its own key, or the unix
-// socket.
-type caller struct {
-	name string
-	// toolsMode is the least isolated sandbox mode its tool calls may use.
-	toolsMode string
-	// networkMode is the least isolated network mode its sandboxes may
-	// ask for.
-	networkMode netpolicy.Mode
-}
-
-type callerKey struct{}
-
-// callerOf returns the request's caller, and false for the owner.
-func callerOf(ctx context.Context) (caller, bool) {
-	c, ok := ctx.Value(callerKey{}).(caller)
-	return c, ok
-}
-
-// ownerOnly refuses callers other than the daemon's owner.
-func ownerOnly(r *http.Request) error {
-	if c, ok := callerOf(r.Context()); ok {
-		return errdefs.PermissionDenied("key %s may not manage API keys: use the daemon's own key (api.key)", c.name)
-	}
-	return nil
-}
-
-// toolMode is the sandbox mode of a tool call that asks for mode (""
-// for the default) from the request's caller: a key's mode when it asks
-// for none, and never a less isolated one than its key allows.
-func toolMode(ctx context.Context, mode string) (string, error) {
-	c, ok := callerOf(ctx)
-	switch {
-	case !ok:
-		return mode, nil
-	case mode == "":
-		return c.toolsMode, nil
-	case tools.ValidMode(mode) && !tools.ModeAllows(c.toolsMode, mode):
-		return "", errdefs.PermissionDenied("key %s may not use sandbox mode %s: its tool calls run in mode %s or a more isolated one", c.name, mode, c.toolsMode)
-	}
-	return mode, nil
+	return s.identify(mux, requireKey)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -102,7 +102,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown runtime", "POST", "/v1/sandboxes", `{"runtime":"kata"}`, testKey, 400, "invalid_argument", "runtime must be one of"},
 		{"template and snapshot", "POST", "/v1/sandboxes", `{"template":"a","from_snapshot":"b"}`, testKey, 400, "invalid_argument", "not both"},
 		{"unknown template", "POST", "/v1/sandboxes", `{"template":"nope"}`, testKey, 404, "not_found", "nope"},
-		{"keepalive with nothing", "PATCH", "/v1/sandboxes/nosuchbox", `{}`, testKey, 400, "invalid_argument", "idle_timeout_s"},
+		{"keepalive of an unknown sandbox", "PATCH", "/v1/sandboxes/nosuchbox", `{}`, testKey, 404, "not_found", "nosuchbox"},
 		{"no such endpoint", "GET", "/v1/nothing", "", testKey, 404, "not_found", "no such endpoint"},
 		{"missing key", "GET", "/v1/sandboxes", "", "", 401, "unauthenticated", ""},
 		{"wrong key", "GET", "/v1/health", "", "hutch_wrong", 401, "unauthenticated", ""},

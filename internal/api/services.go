@@ -46,7 +46,7 @@ type Files interface {
 // sandbox_download_url signs.
 type Tools interface {
 	RunTool(ctx context.Context, id string, call toolrun.Call, out sandbox.Output) (toolrun.Outcome, error)
-	Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error)
+	Download(ctx context.Context, token string, may func(sandboxID string) error) (name string, body io.ReadCloser, err error)
 }
 
 // Templates keeps the templates: built, imported, and snapshots of
@@ -59,6 +59,14 @@ type Templates interface {
 	Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (templates.Info, error)
 	Snapshot(ctx context.Context, id, name string) (template.Info, error)
 	Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error)
+	Resolve(ws, name string, admin bool) (string, error)
+}
+
+// Workspaces keeps the workspaces' quotas and tells their usage.
+type Workspaces interface {
+	Workspaces(ctx context.Context) ([]sandbox.Workspace, error)
+	Usage(ctx context.Context, ws string) (sandbox.Usage, error)
+	SetQuota(ctx context.Context, ws string, q sandbox.Quota) error
 }
 
 // Volumes keeps the volumes sandboxes mount.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -8,11 +9,60 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
-func templateJSON(t templates.Info) client.Template {
+// Templates: the shared ones (built in, or the administrator's) every
+// caller sees and only the administrator changes; a workspace's own only
+// it (and the administrator) sees. Names are kept as internal/workspace
+// says, and read plain.
+
+// templateRef is the stored name of the template c calls name, which c
+// may see.
+func (s *Server) templateRef(ctx context.Context, c caller, name string) (string, error) {
+	return s.templates.Resolve(c.workspace, name, c.admin)
+}
+
+// templateNew is the stored name of a template c makes: the
+// administrator's are shared, a key's its workspace's.
+func (s *Server) templateNew(ctx context.Context, c caller, name string) (string, error) {
+	switch {
+	case c.admin:
+		return name, nil
+	case workspace.Qualified(name):
+		return "", errdefs.InvalidArgument("template name %q: '~' is not allowed", name)
+	case name == "":
+		return "", errdefs.InvalidArgument("name is required")
+	}
+	if _, err := s.templates.Get(ctx, name); err == nil {
+		return "", errdefs.AlreadyExists("template %s is a shared one; give yours another name", name)
+	}
+	return workspace.Qualify(name, c.workspace), nil
+}
+
+// templateOwned is the stored name of the template c names to change or
+// remove: a shared one is only the administrator's to change.
+func (s *Server) templateOwned(ctx context.Context, c caller, name string) (string, error) {
+	stored, err := s.templateRef(ctx, c, name)
+	if err != nil {
+		return "", err
+	}
+	if _, ws := workspace.Split(stored); ws == "" && !c.admin {
+		if _, err := s.templates.Get(ctx, stored); err != nil {
+			return "", err
+		}
+		return "", errdefs.PermissionDenied("template %s is shared: only the daemon's own key changes it", name)
+	}
+	return stored, nil
+}
+
+func templateJSON(c caller, t templates.Info) client.Template {
+	parent, version, _ := strings.Cut(t.Parent, "@")
+	if parent != "" {
+		parent = c.templateShown(parent) + "@" + version
+	}
 	return client.Template{
-		Name: t.Name, Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: t.Parent, Steps: t.Steps, Env: t.Env,
+		Name: c.templateShown(t.Name), Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: parent, Steps: t.Steps, Env: t.Env,
 		Sandbox: t.Sandbox, MemoryRuntime: t.MemoryRuntime, Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }
@@ -23,26 +73,41 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	c := callerOf(r.Context())
+	ws := c.filter(r)
 	out := struct {
 		Templates []client.Template `json:"templates"`
 	}{Templates: []client.Template{}}
 	for _, t := range list {
-		out.Templates = append(out.Templates, templateJSON(t))
+		if _, owner := workspace.Split(t.Name); c.seesTemplate(t.Name) && (ws == "" || owner == "" || owner == ws) {
+			out.Templates = append(out.Templates, templateJSON(c, t))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.templates.Get(r.Context(), r.PathValue("name"))
+	c := callerOf(r.Context())
+	name, err := s.templateRef(r.Context(), c, r.PathValue("name"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, templateJSON(t))
+	t, err := s.templates.Get(r.Context(), name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, templateJSON(c, t))
 }
 
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	if err := s.templates.Delete(r.Context(), r.PathValue("name")); err != nil {
+	name, err := s.templateOwned(r.Context(), callerOf(r.Context()), r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if err := s.templates.Delete(r.Context(), name); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -64,8 +129,14 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("name is required"))
 		return
 	}
+	c := callerOf(r.Context())
+	name, err := s.templateNew(r.Context(), c, req.Name)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	breq := templates.BuildRequest{
-		Name: req.Name, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
+		Name: name, Workspace: c.workspace, Admin: c.admin, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
 		Hutchfile: req.Hutchfile, Context: req.Context,
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
@@ -74,7 +145,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, s.log, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, templateJSON(t))
+		writeJSON(w, http.StatusCreated, templateJSON(c, t))
 		return
 	}
 	sse := &sseWriter{w: w}
@@ -89,17 +160,23 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		_ = sse.event("error", errorBody{Error: describe(err)})
 	default:
-		_ = sse.event("template", templateJSON(t))
+		_ = sse.event("template", templateJSON(c, t))
 	}
 }
 
 // importTemplate makes a template from the image archive in the request
 // body (a docker-archive or an OCI layout tar).
 func (s *Server) importTemplate(w http.ResponseWriter, r *http.Request) {
-	t, err := s.templates.Import(r.Context(), r.PathValue("name"), r.Body, nil)
+	c := callerOf(r.Context())
+	name, err := s.templateNew(r.Context(), c, r.PathValue("name"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, templateJSON(t))
+	t, err := s.templates.Import(r.Context(), name, r.Body, nil)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, templateJSON(c, t))
 }

@@ -119,7 +119,14 @@ func toolResult(o toolrun.Outcome) client.ToolResult {
 // download serves GET /v1/downloads/{token}, a URL sandbox_download_url
 // made: the token, not the API key, allows it.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	name, body, err := s.tools.Download(r.Context(), r.PathValue("token"))
+	c := callerOf(r.Context())
+	name, body, err := s.tools.Download(r.Context(), r.PathValue("token"), func(id string) error {
+		if c.anonymous {
+			return nil // the token alone allows it
+		}
+		_, err := s.sandboxOf(r.Context(), c, id)
+		return err
+	})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

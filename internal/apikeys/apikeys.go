@@ -1,5 +1,6 @@
-// Package apikeys keeps the API keys besides the daemon's own: each names
-// the least isolated sandbox mode its tool calls may use, so that one
+// Package apikeys keeps the API keys besides the daemon's own: each acts in
+// one workspace (internal/workspace), whose objects are all it sees, and
+// names the least isolated sandbox mode its tool calls may use, so that one
 // embedding app's key can be let run calls on the host and another's kept
 // to the sandbox. Only a hash of each key is stored; the key is shown
 // once, when made. A service beside the sandbox core: it needs no sandbox.
@@ -11,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -18,6 +20,7 @@ import (
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/tools"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Store is what the service keeps keys in (store.Store has it).
@@ -26,6 +29,7 @@ type Store interface {
 	ListAPIKeys(ctx context.Context) ([]*store.APIKey, error)
 	APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error)
 	DeleteAPIKey(ctx context.Context, name string) error
+	EnsureWorkspace(ctx context.Context, name string, at time.Time) (*store.Workspace, error)
 }
 
 // Key is an API key as callers see it: not the key, nor its hash.
@@ -36,7 +40,9 @@ type Key struct {
 	// NetworkMode is the least isolated network mode its sandboxes may
 	// ask for.
 	NetworkMode string
-	CreatedAt   time.Time
+	// Workspace is the workspace it acts in.
+	Workspace string
+	CreatedAt time.Time
 }
 
 // Service makes, lists, finds and removes keys.
@@ -53,13 +59,31 @@ func New(s Store, log *slog.Logger) *Service {
 	return &Service{store: s, log: log}
 }
 
-// Create makes a key named name whose tool calls may use toolsMode or a
-// more isolated mode (default: tools.ModeAll), and whose sandboxes may ask
-// for networkMode or a more isolated one (default: full). It returns the
-// key.
-func (s *Service) Create(ctx context.Context, name, toolsMode, networkMode string) (string, *Key, error) {
+// CreateRequest says what key to make.
+type CreateRequest struct {
+	Name string
+	// Workspace is the workspace it acts in (default: workspace.Default),
+	// made on first use.
+	Workspace string
+	// ToolsMode: its tool calls may use this mode or a more isolated one
+	// (default: tools.ModeAll).
+	ToolsMode string
+	// NetworkMode: its sandboxes may ask for this mode or a more isolated
+	// one (default: full).
+	NetworkMode string
+}
+
+// Create makes a key as req says. It returns the key.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (string, *Key, error) {
+	name, ws, toolsMode, networkMode := req.Name, req.Workspace, req.ToolsMode, req.NetworkMode
 	if err := template.CheckName(name); err != nil {
 		return "", nil, errdefs.InvalidArgument("key name: %v", err)
+	}
+	if ws == "" {
+		ws = workspace.Default
+	}
+	if err := workspace.Check(ws); err != nil {
+		return "", nil, err
 	}
 	if toolsMode == "" {
 		toolsMode = tools.ModeAll
@@ -78,29 +102,45 @@ func (s *Service) Create(ctx context.Context, name, toolsMode, networkMode strin
 		return "", nil, err
 	}
 	key := "hutch_" + hex.EncodeToString(raw)
-	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, NetworkMode: networkMode, CreatedAt: time.Now().UTC()}
+	now := time.Now().UTC()
+	if _, err := s.store.EnsureWorkspace(ctx, ws, now); err != nil {
+		return "", nil, err
+	}
+	rec := &store.APIKey{Name: name, Hash: hashKey(key), ToolsMode: toolsMode, NetworkMode: networkMode, Workspace: ws, CreatedAt: now}
 	if err := s.store.CreateAPIKey(ctx, rec); err != nil {
 		return "", nil, err
 	}
-	s.log.Info("API key made", "name", name, "tools_mode", toolsMode, "network_mode", networkMode)
+	s.log.Info("API key made", "name", name, "workspace", ws, "tools_mode", toolsMode, "network_mode", networkMode)
 	return key, view(rec), nil
 }
 
-// List lists the keys.
-func (s *Service) List(ctx context.Context) ([]*Key, error) {
+// List lists the keys of workspace ws ("": of every workspace).
+func (s *Service) List(ctx context.Context, ws string) ([]*Key, error) {
 	recs, err := s.store.ListAPIKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Key, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, view(r))
+		if ws == "" || r.Workspace == ws {
+			out = append(out, view(r))
+		}
 	}
 	return out, nil
 }
 
-// Delete removes a key: it works no more.
-func (s *Service) Delete(ctx context.Context, name string) error {
+// Delete removes a key of workspace ws ("": of any): it works no more.
+// Another workspace's key is not found.
+func (s *Service) Delete(ctx context.Context, ws, name string) error {
+	if ws != "" {
+		keys, err := s.List(ctx, ws)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(keys, func(k *Key) bool { return k.Name == name }) {
+			return errdefs.NotFound("API key %s not found", name)
+		}
+	}
 	return s.store.DeleteAPIKey(ctx, name)
 }
 
@@ -114,7 +154,7 @@ func (s *Service) Lookup(ctx context.Context, key string) (*Key, error) {
 }
 
 func view(k *store.APIKey) *Key {
-	return &Key{Name: k.Name, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
+	return &Key{Name: k.Name, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, Workspace: k.Workspace, CreatedAt: k.CreatedAt}
 }
 
 func hashKey(key string) string {

@@ -11,8 +11,9 @@ import (
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
-// A key is shown once and found by itself afterwards; only its name, mode
-// and time are listed; a removed key is found no more.
+// A key is shown once and found by itself afterwards; only its name,
+// modes, workspace and time are listed, by workspace; a removed key is
+// found no more, and a key of another workspace is not found to remove.
 func TestKeys(t *testing.T) {
 	t.Parallel()
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "hutch.db"))
@@ -23,8 +24,8 @@ func TestKeys(t *testing.T) {
 	s := New(db, nil)
 	ctx := t.Context()
 
-	key, made, err := s.Create(ctx, "app", "", "")
-	if err != nil || !strings.HasPrefix(key, "hutch_") || made.Name != "app" || made.ToolsMode != tools.ModeAll || made.NetworkMode != "full" {
+	key, made, err := s.Create(ctx, CreateRequest{Name: "app"})
+	if err != nil || !strings.HasPrefix(key, "hutch_") || made.Name != "app" || made.ToolsMode != tools.ModeAll || made.NetworkMode != "full" || made.Workspace != "default" {
 		t.Fatalf("Create: %q %+v %v", key, made, err)
 	}
 	if got, err := s.Lookup(ctx, key); err != nil || got.Name != "app" || got.NetworkMode != "full" {
@@ -33,21 +34,30 @@ func TestKeys(t *testing.T) {
 	if _, err := s.Lookup(ctx, key+"x"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Lookup of another key: %v, want not found", err)
 	}
-	for _, bad := range []struct{ name, mode, network string }{{"Bad Name", "", ""}, {"ok", "sometimes", ""}, {"ok", "", "some"}} {
-		if _, _, err := s.Create(ctx, bad.name, bad.mode, bad.network); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Create(%q, %q, %q): %v, want invalid argument", bad.name, bad.mode, bad.network, err)
+	for _, bad := range []CreateRequest{{Name: "Bad Name"}, {Name: "ok", ToolsMode: "sometimes"}, {Name: "ok", NetworkMode: "some"}, {Name: "ok", Workspace: "A@b"}} {
+		if _, _, err := s.Create(ctx, bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Create(%+v): %v, want invalid argument", bad, err)
 		}
 	}
-	if _, made, err := s.Create(ctx, "quiet", "", "none"); err != nil || made.NetworkMode != "none" {
-		t.Errorf("Create with network mode none: %+v, %v", made, err)
+	if _, made, err := s.Create(ctx, CreateRequest{Name: "quiet", NetworkMode: "none", Workspace: "acme"}); err != nil || made.NetworkMode != "none" || made.Workspace != "acme" {
+		t.Errorf("Create with network mode none in workspace acme: %+v, %v", made, err)
 	}
-	if _, _, err := s.Create(ctx, "app", tools.ModeOff, ""); !errors.Is(err, errdefs.ErrAlreadyExists) {
+	if w, err := db.GetWorkspace(ctx, "acme"); err != nil || w.Name != "acme" {
+		t.Errorf("the workspace of a key, made on first use: %+v, %v", w, err)
+	}
+	if _, _, err := s.Create(ctx, CreateRequest{Name: "app", ToolsMode: tools.ModeOff}); !errors.Is(err, errdefs.ErrAlreadyExists) {
 		t.Errorf("Create of a taken name: %v, want already exists", err)
 	}
-	if list, err := s.List(ctx); err != nil || len(list) != 2 || list[0].Name != "app" || list[1].NetworkMode != "none" {
+	if list, err := s.List(ctx, ""); err != nil || len(list) != 2 || list[0].Name != "app" || list[1].NetworkMode != "none" {
 		t.Errorf("List: %+v, %v", list, err)
 	}
-	if err := s.Delete(ctx, "app"); err != nil {
+	if list, err := s.List(ctx, "acme"); err != nil || len(list) != 1 || list[0].Name != "quiet" {
+		t.Errorf("List of workspace acme: %+v, %v", list, err)
+	}
+	if err := s.Delete(ctx, "acme", "app"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Delete of another workspace's key: %v, want not found", err)
+	}
+	if err := s.Delete(ctx, "", "app"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Lookup(ctx, key); !errors.Is(err, errdefs.ErrNotFound) {

@@ -31,6 +31,8 @@ type createFlags struct {
 	snapshot    string
 	volumes     []string
 	network     networkFlags
+	user        string
+	secrets     []string
 }
 
 func (f *createFlags) register(cmd *cobra.Command) {
@@ -50,6 +52,8 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.files, "file", nil, "put a local text file in the workspace before the first command: `DEST=SRC` (DEST in /home/user/workspace); repeatable")
 	fl.StringVar(&f.filesFrom, "files-from", "", "unpack into the workspace before the first command: a local `DIR`, or a .tar or .tar.gz (at most 32 MiB)")
 	fl.DurationVar(&f.maxLifetime, "max-lifetime", 0, "delete the sandbox, running or suspended, this long after its creation (default 720h)")
+	fl.StringVar(&f.user, "for-user", "", "the product's user it is made for: whose personal secrets its commands get (default: $HUTCH_USER)")
+	fl.StringSliceVar(&f.secrets, "secret", nil, "give its commands only these of the workspace's secrets (default: all); repeatable")
 	f.network.register(cmd, "")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept, memory too under gVisor; the next call resumes it; the default), stop (files kept; hutch start starts it) or delete")
 }
@@ -65,6 +69,8 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		IdleAction:   f.idleAction,
 		Key:          f.key,
 		FromSnapshot: f.snapshot,
+		User:         f.user,
+		Secrets:      f.secrets,
 	}
 	if f.idleTimeout < 0 || f.maxLifetime < 0 {
 		return req, usageErrorf(cmd, "--idle-timeout and --max-lifetime must not be negative")

@@ -14,14 +14,16 @@ func (a *app) newKeyCmd() *cobra.Command {
 		Use:     "key",
 		Aliases: []string{"keys"},
 		Short:   "Make, list and remove API keys for the apps that call Hutch",
-		Long: "API keys besides the daemon's own (api.key), one per app, each with the\n" +
-			"least isolated sandbox mode its tool calls may use. Only the daemon's own\n" +
-			"key manages them.",
+		Long: "API keys besides the daemon's own (api.key), one per app, each acting in one\n" +
+			"workspace (a tenant: it sees only its workspace's sandboxes, volumes,\n" +
+			"templates and secrets) with the least isolated sandbox mode its tool calls\n" +
+			"may use. The daemon's own key manages every workspace's keys; a key, those\n" +
+			"of its own workspace, with no more rights than its own.",
 	}
 	groupCmd(cmd)
-	var mode, network string
+	var mode, network, ws string
 	create := &cobra.Command{
-		Use:   "create NAME [--tools-mode all|selective|off] [--network none|allowlist|full]",
+		Use:   "create NAME [--workspace W] [--tools-mode all|selective|off] [--network none|allowlist|full]",
 		Short: "Make a key and print it (it is shown this once)",
 		Args:  exactArgs(1, "a key name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -29,7 +31,7 @@ func (a *app) newKeyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, err := c.CreateAPIKeyWith(cmd.Context(), client.CreateAPIKeyRequest{Name: args[0], ToolsMode: mode, NetworkMode: network})
+			k, err := c.CreateAPIKeyWith(cmd.Context(), client.CreateAPIKeyRequest{Name: args[0], Workspace: ws, ToolsMode: mode, NetworkMode: network})
 			if err != nil {
 				return err
 			}
@@ -40,6 +42,7 @@ func (a *app) newKeyCmd() *cobra.Command {
 			return err
 		},
 	}
+	create.Flags().StringVar(&ws, "workspace", "", "the workspace it acts in, made on first use (default: the caller's; the daemon's own key's is default)")
 	create.Flags().StringVar(&network, "network", "", "the least isolated network mode its sandboxes may ask for, and the most they get when they name none: none, allowlist or full (the default)")
 	create.Flags().StringVar(&mode, "tools-mode", "", "the least isolated sandbox mode its tool calls may use, and theirs when they name none: all (the default: every call in the sandbox), selective or off")
 	ls := &cobra.Command{
@@ -59,9 +62,9 @@ func (a *app) newKeyCmd() *cobra.Command {
 				return a.printJSON(keys)
 			}
 			now := time.Now()
-			t := newTable(a.stdout, "NAME", "TOOLS MODE", "NETWORK", "CREATED")
+			t := newTable(a.stdout, "NAME", "WORKSPACE", "TOOLS MODE", "NETWORK", "CREATED")
 			for _, k := range keys {
-				t.row(k.Name, k.ToolsMode, k.NetworkMode, age(now, k.CreatedAt))
+				t.row(k.Name, k.Workspace, k.ToolsMode, k.NetworkMode, age(now, k.CreatedAt))
 			}
 			return t.flush()
 		},

@@ -117,6 +117,9 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newToolCmd(),
 		a.newMCPCmd(),
 		a.newKeyCmd(),
+		a.newSecretCmd(),
+		a.newWorkspaceCmd(),
+		a.newAuditCmd(),
 		newServeCmd(),
 	)
 	return root

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hutchdev/hutch/internal/daemon"
+	"github.com/hutchdev/hutch/internal/secrets"
 )
 
 // Version is the build's version, set by the Makefile's -ldflags.
@@ -60,6 +61,7 @@ func newServeCmd() *cobra.Command {
 			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 				return usageErrorf(cmd, "--log-level: %v", err)
 			}
+			cfg.MasterKey = os.Getenv(secrets.EnvVar)
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			return daemon.Run(cmd.Context(), cfg, Version, log)
 		},
@@ -77,6 +79,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Runtime, "runtime", cfg.Runtime, "runtime of sandboxes that name none: runc or gvisor (default: gvisor when usable)")
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringArrayVar(&pools, "pool", nil, "keep `TEMPLATE[@RUNTIME]=SIZE` sandboxes ready (a warm pool); repeatable (default: base=2; base=0: none)")
+	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", cfg.SecretsKeyFile, "the master key that encrypts secrets, a 0600 file of 32 bytes in base64 (default: secrets.key in --data-dir, made on first start; $"+secrets.EnvVar+" wins over it)")
 	f.StringVar(&cfg.PackageCache, "package-cache", cfg.PackageCache, "where template builds keep downloaded Debian packages (default: cache/debs in --data-dir)")
 	f.StringVar(&cfg.NetworkDefault, "network-default", cfg.NetworkDefault, "network mode of sandboxes created without a policy: none, allowlist or full")
 	f.StringVar(&cfg.NetworkNetns, "network-netns", "", "network namespace (a path) to connect from for sandboxes (default: the daemon's own)")

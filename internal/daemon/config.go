@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -67,6 +68,14 @@ type Config struct {
 	// NetworkDNS is the DNS server (host:port) that resolves sandboxes'
 	// names; empty: the one /etc/resolv.conf names.
 	NetworkDNS string `toml:"network_dns"`
+	// SecretsKeyFile is the file of the master key that encrypts the
+	// secrets (32 bytes, base64; mode 0600); empty: secrets.key in the
+	// data dir, made on first start.
+	SecretsKeyFile string `toml:"secrets_key_file"`
+	// MasterKey, when not empty, is the master key itself (base64), from
+	// the environment variable HUTCH_MASTER_KEY: it wins over the file.
+	// Never in a config file.
+	MasterKey string `toml:"-"`
 }
 
 // Pool is one warm pool: Size ready sandboxes of Template on Runtime
@@ -185,8 +194,16 @@ func (c Config) Validate() error {
 }
 
 // Paths inside the data and run dirs.
-func (c Config) dbPath() string      { return filepath.Join(c.DataDir, "hutch.db") }
-func (c Config) keyPath() string     { return filepath.Join(c.DataDir, "api.key") }
+func (c Config) dbPath() string  { return filepath.Join(c.DataDir, "hutch.db") }
+func (c Config) keyPath() string { return filepath.Join(c.DataDir, "api.key") }
+
+// masterKey is where the secrets' master key comes from.
+func (c Config) masterKey() secrets.KeySource {
+	if c.SecretsKeyFile != "" {
+		return secrets.KeySource{File: c.SecretsKeyFile, Env: c.MasterKey}
+	}
+	return secrets.KeySource{File: filepath.Join(c.DataDir, "secrets.key"), Create: true, Env: c.MasterKey}
+}
 func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
 func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
 func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/apikeys"
+	"github.com/hutchdev/hutch/internal/audit"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
@@ -32,6 +33,7 @@ import (
 	"github.com/hutchdev/hutch/internal/files"
 	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
@@ -81,6 +83,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			log.Error("close database", "error", err)
 		}
 	}()
+	// Every secret value the daemon knows of is kept out of its logs and
+	// answers from here on.
+	redactor := &redact.Redactor{}
+	log = slog.New(redact.NewHandler(log.Handler(), redactor))
+	vault, secretSource, err := openVault(ctx, db, cfg.masterKey(), redactor, log)
+	if err != nil {
+		return err
+	}
 	templateStore, err := template.Open(cfg.templateDir())
 	if err != nil {
 		return err
@@ -122,7 +132,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Network: cfg.networkConfig(),
+		Network: cfg.networkConfig(), Secrets: secretSource,
 	})
 	if err != nil {
 		return err
@@ -149,7 +159,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		PackageCache: cfg.packageCache(), Logger: log,
 	})
 
-	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), APIKey: key, Version: version, Logger: log})
+	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: audit.New(db, log), Workspaces: mgr, Secrets: vault, Redactor: redactor, APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -19,6 +19,9 @@ type CodeRequest struct {
 	Cwd      string // default: the workspace
 	Env      map[string]string
 	Timeout  time.Duration
+	// ForUser is the product's user it runs for (see
+	// sandbox.ExecRequest).
+	ForUser string
 }
 
 // language says how code in one language runs: the program, the arguments
@@ -90,7 +93,7 @@ func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out s
 	marker := "hutch: missing runtime " + sandbox.NewID()
 	code := req.Code
 	cmd := append([]string{"/bin/sh", "-c", codeScript, "hutch-code", marker, lang.ext, lang.program}, args...)
-	exec := sandbox.ExecRequest{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout}
+	exec := sandbox.ExecRequest{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout, ForUser: req.ForUser}
 
 	first, missing := true, false
 	res, err := s.Exec(ctx, id, exec, func(st sandbox.Stream, data []byte) error {

@@ -47,6 +47,9 @@ type ProcessRequest struct {
 	User    string // default: the sandbox user
 	// Port is the port it listens on, if any: what a preview reaches.
 	Port int
+	// ForUser is the product's user it runs for: whose personal secrets
+	// it gets, at each start ("": the sandbox's user).
+	ForUser string
 }
 
 // Process statuses.
@@ -118,7 +121,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	}
 	p := &store.Process{
 		SandboxID: id, Name: req.Name, Argv: argv, Cwd: req.Cwd, User: req.User,
-		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(),
+		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(), ForUser: req.ForUser,
 	}
 	pid, err := r.StartProcess(ctx, p)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {

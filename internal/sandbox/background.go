@@ -31,8 +31,12 @@ func (m *Manager) startProcess(ctx context.Context, inst *instance, p *store.Pro
 	if p.Cwd != "" {
 		cwd = WorkspacePath(p.Cwd)
 	}
+	env, err := m.commandEnv(ctx, inst, p.ForUser, p.Env)
+	if err != nil {
+		return 0, err
+	}
 	cmd := agentclient.Command{
-		Argv: p.Argv, Env: withEnv(inst.env, p.Env), Cwd: cwd, User: UserOr(p.User),
+		Argv: p.Argv, Env: env, Cwd: cwd, User: UserOr(p.User),
 		Tag: ProcessTag(p.Name), KeepOutput: processLogBytes,
 	}
 	// Only the start is awaited: leaving the stream does not stop the

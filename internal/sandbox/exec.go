@@ -31,6 +31,10 @@ type ExecRequest struct {
 	Stdin   *string // nil: no stdin
 	User    string  // default: the sandbox user
 	Timeout time.Duration
+	// ForUser is the product's user the command runs for: its personal
+	// secrets are the command's, over its workspace's. Default: the
+	// sandbox's user.
+	ForUser string
 }
 
 // Stream names an output stream.
@@ -109,7 +113,11 @@ func (m *Manager) run(ctx context.Context, inst *instance, argv []string, req Ex
 	} else {
 		cwd = WorkspacePath(cwd)
 	}
-	cmd := agentclient.Command{Argv: argv, Env: withEnv(inst.env, req.Env), Cwd: cwd, User: UserOr(req.User), Timeout: timeout}
+	env, err := m.commandEnv(ctx, inst, req.ForUser, req.Env)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	cmd := agentclient.Command{Argv: argv, Env: env, Cwd: cwd, User: UserOr(req.User), Timeout: timeout}
 	if req.Stdin != nil {
 		cmd.Stdin = []byte(*req.Stdin)
 	}

@@ -18,7 +18,9 @@ type instance struct {
 	idleTimeout time.Duration
 	// env is the sandbox's environment, under each command's own. It may
 	// hold secrets: never log it.
-	env     map[string]string
+	env map[string]string
+	// owner is whose secrets its commands get (see commandEnv).
+	owner   secretOwner
 	agent   *agentclient.Client
 	backend backend.Backend
 	handle  backend.Handle
@@ -44,6 +46,7 @@ func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle, clock
 		id:          rec.ID,
 		idleTimeout: rec.IdleTimeout,
 		env:         rec.Env,
+		owner:       ownerOf(rec),
 		agent:       agentclient.New(dial),
 		backend:     be,
 		handle:      h,

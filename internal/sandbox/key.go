@@ -6,6 +6,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Create makes a sandbox, with scopes: without a Key it creates; with one it is
@@ -23,12 +24,16 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		sb, err := m.create(ctx, opts)
 		return sb, err == nil, err
 	}
-	unlock, err := m.locks.lock(ctx, "key:"+opts.Key) // one get-or-create per key at a time
+	ws := opts.Workspace
+	if ws == "" {
+		ws = workspace.Default
+	}
+	unlock, err := m.locks.lock(ctx, "key:"+ws+"/"+opts.Key) // one get-or-create per key at a time
 	if err != nil {
 		return nil, false, err
 	}
 	defer unlock()
-	rec, err := m.store.GetSandboxByKey(ctx, opts.Key)
+	rec, err := m.store.GetSandboxByKey(ctx, ws, opts.Key)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		sb, err := m.create(ctx, opts)

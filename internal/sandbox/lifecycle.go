@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
@@ -23,6 +24,17 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
+	if opts.Secrets != nil && m.secrets != nil {
+		if err := m.secrets.Check(ctx, opts.Workspace, opts.User, opts.Secrets); err != nil {
+			return nil, err
+		}
+	}
+	release, err := m.admit(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.admitted = sync.OnceFunc(release)
+	defer opts.admitted()
 	tmpl, err := m.templates.Get(opts.Template)
 	if err != nil {
 		return nil, err
@@ -46,7 +58,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	// A pool's sandboxes run already: files and volumes go in before the
 	// start, and a snapshot's memory is the start.
-	if len(opts.workspace) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
+	if len(opts.files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
 				return m.adopt(ctx, sb, opts, policy)
@@ -56,7 +68,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
-		ID: NewID(), Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
+		ID: NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
 		Volumes: storedMounts(opts.Volumes), Network: policy,
@@ -68,7 +80,9 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		return nil, err
 	}
 	defer unlock()
-	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+	err = m.store.CreateSandbox(ctx, rec)
+	opts.admitted() // it counts towards its workspace's quota now
+	if err != nil {
 		return nil, err
 	}
 	log := m.log.With(attrSandbox, rec.ID, attrBackend, be.Name())
@@ -93,7 +107,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}()
 
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
-	maps.Copy(spec.Files, opts.workspace)
+	maps.Copy(spec.Files, opts.files)
 	if tmpl.MemoryRuntime == be.Name() {
 		spec.Restore = tmpl.Memory // a snapshot's processes go on
 	}
@@ -125,13 +139,15 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, policy netpolicy.Policy) (*Sandbox, error) {
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
-		ID: sb.id, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: lifecycle.Running,
+		ID: sb.id, Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: lifecycle.Running,
 		StateReason: "created", CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB,
 		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy,
 	}
-	if err := m.store.CreateSandbox(ctx, rec); err != nil {
+	err := m.store.CreateSandbox(ctx, rec)
+	opts.admitted() // it counts towards its workspace's quota now
+	if err != nil {
 		go m.destroyPooled(sb)
 		return nil, err
 	}
@@ -141,7 +157,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 	m.netOf(rec.ID, policy).checker.Store(checker)
 	inst := sb.inst
 	inst.mu.Lock()
-	inst.idleTimeout, inst.env, inst.lastActive = rec.IdleTimeout, rec.Env, m.clock.Now()
+	inst.idleTimeout, inst.env, inst.owner, inst.lastActive = rec.IdleTimeout, rec.Env, ownerOf(rec), m.clock.Now()
 	inst.mu.Unlock()
 	m.setLive(inst)
 	m.log.Info("sandbox created", attrSandbox, rec.ID, attrBackend, rec.Backend, "template", rec.Template, "from_pool", true)

@@ -27,6 +27,7 @@ import (
 	"github.com/hutchdev/hutch/internal/sandboxnet"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Defaults and bounds of a create call.
@@ -78,6 +79,9 @@ type Config struct {
 	Clock Clock
 	// Network is how sandboxes reach the outside (see network.go).
 	Network NetworkConfig
+	// Secrets gives commands their workspace's secrets (see secrets.go);
+	// nil: none.
+	Secrets SecretSource
 }
 
 // Manager owns the sandboxes.
@@ -95,6 +99,7 @@ type Manager struct {
 	volumeDir string
 	clock     Clock
 	netCfg    NetworkConfig
+	secrets   SecretSource
 
 	// probeMu guards the backends' last probes (see probe).
 	probeMu  sync.Mutex
@@ -113,12 +118,16 @@ type Manager struct {
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
 	// goroutine only).
 	lastExpiry time.Time
+	// lastUsage is when tick last counted sandbox time (Run's goroutine
+	// only).
+	lastUsage time.Time
 }
 
 // New returns a Manager that has picked up the sandboxes an earlier daemon
 // process left (see recoverSandboxes). Call Run for the timers, and Close.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
+		secrets:   cfg.Secrets,
 		store:     cfg.Store,
 		backends:  map[string]backend.Backend{},
 		def:       cfg.Default,
@@ -243,7 +252,18 @@ type CreateOptions struct {
 	// Network is its network policy; nil: the daemon's default.
 	Network *netpolicy.Policy
 
-	workspace map[string]backend.File // Files and FilesTar, checked by withDefaults
+	// Workspace is the workspace that owns it (default:
+	// workspace.Default); User, when not "", the product's user it is
+	// made for, whose personal secrets its commands get.
+	Workspace string
+	User      string
+	// Secrets, when not nil, narrows its workspace's secrets to these
+	// names.
+	Secrets []string
+
+	files map[string]backend.File // Files and FilesTar, checked by withDefaults
+	// admitted ends the create's hold on its workspace's quota (see admit).
+	admitted func()
 }
 
 // withDefaults fills in defaults and checks every field, reporting all
@@ -257,6 +277,9 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	}
 	if o.Template == "" {
 		o.Template = DefaultTemplate
+	}
+	if o.Workspace == "" {
+		o.Workspace = workspace.Default
 	}
 	if o.CPUs == 0 {
 		o.CPUs = DefaultCPUs
@@ -298,6 +321,19 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 	if err := checkIdleAction(o.IdleAction); err != nil {
 		errs = append(errs, err)
 	}
+	if err := workspace.Check(o.Workspace); err != nil {
+		errs = append(errs, err)
+	}
+	if o.User != "" {
+		if err := workspace.CheckUser(o.User); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range o.Secrets {
+		if !template.ValidEnvName(name) {
+			errs = append(errs, fmt.Errorf("secret name %q is not a valid variable name", name))
+		}
+	}
 	if o.IdleTimeout < time.Second || o.IdleTimeout > maxIdleTimeout {
 		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
 	}
@@ -305,7 +341,7 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		errs = append(errs, err)
 	}
 	var err error
-	if o.workspace, err = workspaceFiles(o.Files, o.FilesTar); err != nil {
+	if o.files, err = workspaceFiles(o.Files, o.FilesTar); err != nil {
 		errs = append(errs, err)
 	}
 	for k := range o.Env {

@@ -45,6 +45,8 @@ type sandboxNet struct {
 	events  netproxy.Log
 	proxy   *netproxy.Proxy
 	dns     *netproxy.DNS
+	// swaps are the proxy-injected secrets its commands were given.
+	swaps swaps
 }
 
 // netOf returns sandbox id's network state, made with policy p if it has

@@ -186,6 +186,9 @@ func (m *Manager) tick(ctx context.Context) {
 		m.lastExpiry = now
 		m.deleteExpired(ctx, now)
 	}
+	if now.Sub(m.lastUsage) >= usageEvery {
+		m.countSandboxTime(ctx, now)
+	}
 	m.fillPools(ctx)
 }
 

@@ -16,8 +16,11 @@ import (
 // and without its environment, which may hold secrets and is never
 // returned.
 type Sandbox struct {
-	ID       string
-	Template string
+	ID string
+	// Workspace owns it; User is the product's user it was made for.
+	Workspace string
+	User      string
+	Template  string
 	// TemplateVersion is the version of Template it was made from.
 	TemplateVersion string
 	Runtime         string
@@ -35,6 +38,9 @@ type Sandbox struct {
 	Volumes     []VolumeMount
 	Metadata    map[string]string
 	Network     netpolicy.Policy
+	// Secrets, when not nil, are the names of its workspace's secrets its
+	// commands get.
+	Secrets []string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -51,7 +57,7 @@ type VolumeMount struct {
 // view is what callers see of a stored sandbox: a copy.
 func view(rec *store.Sandbox) *Sandbox {
 	sb := &Sandbox{
-		ID: rec.ID, Template: rec.Template, TemplateVersion: rec.TemplateVersion, Runtime: rec.Backend,
+		ID: rec.ID, Workspace: rec.Workspace, User: rec.User, Secrets: slices.Clone(rec.Secrets), Template: rec.Template, TemplateVersion: rec.TemplateVersion, Runtime: rec.Backend,
 		State: rec.State, StateReason: rec.StateReason, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Key: rec.Key,
 		ExpiresAt: rec.ExpiresAt, Metadata: maps.Clone(rec.Metadata), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,

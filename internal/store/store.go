@@ -30,8 +30,9 @@ type Store interface {
 	// SetNetwork sets a sandbox's network policy, and nothing else;
 	// ErrNotFound if absent.
 	SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error
-	// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
-	GetSandboxByKey(ctx context.Context, key string) (*Sandbox, error)
+	// GetSandboxByKey returns workspace ws's sandbox with key;
+	// ErrNotFound if none.
+	GetSandboxByKey(ctx context.Context, ws, key string) (*Sandbox, error)
 	// DeleteSandbox removes a sandbox; ErrNotFound if absent.
 	DeleteSandbox(ctx context.Context, id string) error
 
@@ -59,6 +60,9 @@ type Store interface {
 	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
 	// DeleteAPIKey removes a key; ErrNotFound if absent.
 	DeleteAPIKey(ctx context.Context, name string) error
+
+	Workspaces
+	Audit
 	Close() error
 }
 
@@ -73,7 +77,9 @@ type APIKey struct {
 	// NetworkMode is the least isolated network mode its sandboxes may
 	// ask for (and the most they get when they name none).
 	NetworkMode string
-	CreatedAt   time.Time
+	// Workspace is the workspace it acts in and its objects belong to.
+	Workspace string
+	CreatedAt time.Time
 }
 
 // Volume is a named persistent volume: a directory that outlives the
@@ -119,7 +125,12 @@ type Timers struct {
 
 // Sandbox is a sandbox's stored record.
 type Sandbox struct {
-	ID       string
+	ID string
+	// Workspace owns it: only its keys (and the administrator) find it.
+	Workspace string
+	// User is who in its workspace it was made for (the product's own
+	// user id; "" when none was named): whose personal secrets it gets.
+	User     string
 	Template string
 	// TemplateVersion is the version of Template the sandbox was made from.
 	TemplateVersion string
@@ -148,6 +159,9 @@ type Sandbox struct {
 	// Env holds values that may be secret: never log or return them.
 	Env      map[string]string
 	Metadata map[string]string
+	// Secrets, when not nil, narrows the workspace's secrets its commands
+	// get to these names.
+	Secrets []string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -165,6 +179,9 @@ type Process struct {
 	// Env holds values that may be secret: never log or return them.
 	Env  map[string]string
 	Port int
+	// ForUser is the product's user it runs for: whose personal secrets
+	// it gets at each start ("": its sandbox's user).
+	ForUser string
 	// Running says whether it ran when last seen by a suspend or a start.
 	Running   bool
 	CreatedAt time.Time

@@ -103,8 +103,10 @@ const (
 )
 
 // validName is what a template may be called: it is a directory name and
-// part of the CLI, so lower case, digits and . _ - only.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+// part of the CLI, so lower case, digits and . _ - only; a workspace's own
+// templates are kept qualified with its name, NAME~WORKSPACE (see
+// internal/workspace).
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}(~[a-z0-9][a-z0-9-]{0,62})?$`)
 
 // CheckName says why name cannot be a new template's name, or nil.
 func CheckName(name string) error {

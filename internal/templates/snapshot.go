@@ -11,6 +11,7 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Snapshots and forks. A snapshot is a template (source "snapshot") made
@@ -87,7 +88,7 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (template.Info,
 // each with its runtime, limits, env, metadata, timers, volumes and
 // background processes (going on from the snapshot's memory under gVisor,
 // started again otherwise, as after a resume); the snapshot they start
-// from is template "fork-<id>" (a new version per fork). On failure none
+// from is its workspace's template "fork-<id>" (a new version per fork). On failure none
 // of them is left.
 func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error) {
 	if count < 1 || count > maxForks {
@@ -97,7 +98,9 @@ func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sa
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.Snapshot(ctx, id, "fork-"+id)
+	// The fork's snapshot is the sandbox's workspace's own: a shared one
+	// would show its files to every workspace.
+	info, err := s.Snapshot(ctx, id, workspace.Qualify("fork-"+id, rec.Workspace))
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +117,7 @@ func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sa
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
 		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: vols,
+		Workspace: rec.Workspace, User: rec.User, Secrets: rec.Secrets,
 	}
 	procs, err := s.store.ListProcesses(ctx, id)
 	if err != nil {

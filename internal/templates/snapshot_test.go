@@ -52,7 +52,7 @@ func TestSnapshotAndFork(t *testing.T) {
 		t.Fatalf("Fork: %v, %v", forks, err)
 	}
 	for _, f := range forks {
-		if f.Template != "fork-"+src.ID || f.MemoryMB != 256 || f.Metadata["forked_from"] != src.ID || f.Metadata["owner"] != "ann" || f.State != lifecycle.Running {
+		if f.Template != "fork-"+src.ID+"~default" || f.MemoryMB != 256 || f.Metadata["forked_from"] != src.ID || f.Metadata["owner"] != "ann" || f.State != lifecycle.Running {
 			t.Errorf("fork %s: %+v", f.ID, f)
 		}
 		r, release, err := c.M.Acquire(ctx, f.ID)
@@ -77,7 +77,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	if again[0].TemplateVersion == forks[0].TemplateVersion {
 		t.Errorf("a second fork has the first's version %s", again[0].TemplateVersion)
 	}
-	if _, err := c.Templates.Version("fork-"+src.ID, forks[0].TemplateVersion); err != nil {
+	if _, err := c.Templates.Version("fork-"+src.ID+"~default", forks[0].TemplateVersion); err != nil {
 		t.Errorf("the version the first forks use: %v", err)
 	}
 	for _, sb := range append(forks, again[0], src) {

@@ -23,6 +23,7 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Store is what the service reads of sandboxes' records (which template
@@ -96,6 +97,31 @@ type BuildRequest struct {
 	// template; Context is a tar of the files its COPY lines take.
 	Hutchfile string
 	Context   []byte
+	// Workspace is the workspace whose build it is: its Hutchfile's FROM
+	// names that workspace's templates or shared ones (see Resolve);
+	// Admin, when set, may name any workspace's.
+	Workspace string
+	Admin     bool
+}
+
+// Resolve is the stored name of the template that workspace ws calls
+// name: its own (NAME~WS) if it has one, else the shared one. Only the
+// administrator (admin) may give a qualified name, naming any
+// workspace's; from a workspace's key such a template is not found.
+func (s *Service) Resolve(ws, name string, admin bool) (string, error) {
+	switch {
+	case workspace.Qualified(name) && admin:
+		return name, nil
+	case workspace.Qualified(name):
+		return "", errdefs.NotFound("template %s not found", name)
+	case ws == "":
+		return name, nil
+	}
+	own := workspace.Qualify(name, ws)
+	if _, err := s.templates.Info(own); err == nil {
+		return own, nil
+	}
+	return name, nil
 }
 
 // List lists the templates, the host template first.
@@ -155,6 +181,9 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 		}
 		hf, err := template.ParseHutchfile(req.Hutchfile)
 		if err != nil {
+			return Info{}, err
+		}
+		if hf.From, err = s.Resolve(req.Workspace, hf.From, req.Admin); err != nil {
 			return Info{}, err
 		}
 		if len(req.Context) > template.MaxContext {

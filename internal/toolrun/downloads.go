@@ -89,13 +89,22 @@ func (s *Service) downloadTool(ctx context.Context, r *sandbox.Running, raw json
 // Download opens what a download URL's token allows, waking its sandbox:
 // the file, or the directory packed. It returns the name to save it as.
 // A token that is forged or expired is unauthenticated.
-func (s *Service) Download(ctx context.Context, token string) (name string, body io.ReadCloser, err error) {
+//
+// may, when not nil, is asked whether the caller may reach the token's
+// sandbox: a caller that presents an API key too must be one that sees
+// it.
+func (s *Service) Download(ctx context.Context, token string, may func(sandboxID string) error) (name string, body io.ReadCloser, err error) {
 	if s.downloads == nil {
 		return "", nil, errdefs.NotFound("this daemon makes no download URLs")
 	}
 	claim, err := s.downloads.Check(token, time.Now())
 	if err != nil {
 		return "", nil, errdefs.Unauthenticated("%v", err)
+	}
+	if may != nil {
+		if err := may(claim.Sandbox); err != nil {
+			return "", nil, err
+		}
 	}
 	r, release, err := s.sandboxes.Acquire(ctx, claim.Sandbox)
 	if err != nil {

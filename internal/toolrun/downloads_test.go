@@ -53,7 +53,7 @@ func TestDownloads(t *testing.T) {
 	}
 
 	file, _ := urlOf(map[string]any{"path": ws + "/out/report.csv"})
-	name, body, err := s.Download(t.Context(), token(file))
+	name, body, err := s.Download(t.Context(), token(file), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestDownloads(t *testing.T) {
 	}
 
 	dir, _ := urlOf(map[string]any{"path": ws + "/out"})
-	name, body, err = s.Download(t.Context(), token(dir))
+	name, body, err = s.Download(t.Context(), token(dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +110,11 @@ func TestDownloads(t *testing.T) {
 	// The file's signature over the directory's claim.
 	dirClaim, _, _ := strings.Cut(token(dir), ".")
 	_, fileSig, _ := strings.Cut(token(file), ".")
-	if _, _, err := s.Download(t.Context(), dirClaim+"."+fileSig); !errors.Is(err, errdefs.ErrUnauthenticated) {
+	if _, _, err := s.Download(t.Context(), dirClaim+"."+fileSig, nil); !errors.Is(err, errdefs.ErrUnauthenticated) {
 		t.Errorf("a forged token: %v", err)
 	}
 	off := New(Config{Sandboxes: c.M})
-	if _, _, err := off.Download(t.Context(), token(file)); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := off.Download(t.Context(), token(file), nil); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a download from a daemon that makes none: %v", err)
 	}
 }

@@ -96,7 +96,8 @@ func migrate(ctx context.Context, db *sql.DB) error {
 func (d *DB) Close() error { return d.db.Close() }
 
 const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network`
+	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
+	workspace, owner_user, secrets`
 
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	args, err := sandboxArgs(sb)
@@ -104,9 +105,9 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.key") {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.workspace, sandboxes.key") {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)
 		}
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
@@ -129,9 +130,10 @@ func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) 
 	return sb, nil
 }
 
-// GetSandboxByKey returns the sandbox with key; ErrNotFound if none.
-func (d *DB) GetSandboxByKey(ctx context.Context, key string) (*store.Sandbox, error) {
-	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE key = ?`, key)
+// GetSandboxByKey returns workspace ws's sandbox with key; ErrNotFound if
+// none.
+func (d *DB) GetSandboxByKey(ctx context.Context, ws, key string) (*store.Sandbox, error) {
+	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE workspace = ? AND key = ?`, ws, key)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("no sandbox has key %q", key)
@@ -269,11 +271,19 @@ func sandboxArgs(sb *store.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var secrets any // NULL: all of its workspace's
+	if sb.Secrets != nil {
+		b, err := json.Marshal(sb.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		secrets = string(b)
+	}
 	return []any{
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network,
+		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets,
 	}, nil
 }
 
@@ -303,9 +313,11 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		key              sql.NullString
 		expires          int64
 		volumes, network string
+		secrets          sql.NullString
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network)
+		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network,
+		&sb.Workspace, &sb.User, &secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +338,14 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	if err := json.Unmarshal([]byte(network), &sb.Network); err != nil {
 		return nil, fmt.Errorf("decode network policy of %s: %w", sb.ID, err)
 	}
+	if secrets.Valid {
+		if err := json.Unmarshal([]byte(secrets.String), &sb.Secrets); err != nil {
+			return nil, fmt.Errorf("decode secrets' names of %s: %w", sb.ID, err)
+		}
+		if sb.Secrets == nil {
+			sb.Secrets = []string{}
+		}
+	}
 	return &sb, nil
 }
 
@@ -340,9 +360,9 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes
-		(sandbox_id, name, argv, cwd, user, env, port, running, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano())
+		(sandbox_id, name, argv, cwd, user, env, port, running, created_at, for_user)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(), p.ForUser)
 	if err != nil {
 		if strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
 			return errdefs.NotFound("sandbox %s not found", p.SandboxID)
@@ -354,7 +374,7 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 
 // ListProcesses returns a sandbox's background processes, oldest first.
 func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at
+	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at, for_user
 		FROM processes WHERE sandbox_id = ? ORDER BY created_at, name`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
@@ -365,7 +385,7 @@ func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Proc
 		p := store.Process{SandboxID: sandboxID}
 		var argv, env string
 		var created int64
-		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created); err != nil {
+		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created, &p.ForUser); err != nil {
 			return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
 		}
 		if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
@@ -442,8 +462,8 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 
 // CreateAPIKey records a key.
 func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, network_mode, created_at) VALUES (?, ?, ?, ?, ?)`,
-		k.Name, k.Hash, k.ToolsMode, orFull(k.NetworkMode), k.CreatedAt.UnixNano())
+	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, network_mode, workspace, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.Name, k.Hash, k.ToolsMode, orFull(k.NetworkMode), k.Workspace, k.CreatedAt.UnixNano())
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return errdefs.AlreadyExists("API key %s exists already", k.Name)
@@ -455,12 +475,12 @@ func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 
 // ListAPIKeys returns every key, by name.
 func (d *DB) ListAPIKeys(ctx context.Context) ([]*store.APIKey, error) {
-	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, created_at FROM api_keys ORDER BY name`)
+	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, workspace, created_at FROM api_keys ORDER BY name`)
 }
 
 // APIKeyByHash finds a key by its hash.
 func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, created_at FROM api_keys WHERE hash = ?`, hash)
+	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, workspace, created_at FROM api_keys WHERE hash = ?`, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +508,7 @@ func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*st
 	for rows.Next() {
 		var k store.APIKey
 		var created int64
-		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &k.NetworkMode, &created); err != nil {
+		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &k.NetworkMode, &k.Workspace, &created); err != nil {
 			return nil, fmt.Errorf("list API keys: %w", err)
 		}
 		k.CreatedAt = time.Unix(0, created).UTC()

@@ -36,7 +36,7 @@ func sample(id string) *store.Sandbox {
 		Handle: []byte(`{"dir":"/x"}`), CPUs: 1.5, MemoryMB: 512, Pids: 256,
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
-		ExpiresAt: now.Add(time.Hour),
+		ExpiresAt: now.Add(time.Hour), Workspace: "default", User: "u-42", Secrets: []string{"TOKEN"},
 	}
 }
 
@@ -231,8 +231,9 @@ func TestDatabaseIsOwnerOnly(t *testing.T) {
 	}
 }
 
-// A key finds its sandbox, belongs to one at most, and is free again once
-// that sandbox goes; sandboxes without keys are many.
+// A key finds its sandbox, belongs to one at most in a workspace (another
+// workspace's same key is another's), and is free again once that sandbox
+// goes; sandboxes without keys are many.
 func TestSandboxKeys(t *testing.T) {
 	db := openTest(t)
 	ctx := t.Context()
@@ -249,7 +250,15 @@ func TestSandboxKeys(t *testing.T) {
 			t.Fatalf("sandboxes without keys: %v", err)
 		}
 	}
-	got, err := db.GetSandboxByKey(ctx, "conversation-1")
+	other := sample("e")
+	other.Workspace, other.Key = "acme", "conversation-1"
+	if err := db.CreateSandbox(ctx, other); err != nil {
+		t.Fatalf("the same key in another workspace: %v", err)
+	}
+	if got, err := db.GetSandboxByKey(ctx, "acme", "conversation-1"); err != nil || got.ID != "e" {
+		t.Errorf("GetSandboxByKey in workspace acme: %+v, %v", got, err)
+	}
+	got, err := db.GetSandboxByKey(ctx, "default", "conversation-1")
 	if err != nil || got.ID != "a" || got.Key != "conversation-1" {
 		t.Fatalf("GetSandboxByKey: %+v, %v", got, err)
 	}
@@ -259,7 +268,7 @@ func TestSandboxKeys(t *testing.T) {
 	if err := db.DeleteSandbox(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.GetSandboxByKey(ctx, "conversation-1"); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := db.GetSandboxByKey(ctx, "default", "conversation-1"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("the key of a deleted sandbox: %v, want not found", err)
 	}
 	if err := db.CreateSandbox(ctx, b); err != nil {

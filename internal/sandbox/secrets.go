@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Secrets reach a sandbox only as environment variables of each command
+// and background process it runs, resolved when the command starts: never
+// in its files, nor in its agent's own environment, nor in the record of
+// its env. A command gets its workspace's secrets overlaid with the
+// personal ones of the user it runs for (the call's, or the sandbox's),
+// narrowed to the names the sandbox was made with, if any. They go over
+// the sandbox's env (its template's and its create's), and the command's
+// own env goes over them: a command that names a variable gets its
+// value.
+//
+// A secret injected by proxy puts its placeholder in the variable; the
+// value goes to the sandbox's network proxy, which swaps it in on
+// connections to the secret's hosts only (see Swap).
+
+// SecretSource resolves the secrets a command gets (the daemon's vault).
+type SecretSource interface {
+	// ForCommand returns the variables of workspace ws's secrets for
+	// user (personal over the workspace's), narrowed to names when not
+	// nil, and the swaps of those injected by proxy.
+	ForCommand(ctx context.Context, ws, user string, names []string) (SecretEnv, error)
+	// Check says which of names neither workspace ws nor its user has
+	// (an ErrInvalidArgument naming them), or nil.
+	Check(ctx context.Context, ws, user string, names []string) error
+}
+
+// SecretEnv is what a command gets of its secrets.
+type SecretEnv struct {
+	// Env maps each secret's name to its value, or to its placeholder for
+	// one injected by proxy. Never log it.
+	Env map[string]string
+	// Swaps are the proxy's: placeholders and their values.
+	Swaps []Swap
+}
+
+// Swap is a secret injected by proxy: the proxy puts Value in place of
+// Placeholder in requests to Hosts (in headers, and in query strings
+// with Query).
+type Swap struct {
+	Placeholder string
+	Value       string
+	Hosts       []string
+	Query       bool
+}
+
+// String hides the value from logs and %v.
+func (s Swap) String() string { return "swap of " + s.Placeholder }
+
+// secretOwner is whose secrets a sandbox's commands get.
+type secretOwner struct {
+	workspace string
+	user      string
+	names     []string // nil: all of them
+}
+
+func ownerOf(rec *store.Sandbox) secretOwner {
+	return secretOwner{workspace: rec.Workspace, user: rec.User, names: slices.Clone(rec.Secrets)}
+}
+
+// commandEnv is the environment of a command run for user ("": the
+// sandbox's) with env of its own: the sandbox's, its secrets over it,
+// the command's over them. The proxy learns the swaps of its secrets.
+func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, env map[string]string) (map[string]string, error) {
+	if m.secrets == nil {
+		return withEnv(inst.env, env), nil
+	}
+	owner := inst.owner
+	if user == "" {
+		user = owner.user
+	}
+	sec, err := m.secrets.ForCommand(ctx, owner.workspace, user, owner.names)
+	if err != nil {
+		return nil, err
+	}
+	if len(sec.Swaps) > 0 {
+		m.mu.Lock()
+		sn := m.nets[inst.id]
+		m.mu.Unlock()
+		if sn != nil { // a sandbox without a network reaches no host
+			sn.swaps.add(sec.Swaps)
+		}
+	}
+	out := withEnv(inst.env, sec.Env)
+	maps.Copy(out, env)
+	return out, nil
+}
+
+// swaps are the secrets a sandbox's proxy swaps in: those its commands
+// got the placeholders of.
+type swaps struct {
+	mu   sync.Mutex
+	list map[string]Swap // by placeholder
+}
+
+func (s *swaps) add(list []Swap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.list == nil {
+		s.list = map[string]Swap{}
+	}
+	for _, sw := range list {
+		s.list[sw.Placeholder] = sw
+	}
+}
+
+// all returns the swaps.
+func (s *swaps) all() []Swap {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.list))
+}
