@@ -46,11 +46,12 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 }
 
 // mayMakeKey says why key c may not make the key req asks for: one of
-// another workspace, or with more rights than its own.
+// another workspace (which it does not see: not found), or with more
+// rights than its own.
 func (c caller) mayMakeKey(req client.CreateAPIKeyRequest) error {
 	switch {
 	case req.Workspace != c.workspace:
-		return errdefs.PermissionDenied("key %s makes keys of its own workspace (%s) only", c.key, c.workspace)
+		return errdefs.NotFound("workspace %s not found: key %s makes keys of its own workspace (%s) only", req.Workspace, c.key, c.workspace)
 	case req.ToolsMode != "" && tools.ValidMode(req.ToolsMode) && !tools.ModeAllows(c.toolsMode, req.ToolsMode):
 		return errdefs.PermissionDenied("key %s may not make a key of tools mode %s: its own is %s", c.key, req.ToolsMode, c.toolsMode)
 	case req.NetworkMode != "" && !netpolicy.Mode(req.NetworkMode).AtMost(c.networkMode):

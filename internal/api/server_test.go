@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,11 +12,15 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/apikeys"
+	"github.com/hutchdev/hutch/internal/audit"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/fake"
+	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
@@ -59,7 +64,26 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Config{Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: toolrun.New(toolrun.Config{Sandboxes: m}), Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, "", nil), Keys: apikeys.New(db, nil), APIKey: testKey, Version: "test"}).Handler(true))
+	vault, err := secrets.Open(t.Context(), db, secrets.KeySource{File: filepath.Join(dir, "secrets.key"), Create: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redactor := &redact.Redactor{}
+	vault.OnChange(func() {
+		plains, _ := vault.Plaintexts(context.Background())
+		var set []redact.Secret
+		for _, p := range plains {
+			set = append(set, redact.Secret{Name: p.Name, Value: p.Value})
+		}
+		redactor.Replace(set)
+	})
+	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
+	srv := httptest.NewServer(New(Config{
+		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
+		Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, t.TempDir(), nil),
+		Keys: apikeys.New(db, nil), Audit: audit.New(db, nil), Workspaces: m, Secrets: vault, Redactor: redactor,
+		APIKey: testKey, Version: "test",
+	}).Handler(true))
 	t.Cleanup(func() {
 		srv.Close()
 		m.Close()

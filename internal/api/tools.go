@@ -124,8 +124,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		if c.anonymous {
 			return nil // the token alone allows it
 		}
-		_, err := s.sandboxOf(r.Context(), c, id)
-		return err
+		if _, err := s.sandboxOf(r.Context(), c, id); err != nil {
+			return errdefs.NotFound("no such download")
+		}
+		return nil
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)

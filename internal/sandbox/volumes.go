@@ -11,6 +11,7 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
 // Volumes are named directories on the host that outlive sandboxes (the
@@ -40,7 +41,8 @@ func (m *Manager) volumeMounts(ctx context.Context, asked []VolumeMount) ([]Volu
 	var out []VolumeMount
 	for _, v := range asked {
 		if !slices.ContainsFunc(known, func(k *store.Volume) bool { return k.Name == v.Name }) {
-			return nil, errdefs.NotFound("volume %s not found (hutch volume create %s)", v.Name, v.Name)
+			name, _ := workspace.Split(v.Name) // as its workspace calls it
+			return nil, errdefs.NotFound("volume %s not found (hutch volume create %s)", name, name)
 		}
 		switch v.Access {
 		case AccessNone:

@@ -229,7 +229,15 @@ func (s *Store) Info(name string) (Info, error) {
 			return Info{}, fmt.Errorf("template %s: %w", name, err)
 		}
 	}
-	return Info{}, errdefs.NotFound("template %q not found; available: %s", name, strings.Join(s.names(), ", "))
+	// Only the shared templates are named: a workspace's own are its
+	// business (see internal/workspace), and its name may be another's.
+	var shared []string
+	for _, n := range s.names() {
+		if !strings.Contains(n, "~") {
+			shared = append(shared, n)
+		}
+	}
+	return Info{}, errdefs.NotFound("template %q not found (hutch template ls lists yours); shared ones: %s", name, strings.Join(shared, ", "))
 }
 
 // List returns every template's current version, by name.
