@@ -283,20 +283,7 @@ func (d *daemon) startOnce(retry bool) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// runc is the default here; tests ask for gvisor by name.
-	// Template builds share one package cache across tests and runs, as
-	// builds on one host do: base downloads some 400 packages.
-	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--runtime", "runc",
-		"--package-cache", packageCache}
-	if d.derivedRunDir {
-		d.runDir = derivedRunDir(d.dataDir)
-	} else {
-		args = append(args, "--run-dir", d.runDir)
-	}
-	if runscBin != "" {
-		args = append(args, "--runsc", runscBin)
-	}
-	d.cmd = exec.Command(hutchBin, append(args, d.flags...)...)
+	d.cmd = d.serveCommand()
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -332,6 +319,24 @@ func (d *daemon) startOnce(retry bool) bool {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serveCommand is the daemon's command line.
+func (d *daemon) serveCommand() *exec.Cmd {
+	// runc is the default here; tests ask for gvisor by name.
+	// Template builds share one package cache across tests and runs, as
+	// builds on one host do: base downloads some 400 packages.
+	args := []string{"serve", "--listen", d.addr, "--data-dir", d.dataDir, "--runtime", "runc",
+		"--package-cache", packageCache}
+	if d.derivedRunDir {
+		d.runDir = derivedRunDir(d.dataDir)
+	} else {
+		args = append(args, "--run-dir", d.runDir)
+	}
+	if runscBin != "" {
+		args = append(args, "--runsc", runscBin)
+	}
+	return exec.Command(hutchBin, append(args, d.flags...)...)
 }
 
 // logSince reports whether the log at path has text after offset.
