@@ -80,6 +80,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	f.StringArrayVar(&pools, "pool", nil, "keep `TEMPLATE[@RUNTIME]=SIZE` sandboxes ready (a warm pool); repeatable (default: base=2; base=0: none)")
 	f.StringVar(&cfg.SecretsKeyFile, "secrets-key-file", cfg.SecretsKeyFile, "the master key that encrypts secrets, a 0600 file of 32 bytes in base64 (default: secrets.key in --data-dir, made on first start; $"+secrets.EnvVar+" wins over it)")
+	f.StringVar(&cfg.EgressRootsFile, "egress-roots", cfg.EgressRootsFile, "a PEM file of more roots to trust, besides the system's, when the daemon connects to a proxy-injected secret's host")
 	f.StringVar(&cfg.PackageCache, "package-cache", cfg.PackageCache, "where template builds keep downloaded Debian packages (default: cache/debs in --data-dir)")
 	f.StringVar(&cfg.NetworkDefault, "network-default", cfg.NetworkDefault, "network mode of sandboxes created without a policy: none, allowlist or full")
 	f.StringVar(&cfg.NetworkNetns, "network-netns", "", "network namespace (a path) to connect from for sandboxes (default: the daemon's own)")

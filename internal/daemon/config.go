@@ -72,6 +72,10 @@ type Config struct {
 	// secrets (32 bytes, base64; mode 0600); empty: secrets.key in the
 	// data dir, made on first start.
 	SecretsKeyFile string `toml:"secrets_key_file"`
+	// EgressRootsFile is a PEM file of more roots the egress proxy trusts
+	// when it connects to a proxy-injected secret's host itself (besides
+	// the system's): an internal CA, say.
+	EgressRootsFile string `toml:"egress_roots_file"`
 	// MasterKey, when not empty, is the master key itself (base64), from
 	// the environment variable HUTCH_MASTER_KEY: it wins over the file.
 	// Never in a config file.

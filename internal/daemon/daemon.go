@@ -91,6 +91,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	swapper, trust, err := interceptor(filepath.Join(cfg.DataDir, "egress-ca"), cfg.EgressRootsFile, log)
+	if err != nil {
+		return err
+	}
+	netCfg := cfg.networkConfig()
+	netCfg.Interceptor, netCfg.Trust = swapper, trust
 	templateStore, err := template.Open(cfg.templateDir())
 	if err != nil {
 		return err
@@ -132,7 +138,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Network: cfg.networkConfig(), Secrets: secretSource,
+		Network: netCfg, Secrets: secretSource,
 	})
 	if err != nil {
 		return err

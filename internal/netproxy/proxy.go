@@ -13,6 +13,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/netpolicy"
+	"github.com/hutchdev/hutch/internal/secrets/mitm"
 )
 
 // Proxy serves the TCP connections of one sandbox, redirected to it: for
@@ -32,6 +33,13 @@ type Proxy struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Refused hears each refusal.
 	Refused func(Event)
+	// Swaps, when not nil, names the secrets to swap in on a TLS
+	// connection to name:port; a connection that has some is served by
+	// Interceptor (internal/secrets/mitm) instead of passed through, so
+	// that the secrets' values reach only their hosts and never the
+	// sandbox.
+	Swaps       func(name string, port uint16) []mitm.Swap
+	Interceptor *mitm.Interceptor
 	// Quiet is how long a connection may stay silent before it is taken
 	// for a protocol where the server speaks first (default 1 s: a loaded
 	// host's client took over 250 ms to send its request). Connections
@@ -109,17 +117,32 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 	}
 	defer up.Close()
 	p.Connections.Add(1)
-	if _, err := up.Write(sniff.Head); err != nil {
-		return
-	}
-	p.BytesOut.Add(int64(len(sniff.Head)))
-	egress.Splice(ctx, conn, up, func(out bool, n int64) {
+	count := func(out bool, n int64) {
 		if out {
 			p.BytesOut.Add(n)
 		} else {
 			p.BytesIn.Add(n)
 		}
-	})
+	}
+	if swaps := p.swapsFor(sniff, orig.Port()); len(swaps) > 0 {
+		// Errors end the connection; the client heard why, if it
+		// could (a 502), and nothing of a secret is in them to log.
+		_ = p.Interceptor.Serve(ctx, conn, sniff.Head, sniff.Name, up, swaps, count)
+		return
+	}
+	if _, err := up.Write(sniff.Head); err != nil {
+		return
+	}
+	p.BytesOut.Add(int64(len(sniff.Head)))
+	egress.Splice(ctx, conn, up, count)
+}
+
+// swapsFor is what to swap in on a connection: only TLS to a name.
+func (p *Proxy) swapsFor(sniff Sniff, port uint16) []mitm.Swap {
+	if p.Swaps == nil || p.Interceptor == nil || sniff.Protocol != TLS || sniff.Name == "" {
+		return nil
+	}
+	return p.Swaps(sniff.Name, port)
 }
 
 // connect dials where the connection may go: for a name, the addresses the

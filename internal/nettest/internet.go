@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,9 @@ type Internet struct {
 	CA []byte
 	// BigSize is the size of GET /big on every host's HTTP.
 	BigSize int64
+
+	mu       sync.Mutex
+	requests []Request // what the hosts were sent (see Requests)
 
 	closers []io.Closer
 	wg      sync.WaitGroup
@@ -118,7 +122,7 @@ func New(path string) (in *Internet, err error) {
 	}
 	in.CA = ca
 	for name, addr := range Hosts {
-		srv := &http.Server{Handler: hostHandler(name, in.BigSize), ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: in.record(name, hostHandler(name, in.BigSize)), ReadHeaderTimeout: 10 * time.Second}
 		in.closers = append(in.closers, srv)
 		for _, port := range []string{"80", "443", "7000"} {
 			ln, err := in.listen(net.JoinHostPort(addr.String(), port))
@@ -191,6 +195,39 @@ func (f closerFunc) Close() error { return f() }
 
 // hostHandler answers a host's HTTP: "hello from NAME" at any path but
 // /big, which sends size bytes.
+// Request is a request a host of the test internet was sent, as it
+// arrived: what a test checks a sandbox's request became on the way.
+type Request struct {
+	Host   string // the host's name
+	TLS    bool
+	Method string
+	URL    string // the request's target (path and query)
+	Header http.Header
+}
+
+// maxRequests bounds what Requests keeps: the latest.
+const maxRequests = 1000
+
+// record keeps each request host name is sent.
+func (in *Internet) record(name string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in.mu.Lock()
+		if len(in.requests) == maxRequests {
+			in.requests = in.requests[1:]
+		}
+		in.requests = append(in.requests, Request{Host: name, TLS: r.TLS != nil, Method: r.Method, URL: r.URL.RequestURI(), Header: r.Header.Clone()})
+		in.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Requests returns the requests the hosts were sent, oldest first.
+func (in *Internet) Requests() []Request {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.requests)
+}
+
 func hostHandler(name string, size int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {

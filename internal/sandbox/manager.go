@@ -379,7 +379,7 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOpti
 		ID:       id,
 		Hostname: id,
 		RootDir:  rootDir,
-		Binds:    append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...),
+		Binds:    append(append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...), m.trustBinds()...),
 		Files:    identityFiles(id),
 		Limits: backend.Limits{
 			CPUs:        opts.CPUs,

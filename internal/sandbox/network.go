@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/netproxy"
 	"github.com/hutchdev/hutch/internal/sandboxnet"
+	"github.com/hutchdev/hutch/internal/secrets/mitm"
 )
 
 // A sandbox's network, as the daemon serves it. A backend that gives
@@ -36,6 +37,15 @@ type NetworkConfig struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Lookup resolves a name (net.DefaultResolver.LookupNetIP by default).
 	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// Interceptor swaps proxy-injected secrets in on their hosts'
+	// connections (see secrets.go); nil: none is swapped.
+	Interceptor *mitm.Interceptor
+	// Trust is a host directory holding the certificate of the
+	// Interceptor's CA (ca.crt) and a bundle of it with the system's
+	// roots (ca-bundle.crt): it is mounted read-only at TrustDir in every
+	// sandbox, and commands given a proxy-injected secret are pointed at
+	// it. "": none.
+	Trust string
 }
 
 // sandboxNet is one sandbox's network state, kept from its create to its
@@ -75,6 +85,8 @@ func (m *Manager) netOf(id string, p netpolicy.Policy) *sandboxNet {
 		Lookup:      m.netCfg.Lookup,
 		Dial:        m.netCfg.Dial,
 		Refused:     refused,
+		Swaps:       sn.swaps.forHost,
+		Interceptor: m.netCfg.Interceptor,
 	}
 	// Sandboxes have IPv4 only (see sandboxnet).
 	sn.dns = &netproxy.DNS{Policy: sn.checker.Load, Lookup: m.netCfg.Lookup, Refused: refused, IPv4Only: true}

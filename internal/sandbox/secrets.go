@@ -3,9 +3,14 @@ package sandbox
 import (
 	"context"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/secrets/mitm"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -82,6 +87,7 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 	if err != nil {
 		return nil, err
 	}
+	base := inst.env
 	if len(sec.Swaps) > 0 {
 		m.mu.Lock()
 		sn := m.nets[inst.id]
@@ -89,10 +95,37 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 		if sn != nil { // a sandbox without a network reaches no host
 			sn.swaps.add(sec.Swaps)
 		}
+		if m.netCfg.Trust != "" {
+			base = withEnv(trustEnv, inst.env) // the sandbox's own env may say otherwise
+		}
 	}
-	out := withEnv(inst.env, sec.Env)
+	out := withEnv(base, sec.Env)
 	maps.Copy(out, env)
 	return out, nil
+}
+
+// TrustDir is where a sandbox finds the certificate of the CA its
+// proxy-injected secrets' connections are served with (ca.crt), and a
+// bundle of it with the system's roots (ca-bundle.crt).
+const TrustDir = "/etc/hutch"
+
+// trustEnv points a command's TLS clients at the bundle with the daemon's
+// CA in it: OpenSSL's (curl, Python's ssl, git), Python requests', Node's
+// and Deno's. Only commands given a proxy-injected secret get it.
+var trustEnv = map[string]string{
+	"SSL_CERT_FILE":       TrustDir + "/ca-bundle.crt",
+	"REQUESTS_CA_BUNDLE":  TrustDir + "/ca-bundle.crt",
+	"CURL_CA_BUNDLE":      TrustDir + "/ca-bundle.crt",
+	"NODE_EXTRA_CA_CERTS": TrustDir + "/ca.crt",
+	"DENO_CERT":           TrustDir + "/ca.crt",
+}
+
+// trustBinds mount the daemon's CA read-only in a sandbox.
+func (m *Manager) trustBinds() []backend.Bind {
+	if m.netCfg.Trust == "" {
+		return nil
+	}
+	return []backend.Bind{{Source: m.netCfg.Trust, Destination: TrustDir}}
 }
 
 // swaps are the secrets a sandbox's proxy swaps in: those its commands
@@ -113,9 +146,33 @@ func (s *swaps) add(list []Swap) {
 	}
 }
 
-// all returns the swaps.
-func (s *swaps) all() []Swap {
+// forHost returns the swaps for a connection to name:port: those whose
+// hosts name it (a host without a port is for 443).
+func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Collect(maps.Values(s.list))
+	var out []mitm.Swap
+	for _, sw := range s.list {
+		if slices.ContainsFunc(sw.Hosts, func(h string) bool { return hostMatches(h, name, port) }) {
+			out = append(out, mitm.Swap{Placeholder: sw.Placeholder, Value: sw.Value, Query: sw.Query})
+		}
+	}
+	return out
+}
+
+// hostMatches says whether a secret's host entry ("api.example.com",
+// "*.example.com", either with ":port") names name:port.
+func hostMatches(entry, name string, port uint16) bool {
+	host, p, err := net.SplitHostPort(entry)
+	if err != nil {
+		host, p = entry, "443"
+	}
+	if p != strconv.Itoa(int(port)) {
+		return false
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if suffix, ok := strings.CutPrefix(host, "*."); ok {
+		return strings.HasSuffix(name, "."+suffix)
+	}
+	return name == host
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/nettest"
 )
 
 // recorder keeps every response body a client reads, to look for secrets
@@ -288,4 +289,125 @@ func TestMasterKey(t *testing.T) {
 	}
 	d.start()
 	check()
+}
+
+// memScan is a Python script that reads its own process's memory and
+// prints how often bytes A are followed by bytes B (two halves given in
+// hex, never joined in the script, so that the needle itself is not in
+// its memory), for each of the pairs it is given: how a test tells that a
+// value is in no process of a sandbox without handing the value to it.
+const memScan = `
+import os, re, ssl, sys, urllib.request
+ph = os.environ["API_KEY"]
+ctx = ssl.create_default_context(cafile="both.pem")
+req = urllib.request.Request("https://allowed.test/", headers={"Authorization": "Bearer " + ph})
+print(urllib.request.urlopen(req, context=ctx).read().decode().strip())
+pairs = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in (p.split(":") for p in sys.argv[1:])]
+counts = [0] * len(pairs)
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) r", line)
+        if not m:
+            continue
+        start, end = int(m.group(1), 16), int(m.group(2), 16)
+        try:
+            mem.seek(start)
+            chunk = mem.read(end - start)
+        except (OSError, ValueError, OverflowError):
+            continue
+        for k, (a, b) in enumerate(pairs):
+            i = chunk.find(a)
+            while i >= 0:
+                if chunk[i + len(a):i + len(a) + len(b)] == b:
+                    counts[k] += 1
+                i = chunk.find(a, i + 1)
+print(" ".join(str(c) for c in counts))
+`
+
+// halves is v's two halves in hex, as memScan takes them.
+func halves(v string) string {
+	return hex.EncodeToString([]byte(v[:len(v)/2])) + ":" + hex.EncodeToString([]byte(v[len(v)/2:]))
+}
+
+// A secret injected by proxy never enters the sandbox: its variable holds
+// a placeholder, which the daemon swaps for the value in requests to the
+// secret's hosts only (headers, and the query string when asked), over
+// TLS it terminates with its own CA. The real host receives the value;
+// another host receives the placeholder; the sandbox's processes' memory
+// and files hold the placeholder alone.
+func TestSecretProxy(t *testing.T) {
+	t.Parallel()
+	in := nettest.Start(t)
+	roots := filepath.Join(t.TempDir(), "roots.pem")
+	if err := os.WriteFile(roots, in.CA, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, "--network-netns", in.Netns, "--network-dns", in.DNS, "--egress-roots", roots)
+	ctx := t.Context()
+	const (
+		value  = "sk-live-proxy-value-0123456789"
+		qvalue = "query-token-value-987654"
+	)
+	for _, s := range []client.SetSecretRequest{
+		{Name: "API_KEY", Value: value, Inject: client.InjectProxy, Hosts: []string{"allowed.test"}},
+		{Name: "Q_KEY", Value: qvalue, Inject: client.InjectProxy, Hosts: []string{"allowed.test"}, Query: true},
+	} {
+		if _, err := d.client.SetSecret(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := d.client.ListSecrets(ctx)
+	if err != nil || len(list) != 2 || !strings.HasPrefix(list[0].Placeholder, "hutch-secret-API_KEY-") {
+		t.Fatalf("the proxy secrets: %+v, %v", list, err)
+	}
+	placeholder := list[0].Placeholder
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, Files: map[string]string{"test-ca.pem": string(in.CA)},
+			Network: &client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []string{"allowed.test", "other.test"}}})
+		// The sandbox trusts the daemon's CA (for allowed.test, which
+		// the daemon serves) and the test internet's (for other.test).
+		if res := d.exec(sb.ID, `cat /etc/hutch/ca-bundle.crt test-ca.pem > both.pem && printf %s "$API_KEY"`); res.ExitCode != 0 || res.Stdout != placeholder {
+			t.Fatalf("the variable in the sandbox: %+v; want the placeholder %s", res, placeholder)
+		}
+		before := len(in.Requests())
+		for _, host := range []string{"allowed.test", "other.test"} {
+			res := d.exec(sb.ID, `curl -sS --cacert both.pem -H "Authorization: Bearer $API_KEY" "https://`+host+`/?k=$Q_KEY" 2>&1`)
+			if res.Stdout != "hello from "+host+"\n" {
+				t.Fatalf("curl https://%s: %q", host, res.Stdout)
+			}
+		}
+		seen := in.Requests()[before:]
+		if len(seen) != 2 {
+			t.Fatalf("the test internet saw %d requests, want 2: %+v", len(seen), seen)
+		}
+		for _, r := range seen {
+			auth, q := r.Header.Get("Authorization"), r.URL
+			switch r.Host {
+			case "allowed.test":
+				if auth != "Bearer "+value || q != "/?k="+qvalue || !r.TLS {
+					t.Errorf("allowed.test received Authorization %q and target %q; want the values", auth, q)
+				}
+			case "other.test":
+				if auth != "Bearer "+placeholder || strings.Contains(q, qvalue) {
+					t.Errorf("other.test received Authorization %q and target %q; want the placeholders", auth, q)
+				}
+			}
+		}
+		// A process that used the secret holds only its placeholder.
+		res, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Cmd: []string{"python3", "-c", memScan, halves(value), halves(placeholder)}})
+		if err != nil || res.Stdout == "" {
+			t.Fatalf("memory scan: %+v, %v", res, err)
+		}
+		if lines := strings.Split(strings.TrimSpace(res.Stdout), "\n"); len(lines) != 2 || lines[0] != "hello from allowed.test" ||
+			!strings.HasPrefix(lines[1], "0 ") || strings.HasSuffix(lines[1], " 0") {
+			t.Errorf("memory scan: %q; want the request answered, the value found 0 times and the placeholder found", res.Stdout)
+		}
+		// Nor do its files.
+		if res := d.exec(sb.ID, `grep -rlF "`+value[:14]+`" /home /tmp /etc 2>/dev/null | wc -l`); res.Stdout != "0\n" {
+			t.Errorf("files holding the value: %q", res.Stdout)
+		}
+		if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
