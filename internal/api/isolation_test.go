@@ -221,6 +221,27 @@ func TestWorkspacesIsolated(t *testing.T) {
 		t.Errorf("MCP sandbox_read_file of ws-a's sandbox by ws-b: %s, %v", toolText(read), err)
 	}
 
+	// ws-a's session, presented with ws-b's key, is no session of ws-b's.
+	as := a.mcp(t)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+mcpPath,
+		strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sandbox_list","arguments":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", as.ID())
+	if res, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound || strings.Contains(string(body), sb.ID) {
+			t.Errorf("ws-a's MCP session with ws-b's key: %d %s; want 404", res.StatusCode, body)
+		}
+	}
+
 	// Nothing of ws-a's changed.
 	if got, err := a.GetSandbox(ctx, sb.ID); err != nil || got.State != client.StateRunning {
 		t.Errorf("ws-a's sandbox after: %+v, %v", got, err)

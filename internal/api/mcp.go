@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,17 +18,33 @@ import (
 
 // mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
 // the Manager and the tools service directly. Requests need the API key as every route does.
-// A session acts as the caller that opened it: in its workspace, its tool
-// calls in the sandbox mode of its key.
+// A session acts as the caller that opened it: in its workspace, for its
+// user, its tool calls in the sandbox mode of its key. Each caller has
+// sessions of its own (a handler per key, workspace and user), so that a
+// session's id presented with another key finds no session.
 func (s *Server) mcpHandler() (http.Handler, error) {
 	if _, err := mcpserver.New(managerSandboxes{s: s}, s.version); err != nil {
 		return nil, err // the catalogue's schemas, checked once
 	}
-	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		mode, _ := toolMode(r.Context(), "")
-		srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode, c: callerOf(r.Context())}, s.version) // checked above
-		return srv
-	}, &mcp.StreamableHTTPOptions{Logger: s.log}), nil
+	var (
+		mu       sync.Mutex
+		handlers = map[caller]http.Handler{}
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := callerOf(r.Context())
+		mu.Lock()
+		h, ok := handlers[c]
+		if !ok {
+			mode, _ := toolMode(r.Context(), "")
+			h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+				srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode, c: c}, s.version) // checked above
+				return srv
+			}, &mcp.StreamableHTTPOptions{Logger: s.log})
+			handlers[c] = h
+		}
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}), nil
 }
 
 // managerSandboxes is mcpserver.Sandboxes on the Manager, its tool calls

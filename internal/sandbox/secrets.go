@@ -76,10 +76,10 @@ func ownerOf(rec *store.Sandbox) secretOwner {
 // sandbox's) with env of its own: the sandbox's, its secrets over it,
 // the command's over them. The proxy learns the swaps of its secrets.
 func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, env map[string]string) (map[string]string, error) {
-	if m.secrets == nil {
+	owner := inst.owner
+	if m.secrets == nil || owner.workspace == "" { // a pool's sandbox, not yet anyone's
 		return withEnv(inst.env, env), nil
 	}
-	owner := inst.owner
 	if user == "" {
 		user = owner.user
 	}

@@ -698,8 +698,9 @@ func TestForkKeepsProcesses(t *testing.T) {
 		if snap.MemoryRuntime != "gvisor" {
 			t.Errorf("the fork's snapshot holds no memory: %+v", snap)
 		}
-		// The image holds the sandbox's secrets as its memory did.
-		img := filepath.Join(d.dataDir, "templates", snap.Name, snap.Version, "memory")
+		// The image holds the sandbox's secrets as its memory did. (A
+		// fork's snapshot is kept under its workspace's qualified name.)
+		img := filepath.Join(d.dataDir, "templates", snap.Name+"~default", snap.Version, "memory")
 		if fi, err := os.Stat(img); err != nil {
 			t.Errorf("the memory image: %v", err)
 		} else if fi.Mode().Perm() != 0o700 {
