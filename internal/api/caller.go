@@ -9,7 +9,6 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/netpolicy"
-	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/tools"
 	"github.com/hutchdev/hutch/internal/workspace"
 )
@@ -153,7 +152,7 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		rec, r := s.auditing(w, r, rt.pattern, c)
 		defer rec.done()
 		if namesSandbox {
-			if _, err := s.sandboxOf(r.Context(), c, r.PathValue("id")); err != nil {
+			if err := s.mayReach(r.Context(), c, r.PathValue("id")); err != nil {
 				writeError(rec, r, s.log, err)
 				return
 			}
@@ -162,17 +161,17 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 	}
 }
 
-// sandboxOf returns sandbox id if c may see it; not found otherwise, as
-// for a sandbox that does not exist.
-func (s *Server) sandboxOf(ctx context.Context, c caller, id string) (*sandbox.Sandbox, error) {
-	sb, err := s.m.Get(ctx, id)
+// mayReach says whether c may see sandbox id: not found otherwise, as for
+// a sandbox that does not exist.
+func (s *Server) mayReach(ctx context.Context, c caller, id string) error {
+	ws, err := s.m.Workspace(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !c.sees(sb.Workspace) {
-		return nil, errdefs.NotFound("sandbox %s not found", id)
+	if !c.sees(ws) {
+		return errdefs.NotFound("sandbox %s not found", id)
 	}
-	return sb, nil
+	return nil
 }
 
 // ownerOnly refuses callers other than the administrator.

@@ -91,7 +91,7 @@ func (a managerSandboxes) ListSandboxes(ctx context.Context) ([]client.Sandbox, 
 
 // RunTool runs in a's mode: an MCP call names none.
 func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any, _ ...client.ToolOption) (*client.ToolResult, error) {
-	if _, err := a.s.sandboxOf(ctx, a.c, id); err != nil {
+	if err := a.s.mayReach(ctx, a.c, id); err != nil {
 		return nil, asClientError(err)
 	}
 	raw, err := json.Marshal(args)

@@ -68,6 +68,7 @@ func newTestServer(t *testing.T) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	auditLog := audit.New(db, nil)
 	redactor := &redact.Redactor{}
 	vault.OnChange(func() {
 		plains, _ := vault.Plaintexts(context.Background())
@@ -81,11 +82,12 @@ func newTestServer(t *testing.T) *testServer {
 	srv := httptest.NewServer(New(Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
 		Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, t.TempDir(), nil),
-		Keys: apikeys.New(db, nil), Audit: audit.New(db, nil), Workspaces: m, Secrets: vault, Redactor: redactor,
+		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: m, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
 	}).Handler(true))
 	t.Cleanup(func() {
 		srv.Close()
+		auditLog.Close()
 		m.Close()
 		if err := db.Close(); err != nil {
 			t.Error(err)

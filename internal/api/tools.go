@@ -124,7 +124,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		if c.anonymous {
 			return nil // the token alone allows it
 		}
-		if _, err := s.sandboxOf(r.Context(), c, id); err != nil {
+		if err := s.mayReach(r.Context(), c, id); err != nil {
 			return errdefs.NotFound("no such download")
 		}
 		return nil

@@ -5,11 +5,18 @@
 // and ids, never a request's body, so no secret's value and no file's
 // content reaches the log. A service beside the core: the API records
 // its calls here.
+//
+// Entries are written by a goroutine of the log's, in batches, after the
+// call has been answered: a call does not wait on the database (an insert
+// took ~0.7 ms of an exec's round trip here). A listing waits for what was
+// recorded before it, and Close writes what is queued; a daemon killed
+// with SIGKILL loses the entries of its last milliseconds.
 package audit
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/store"
@@ -17,7 +24,7 @@ import (
 
 // Store is where entries are kept (store.Store has it).
 type Store interface {
-	AppendAudit(ctx context.Context, e *store.AuditEntry) error
+	AppendAudit(ctx context.Context, entries ...*store.AuditEntry) error
 	ListAudit(ctx context.Context, f store.AuditFilter) ([]*store.AuditEntry, error)
 }
 
@@ -46,32 +53,116 @@ type Filter struct {
 	Limit     int
 }
 
+// Sizes of the queue and of the batches written from it.
+const (
+	queueSize = 4096 // a full queue makes Record wait: memory stays bounded
+	batchSize = 256
+)
+
+// item is an entry to write, or a barrier to close once what came before
+// it is written.
+type item struct {
+	entry   *store.AuditEntry
+	barrier chan struct{}
+}
+
 // Log records and lists entries.
 type Log struct {
 	store Store
 	log   *slog.Logger
+	queue chan item
+	done  chan struct{} // closed when the writer has ended
+
+	mu     sync.RWMutex // held for reading by Record, for writing by Close
+	closed bool
 }
 
-// New returns a Log over s; log (nil: discard) hears of entries that
-// could not be kept.
+// New returns a Log over s, writing until Close; log (nil: discard)
+// hears of entries that could not be kept.
 func New(s Store, log *slog.Logger) *Log {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Log{store: s, log: log}
+	l := &Log{store: s, log: log, queue: make(chan item, queueSize), done: make(chan struct{})}
+	go l.write()
+	return l
 }
 
 // Record appends e. A failure is logged, not returned: the call it
 // records has happened already.
 func (l *Log) Record(ctx context.Context, e Entry) {
 	rec := store.AuditEntry(e)
-	if err := l.store.AppendAudit(context.WithoutCancel(ctx), &rec); err != nil {
-		l.log.Error("audit log", "action", e.Action, "error", err)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed { // a call that ended after the daemon's shutdown began
+		if err := l.store.AppendAudit(context.WithoutCancel(ctx), &rec); err != nil {
+			l.log.Error("audit log", "action", e.Action, "error", err)
+		}
+		return
+	}
+	l.queue <- item{entry: &rec}
+}
+
+// write writes what is queued, a batch at a time, until Close.
+func (l *Log) write() {
+	defer close(l.done)
+	for it := range l.queue {
+		var batch []*store.AuditEntry
+		var barriers []chan struct{}
+		add := func(it item) {
+			if it.barrier != nil {
+				barriers = append(barriers, it.barrier)
+			} else {
+				batch = append(batch, it.entry)
+			}
+		}
+		add(it)
+	more:
+		for len(batch) < batchSize {
+			select {
+			case it, ok := <-l.queue:
+				if !ok {
+					break more
+				}
+				add(it)
+			default:
+				break more
+			}
+		}
+		if len(batch) > 0 {
+			if err := l.store.AppendAudit(context.Background(), batch...); err != nil {
+				l.log.Error("audit log: entries lost", "entries", len(batch), "error", err)
+			}
+		}
+		for _, b := range barriers {
+			close(b)
+		}
 	}
 }
 
-// List returns entries, newest first.
+// sync waits until what was recorded before it is written.
+func (l *Log) sync(ctx context.Context) error {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return nil
+	}
+	b := make(chan struct{})
+	l.queue <- item{barrier: b}
+	l.mu.RUnlock()
+	select {
+	case <-b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// List returns entries, newest first, those recorded before it included.
 func (l *Log) List(ctx context.Context, f Filter) ([]Entry, error) {
+	if err := l.sync(ctx); err != nil {
+		return nil, err
+	}
 	recs, err := l.store.ListAudit(ctx, store.AuditFilter(f))
 	if err != nil {
 		return nil, err
@@ -81,4 +172,16 @@ func (l *Log) List(ctx context.Context, f Filter) ([]Entry, error) {
 		out = append(out, Entry(*r))
 	}
 	return out, nil
+}
+
+// Close writes what is queued and ends the writer; entries recorded after
+// it are written at once.
+func (l *Log) Close() {
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.mu.Unlock()
+	<-l.done
 }

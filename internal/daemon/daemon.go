@@ -165,7 +165,9 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		PackageCache: cfg.packageCache(), Logger: log,
 	})
 
-	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: audit.New(db, log), Workspaces: mgr, Secrets: vault, Redactor: redactor, APIKey: key, Version: version, Logger: log})
+	auditLog := audit.New(db, log)
+	defer auditLog.Close() // before the database's: what is queued is written
+	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -169,6 +169,28 @@ func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
 	return m.get(ctx, id)
 }
 
+// Workspace returns the workspace that owns sandbox id: from memory when
+// it runs (a check made on every call that names a sandbox), else from
+// its record.
+func (m *Manager) Workspace(ctx context.Context, id string) (string, error) {
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst != nil {
+		inst.mu.Lock()
+		ws := inst.owner.workspace
+		inst.mu.Unlock()
+		if ws != "" {
+			return ws, nil
+		}
+	}
+	sb, err := m.get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return sb.Workspace, nil
+}
+
 // List returns every sandbox's record.
 func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	recs, err := m.store.ListSandboxes(ctx)

@@ -76,7 +76,9 @@ func ownerOf(rec *store.Sandbox) secretOwner {
 // sandbox's) with env of its own: the sandbox's, its secrets over it,
 // the command's over them. The proxy learns the swaps of its secrets.
 func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, env map[string]string) (map[string]string, error) {
+	inst.mu.Lock()
 	owner := inst.owner
+	inst.mu.Unlock()
 	if m.secrets == nil || owner.workspace == "" { // a pool's sandbox, not yet anyone's
 		return withEnv(inst.env, env), nil
 	}

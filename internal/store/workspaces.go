@@ -50,8 +50,8 @@ type Quota struct {
 
 // Audit keeps the audit log: append-only.
 type Audit interface {
-	// AppendAudit records e, setting its ID.
-	AppendAudit(ctx context.Context, e *AuditEntry) error
+	// AppendAudit records entries, in one transaction, setting their IDs.
+	AppendAudit(ctx context.Context, entries ...*AuditEntry) error
 	// ListAudit returns entries newest first, as f narrows them.
 	ListAudit(ctx context.Context, f AuditFilter) ([]*AuditEntry, error)
 }

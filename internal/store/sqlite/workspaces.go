@@ -105,15 +105,31 @@ func (d *DB) SandboxTime(ctx context.Context, ws, day string) (time.Duration, er
 	return time.Duration(s * float64(time.Second)), nil
 }
 
-// AppendAudit records an audit entry.
-func (d *DB) AppendAudit(ctx context.Context, e *store.AuditEntry) error {
-	res, err := d.db.ExecContext(ctx, `INSERT INTO audit (at, key_name, workspace, user, action, object, status, code)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Time.UnixNano(), e.Key, e.Workspace, e.User, e.Action, e.Object, e.Status, e.Code)
+// AppendAudit records audit entries, in one transaction.
+func (d *DB) AppendAudit(ctx context.Context, entries ...*store.AuditEntry) (err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("append to the audit log: %w", err)
 	}
-	e.ID, err = res.LastInsertId()
-	return err
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the error says what failed
+		}
+	}()
+	for _, e := range entries {
+		res, err := tx.ExecContext(ctx, `INSERT INTO audit (at, key_name, workspace, user, action, object, status, code)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Time.UnixNano(), e.Key, e.Workspace, e.User, e.Action, e.Object, e.Status, e.Code)
+		if err != nil {
+			return fmt.Errorf("append to the audit log: %w", err)
+		}
+		if e.ID, err = res.LastInsertId(); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append to the audit log: %w", err)
+	}
+	return nil
 }
 
 // ListAudit returns audit entries, newest first.
