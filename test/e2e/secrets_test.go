@@ -238,6 +238,14 @@ func TestMasterKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The CLI takes a value from standard input, and lists no value.
+	values["FOUR"] = "fourth-value-4444"
+	if _, stderr, code := d.cli(values["FOUR"]+"\n", "secret", "set", "FOUR", "--description", "by the CLI"); code != 0 {
+		t.Fatalf("hutch secret set: %d %s", code, stderr)
+	}
+	if out, _, code := d.cli("", "secret", "ls"); code != 0 || !strings.Contains(out, "FOUR") || !strings.Contains(out, "by the CLI") || strings.Contains(out, "value-") {
+		t.Errorf("hutch secret ls: %d %s", code, out)
+	}
 	keyFile := filepath.Join(d.dataDir, "secrets.key")
 	before, err := os.ReadFile(keyFile)
 	if err != nil {
