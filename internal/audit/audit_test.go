@@ -23,7 +23,7 @@ func TestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	l := New(db, nil)
 	var wg sync.WaitGroup
 	for i := range 20 {

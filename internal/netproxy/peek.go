@@ -68,14 +68,15 @@ func Peek(conn net.Conn, quiet time.Duration) (Sniff, error) {
 		return Sniff{}, err
 	}
 	rec := &recorder{r: io.MultiReader(bytes.NewReader(first), conn)}
+	b := first[0]
 	switch {
-	case first[0] == 0x16: // a TLS handshake record
+	case b == 0x16: // a TLS handshake record
 		name, err := clientHelloName(rec)
 		if err != nil {
 			return Sniff{Protocol: TCP, Head: rec.buf.Bytes()}, nil
 		}
 		return Sniff{Protocol: TLS, Name: name, Head: rec.buf.Bytes()}, nil
-	case first[0] >= 'A' && first[0] <= 'Z': // an HTTP method
+	case b >= 'A' && b <= 'Z': // an HTTP method
 		name, ok := requestHost(rec)
 		if !ok {
 			return Sniff{Protocol: TCP, Head: rec.buf.Bytes()}, nil
@@ -108,6 +109,8 @@ func (rc *recorder) Read(p []byte) (int, error) {
 func clientHelloName(r io.Reader) (string, error) {
 	var name string
 	seen := errors.New("client hello seen")
+	// #nosec G402 -- no TLS is served here: the handshake only reads the
+	// client's hello and stops; the version is the client's business
 	err := tls.Server(readOnlyConn{r}, &tls.Config{
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
 			name = h.ServerName

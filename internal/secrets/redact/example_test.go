@@ -28,8 +28,8 @@ func ExampleStream() {
 func ExampleSet_Writer() {
 	set := redact.NewSet([]redact.Secret{{Name: "TOKEN", Value: "tok-abcdefgh"}})
 	w := set.Writer(os.Stdout)
-	fmt.Fprint(w, "got tok-abc")
-	fmt.Fprint(w, "defgh\n")
+	_, _ = fmt.Fprint(w, "got tok-abc")
+	_, _ = fmt.Fprint(w, "defgh\n")
 	if err := w.Close(); err != nil {
 		fmt.Println(err)
 	}
