@@ -29,7 +29,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 			return nil, err
 		}
 	}
-	release, err := m.admit(ctx, opts)
+	release, err := m.admit(ctx, needOf(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/hutchdev/hutch/internal/workspace"
 )
 
-// Quotas per workspace. A create is admitted against its workspace's
-// quota under a lock of that workspace held until the new sandbox is in
-// the store, so that two creates racing cannot both take the last place.
+// Quotas per workspace. A create, and a resume or start of a sandbox that
+// does not run, is admitted against its workspace's quota under a lock of
+// that workspace held until the sandbox counts (in the store, running or
+// resuming), so that two racing cannot both take the last place.
 // What counts as running is every sandbox that holds its memory and CPUs
 // (running, paused, and on their way in or out); disk counts every
 // sandbox, since a suspended or stopped one keeps its files. Sandbox time
@@ -127,18 +128,32 @@ func (m *Manager) SetQuota(ctx context.Context, ws string, q Quota) error {
 	return nil
 }
 
-// admit checks that a create of opts (with its defaults) fits its
-// workspace's quota, and holds the workspace's lock until release is
-// called, once the sandbox is in the store (or the create failed).
-func (m *Manager) admit(ctx context.Context, opts CreateOptions) (release func(), err error) {
-	w, err := m.store.EnsureWorkspace(ctx, opts.Workspace, m.clock.Now().UTC())
+// need is what a sandbox adds to its workspace's usage when it starts to
+// run: a new one its disk too, a resumed one not (its files were kept).
+type need struct {
+	workspace string
+	memoryMB  int64
+	cpus      float64
+	diskMB    int64
+}
+
+// needOf is what a create of opts (with its defaults) adds.
+func needOf(opts CreateOptions) need {
+	return need{workspace: opts.Workspace, memoryMB: opts.MemoryMB, cpus: opts.CPUs, diskMB: opts.DiskMB}
+}
+
+// admit checks that a sandbox needing n fits its workspace's quota, and
+// holds the workspace's lock until release is called, once the sandbox
+// counts (or its create or resume failed).
+func (m *Manager) admit(ctx context.Context, n need) (release func(), err error) {
+	w, err := m.store.EnsureWorkspace(ctx, n.workspace, m.clock.Now().UTC())
 	if err != nil {
 		return nil, err
 	}
 	if w.Quota == (store.Quota{}) {
 		return func() {}, nil
 	}
-	unlock, err := m.locks.lock(ctx, "quota:"+opts.Workspace)
+	unlock, err := m.locks.lock(ctx, "quota:"+n.workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -147,23 +162,23 @@ func (m *Manager) admit(ctx context.Context, opts CreateOptions) (release func()
 			unlock()
 		}
 	}()
-	u, err := m.Usage(ctx, opts.Workspace)
+	u, err := m.Usage(ctx, n.workspace)
 	if err != nil {
 		return nil, err
 	}
 	q := u.Quota
 	over := func(what string, format string, args ...any) error {
-		return errdefs.ResourceExhausted("workspace %s is at its quota of %s: %s", opts.Workspace, what, fmt.Sprintf(format, args...))
+		return errdefs.ResourceExhausted("workspace %s is at its quota of %s: %s", n.workspace, what, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case q.Sandboxes > 0 && u.Sandboxes+1 > q.Sandboxes:
 		return nil, over("running sandboxes", "%d of %d run; stop, suspend or delete one first", u.Sandboxes, q.Sandboxes)
-	case q.MemoryMB > 0 && u.MemoryMB+opts.MemoryMB > q.MemoryMB:
-		return nil, over("memory", "%d MiB of %d MiB in use, and this sandbox asks for %d MiB", u.MemoryMB, q.MemoryMB, opts.MemoryMB)
-	case q.CPUs > 0 && u.CPUs+opts.CPUs > q.CPUs+1e-9:
-		return nil, over("CPUs", "%g of %g in use, and this sandbox asks for %g", u.CPUs, q.CPUs, opts.CPUs)
-	case q.DiskMB > 0 && u.DiskMB+opts.DiskMB > q.DiskMB:
-		return nil, over("disk", "%d MiB of %d MiB given to its sandboxes, and this sandbox asks for %d MiB", u.DiskMB, q.DiskMB, opts.DiskMB)
+	case q.MemoryMB > 0 && u.MemoryMB+n.memoryMB > q.MemoryMB:
+		return nil, over("memory", "%d MiB of %d MiB in use, and this sandbox asks for %d MiB", u.MemoryMB, q.MemoryMB, n.memoryMB)
+	case q.CPUs > 0 && u.CPUs+n.cpus > q.CPUs+1e-9:
+		return nil, over("CPUs", "%g of %g in use, and this sandbox asks for %g", u.CPUs, q.CPUs, n.cpus)
+	case q.DiskMB > 0 && u.DiskMB+n.diskMB > q.DiskMB:
+		return nil, over("disk", "%d MiB of %d MiB given to its sandboxes, and this sandbox asks for %d MiB", u.DiskMB, q.DiskMB, n.diskMB)
 	case q.SandboxHours > 0 && u.SandboxHours >= q.SandboxHours:
 		return nil, over("sandbox-hours", "%.2f of %g hours used on %s (UTC); it starts again at midnight UTC", u.SandboxHours, q.SandboxHours, u.Day)
 	}

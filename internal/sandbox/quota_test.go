@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 )
 
 // A create past each of a workspace's quotas is refused, saying which
@@ -71,6 +72,20 @@ func TestQuotas(t *testing.T) {
 	second := d.create(t, CreateOptions{Workspace: "suspending"})
 	if _, err := d.m.create(ctx, CreateOptions{Workspace: "suspending", Template: "host"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Errorf("a third create: %v; want resource exhausted", err)
+	}
+	// Its place taken, the suspended one does not run again until one
+	// stops; then it does.
+	if _, err := d.m.Resume(ctx, sb.ID); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "running sandboxes") {
+		t.Errorf("a resume past the quota: %v; want resource exhausted", err)
+	}
+	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != lifecycle.Suspended {
+		t.Errorf("the refused resume's sandbox: %+v, %v; want it suspended still", got, err)
+	}
+	if _, err := d.m.Stop(ctx, second.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.m.Resume(ctx, sb.ID); err != nil || got.State != lifecycle.Running {
+		t.Errorf("a resume with room: %+v, %v", got, err)
 	}
 	for _, id := range []string{sb.ID, second.ID} {
 		if err := d.m.Delete(ctx, id); err != nil {

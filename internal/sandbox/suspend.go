@@ -149,7 +149,15 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.
 	was, why := rec.State, rec.StateReason
-	if err := m.transition(rctx, rec.ID, lifecycle.Resuming, reason, was); err != nil {
+	// It runs again: its workspace's quota must have room (its disk is
+	// counted already).
+	release, err := m.admit(ctx, need{workspace: rec.Workspace, memoryMB: rec.MemoryMB, cpus: rec.CPUs})
+	if err != nil {
+		return nil, err
+	}
+	err = m.transition(rctx, rec.ID, lifecycle.Resuming, reason, was)
+	release()
+	if err != nil {
 		return nil, err
 	}
 	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
