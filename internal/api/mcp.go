@@ -98,7 +98,7 @@ func (a managerSandboxes) RunTool(ctx context.Context, id, name string, args any
 	if err != nil {
 		return nil, err
 	}
-	outcome, err := a.s.tools.RunTool(ctx, id, toolrun.Call{Name: name, Args: raw, Mode: a.mode}, nil)
+	outcome, err := a.s.tools.RunTool(ctx, id, toolrun.Call{Name: name, Args: raw, Mode: a.mode, ForUser: a.c.user}, nil)
 	if err != nil {
 		return nil, asClientError(err)
 	}

@@ -73,7 +73,7 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	call := toolrun.Call{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: mode}
+	call := toolrun.Call{Name: name, Args: args, User: r.URL.Query().Get("user"), Mode: mode, ForUser: callerOf(r.Context()).user}
 	if !acceptsEvents(r) {
 		outcome, err := s.tools.RunTool(r.Context(), r.PathValue("id"), call, nil)
 		if err != nil {

@@ -41,7 +41,7 @@ type runCommandResult struct {
 // What the sandbox's network policy refused while the command ran follows
 // its stderr, a line each, so that a model can ask for the permission it
 // lacks instead of guessing.
-func runCommandTool(ctx context.Context, r *sandbox.Running, raw json.RawMessage, user string, out sandbox.Output) (Outcome, error) {
+func runCommandTool(ctx context.Context, r *sandbox.Running, call Call, out sandbox.Output) (Outcome, error) {
 	var refusals func() []string
 	if log := r.NetworkLog(); log != nil {
 		cursor := log.Last()
@@ -54,8 +54,8 @@ func runCommandTool(ctx context.Context, r *sandbox.Running, raw json.RawMessage
 			return lines
 		}
 	}
-	return commandTool(raw, out, refusals, func(a runCommandArgs, timeout time.Duration, capture sandbox.Output) (sandbox.ExecResult, error) {
-		return r.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"/bin/bash", "-c", a.Command}, Cwd: a.Cwd, User: user, Timeout: timeout}, capture)
+	return commandTool(call.Args, out, refusals, func(a runCommandArgs, timeout time.Duration, capture sandbox.Output) (sandbox.ExecResult, error) {
+		return r.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"/bin/bash", "-c", a.Command}, Cwd: a.Cwd, User: call.User, Timeout: timeout, ForUser: call.ForUser}, capture)
 	})
 }
 

@@ -80,6 +80,9 @@ type Call struct {
 	Name string
 	Args json.RawMessage
 	User string // who it acts as in the sandbox (default: the sandbox user)
+	// ForUser is the product's user it is for: a command it runs gets
+	// that user's personal secrets (default: the sandbox's user).
+	ForUser string
 	// Mode is tools.ModeAll, ModeSelective or ModeOff; "" means the
 	// daemon's (Config.Mode).
 	Mode string
@@ -135,7 +138,7 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 	defer release()
 	switch {
 	case tool.Name == tools.RunCommand:
-		return runCommandTool(ctx, r, call.Args, call.User, out)
+		return runCommandTool(ctx, r, call, out)
 	case tool.Name == tools.DownloadURL:
 		return s.downloadTool(ctx, r, call.Args, call.User)
 	case !tool.InSandbox:

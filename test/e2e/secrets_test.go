@@ -142,6 +142,16 @@ func TestSecrets(t *testing.T) {
 		if got := hashOf(u2); got != sha(wsValue) {
 			t.Errorf("u-2's command got a value of hash %s, want the workspace's (%s)", got, sha(wsValue))
 		}
+		// A tool call's command, too (REST here; MCP goes the same way).
+		for _, c := range []struct {
+			cl   *client.Client
+			want string
+		}{{u1, sha(userValue)}, {u2, sha(wsValue)}} {
+			res, err := c.cl.RunTool(ctx, sb.ID, "sandbox_run_command", map[string]any{"command": `printf %s "$API_TOKEN" | sha256sum`})
+			if err != nil || res.Error != nil || !strings.Contains(string(res.Result), c.want) {
+				t.Errorf("a tool call's command: %+v, %v; want the hash %s", res, err, c.want)
+			}
+		}
 		if list, err := u2.ListSecrets(ctx); err != nil || len(list) != 2 || list[0].Scope != client.ScopeWorkspace || list[1].Scope != client.ScopeWorkspace {
 			t.Errorf("u-2's list of secrets: %+v, %v; want the workspace's two, not u-1's", list, err)
 		}
