@@ -27,8 +27,21 @@ func (a *app) newLsCmd() *cobra.Command {
 				}
 				return a.printJSON(sbs)
 			}
-			t := newTable(a.stdout, "ID", "TEMPLATE", "RUNTIME", "STATE", "AGE")
+			// The daemon's own key lists every workspace's: then each
+			// row says whose.
+			spaces := map[string]bool{}
+			for _, sb := range sbs {
+				spaces[sb.Workspace] = true
+			}
 			now := a.now()
+			if len(spaces) > 1 {
+				t := newTable(a.stdout, "ID", "WORKSPACE", "TEMPLATE", "RUNTIME", "STATE", "AGE")
+				for _, sb := range sbs {
+					t.row(sb.ID, sb.Workspace, sb.Template, sb.Runtime, sb.State, age(now, sb.CreatedAt))
+				}
+				return t.flush()
+			}
+			t := newTable(a.stdout, "ID", "TEMPLATE", "RUNTIME", "STATE", "AGE")
 			for _, sb := range sbs {
 				t.row(sb.ID, sb.Template, sb.Runtime, sb.State, age(now, sb.CreatedAt))
 			}

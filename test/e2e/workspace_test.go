@@ -55,6 +55,10 @@ func TestWorkspaceQuota(t *testing.T) {
 	}
 	// Another workspace is not bound by acme's quota.
 	other := d.create(client.CreateSandboxRequest{})
+	// The daemon's own key lists both, each with its workspace.
+	if out, _, code := d.cli("", "ls"); code != 0 || !strings.Contains(out, "WORKSPACE") || !strings.Contains(out, "acme") || !strings.Contains(out, "default") {
+		t.Errorf("hutch ls by the daemon's own key: %d\n%s", code, out)
+	}
 	for _, id := range []string{sb.ID, other.ID} {
 		if err := d.client.DeleteSandbox(ctx, id); err != nil {
 			t.Fatal(err)
