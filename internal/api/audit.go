@@ -126,6 +126,8 @@ func (s *Server) auditing(w http.ResponseWriter, r *http.Request, pattern string
 		if note.object != "" {
 			e.Object = strings.TrimSpace(note.object + " " + e.Object)
 		}
+		// A path a caller gave may hold a value it should not have.
+		e.Object = s.redactor.Set().String(e.Object)
 		if c.anonymous {
 			e.Key = "(download URL)"
 		}

@@ -191,6 +191,11 @@ func TestSecrets(t *testing.T) {
 		if _, err := u2.Exec(ctx, sb.ID, client.ExecRequest{Command: "true", Cwd: "/nonexistent/" + other}); err == nil || !strings.Contains(err.Error(), "[redacted:DB_PASSWORD]") {
 			t.Errorf("an error naming a secret's value: %v; want it redacted", err)
 		}
+		// A path given in a query (the audit log records it) that holds a
+		// value: it is kept redacted.
+		if _, err := u2.StatFile(ctx, sb.ID, "/tmp/"+other); err == nil {
+			t.Errorf("stat of a file that is not there: no error")
+		}
 		// The audit log names the user a call was for.
 		if entries, err := d.client.ListAudit(ctx, client.AuditFilter{Workspace: "acme", Limit: 200}); err != nil || !auditHas(entries, "u-2", "POST /v1/sandboxes/{id}/exec") || !auditHas(entries, "u-1", "POST /v1/secrets") {
 			t.Errorf("the audit log: %+v, %v", entries, err)
