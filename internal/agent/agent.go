@@ -73,8 +73,8 @@ type Config struct {
 	// Shim is the command line that starts a shim (see Shim). Default:
 	// /proc/self/exe agent shim.
 	Shim []string
-	// KeepAlive is how long a process stream may stay silent before the agent
-	// sends a keepalive event (30s, like envd).
+	// KeepAlive is how long a process or watch stream may stay silent
+	// before the agent sends a keepalive event (30s, like envd).
 	KeepAlive time.Duration
 	// ShutdownTimeout bounds how long shutting down waits for process trees
 	// to die and connections to close (5s).
@@ -318,6 +318,7 @@ func (s *server) shutdown(hs *http.Server) {
 	shut := make(chan error, 1)
 	go func() { shut <- hs.Shutdown(ctx) }()
 	s.direct.setEnabled(false)
+	s.fs.closeWatchers() // polled watchers; streams end with their connections
 	s.shims.close()
 	s.procs.killAll(ctx)
 	s.shims.wait(ctx)

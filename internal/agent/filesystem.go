@@ -21,10 +21,11 @@ import (
 
 // filesystemService implements filesystem.Filesystem. It works as root
 // inside the sandbox; what it creates belongs to the request's user.
-// Watching is not implemented (the embedded handler answers unimplemented).
+// Watching (WatchDir and the polled watchers) is in watch.go.
 type filesystemService struct {
 	filesystemconnect.UnimplementedFilesystemHandler
-	srv *server
+	srv   *server
+	watch watches
 }
 
 var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)

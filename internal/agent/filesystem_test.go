@@ -244,10 +244,10 @@ func TestMoveAndRemove(t *testing.T) {
 			_, err := a.fs.Stat(t.Context(), asUser(connect.NewRequest(&filesystem.StatRequest{Path: "/"}), "mallory"))
 			return err
 		}, code: connect.CodeInvalidArgument, msg: `unknown user "mallory"`},
-		{name: "watch", call: func() error {
-			_, err := a.fs.CreateWatcher(t.Context(), connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/"}))
+		{name: "watch missing", call: func() error {
+			_, err := a.fs.CreateWatcher(t.Context(), connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "missing"}))
 			return err
-		}, code: connect.CodeUnimplemented, msg: "not implemented"},
+		}, code: connect.CodeNotFound, msg: missing + ": no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

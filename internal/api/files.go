@@ -189,3 +189,30 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, entryJSON(e))
 }
+
+// watchFiles follows the changes under a directory as server-sent events
+// named by their op (create, write, remove, rename, chmod; watching once
+// the watch is made, and overflow when events were lost), each with the
+// path: {"path": ..., "op": ...}. It lasts until the client leaves.
+func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
+	path, user := pathQuery(r)
+	recursive := false
+	if v := r.URL.Query().Get("recursive"); v != "" {
+		var err error
+		if recursive, err = strconv.ParseBool(v); err != nil {
+			writeError(w, r, s.log, errdefs.InvalidArgument("recursive must be true or false, got %q", v))
+			return
+		}
+	}
+	sse := &sseWriter{w: w}
+	err := s.files.Watch(r.Context(), r.PathValue("id"), path, user, recursive, func(ev files.WatchEvent) error {
+		return sse.event(ev.Op, client.FileEvent{Path: ev.Path, Op: ev.Op})
+	})
+	if err != nil && !sse.started {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if err != nil && r.Context().Err() == nil {
+		_ = sse.event("error", errorBody{Error: describe(err)})
+	}
+}

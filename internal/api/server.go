@@ -116,6 +116,7 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/sandboxes/{id}/files", s.removeFile},
 		{"GET /v1/sandboxes/{id}/files/stat", s.statFile},
 		{"GET /v1/sandboxes/{id}/files/list", s.listFiles},
+		{"GET /v1/sandboxes/{id}/files/watch", s.watchFiles},
 		{"POST /v1/sandboxes/{id}/files/mkdir", s.makeDir},
 		{"POST /v1/sandboxes/{id}/files/move", s.moveFile},
 		{"POST /v1/sandboxes/{id}/files/upload", s.uploadFiles},

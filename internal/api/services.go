@@ -40,6 +40,7 @@ type Files interface {
 	ListDir(ctx context.Context, id, p, user string, depth int) ([]files.Entry, error)
 	MakeDir(ctx context.Context, id, p, user string) (files.Entry, error)
 	Move(ctx context.Context, id, src, dst, user string) (files.Entry, error)
+	Watch(ctx context.Context, id, p, user string, recursive bool, fn func(files.WatchEvent) error) error
 }
 
 // Tools runs the tool catalogue's calls, and serves the downloads its

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +38,7 @@ func (a *app) newFsCmd() *cobra.Command {
 			"/home/user/workspace.",
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(a.newFsLsCmd(), a.newFsCatCmd(), a.newFsRmCmd(), a.newFsMkdirCmd(), a.newFsMvCmd(), a.newFsUploadCmd())
+	cmd.AddCommand(a.newFsLsCmd(), a.newFsCatCmd(), a.newFsRmCmd(), a.newFsMkdirCmd(), a.newFsMvCmd(), a.newFsUploadCmd(), a.newFsWatchCmd())
 	return cmd
 }
 
@@ -254,5 +255,42 @@ func (a *app) newFsUploadCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	return cmd
+}
+
+func (a *app) newFsWatchCmd() *cobra.Command {
+	var (
+		f         fsFlags
+		recursive bool
+	)
+	cmd := &cobra.Command{
+		Use:   "watch ID [PATH] [-r]",
+		Short: "Print the changes under a directory as they happen (default: the workspace), until interrupted",
+		Args:  rangeArgs(1, 2, "a sandbox ID and an optional path"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "."
+			if len(args) == 2 {
+				p = args[1]
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			return c.WatchFiles(cmd.Context(), args[0], p, recursive, func(ev client.FileEvent) error {
+				if a.jsonOutput() {
+					b, err := json.Marshal(ev)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+					return err
+				}
+				_, err := fmt.Fprintf(a.stdout, "%-8s %s\n", ev.Op, ev.Path)
+				return err
+			}, f.opts()...)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "watch subdirectories too")
 	return cmd
 }
