@@ -91,6 +91,15 @@ func (c *Client) SignalProcess(ctx context.Context, id, name, signal string) err
 	return c.call(ctx, request{method: http.MethodPost, path: processPath(id, name) + "/signal", json: SignalRequest{Signal: signal}}, nil)
 }
 
+// SendProcessInput writes data to the stdin of a background process
+// started with Stdin, then, with close, ends it (the process reads EOF).
+func (c *Client) SendProcessInput(ctx context.Context, id, name string, data []byte, close bool) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodPost, path: processPath(id, name) + "/stdin", json: ProcessInputRequest{DataBase64: data, Close: close}}, nil)
+}
+
 // RestartProcess stops a background process (TERM, then KILL after 5 s) and
 // starts it again with the same command and env.
 func (c *Client) RestartProcess(ctx context.Context, id, name string) (*Process, error) {

@@ -440,6 +440,18 @@ type StartProcessRequest struct {
 	User    string            `json:"user,omitempty"`
 	// Port is the port it listens on, if any.
 	Port int `json:"port,omitempty"`
+	// Stdin keeps its stdin open for input (SendProcessInput); without
+	// it the process reads /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+}
+
+// ProcessInputRequest is the body of POST …/processes/{name}/stdin: Data
+// (text) or DataBase64 (bytes) is written to the process's stdin, then,
+// with Close, its stdin is ended.
+type ProcessInputRequest struct {
+	Data       string `json:"data,omitempty"`
+	DataBase64 []byte `json:"data_base64,omitempty"`
+	Close      bool   `json:"close,omitempty"`
 }
 
 // Process statuses.

@@ -77,6 +77,9 @@ type startRequest struct {
 	tag    *string
 	stdin  bool   // a pipe the command's stdin reads, else /dev/null
 	input  []byte // when not nil, written to that pipe, which is then closed
+	// stdinOpen keeps the pipe open after input, for SendInput and
+	// CloseStdin.
+	stdinOpen bool
 	// timeout, when not 0, ends the command (see command.setTimeout).
 	timeout, grace time.Duration
 	keep           int // bytes of output to keep for Replay
@@ -140,7 +143,10 @@ func (p *processService) start(ctx context.Context, r startRequest, send sendFun
 		c.setTimeout(r.timeout, r.grace)
 	}
 	c.run(stdout, stderr)
-	if r.stdin && r.input != nil {
+	switch {
+	case r.stdin && r.input != nil && r.stdinOpen:
+		go func() { _ = c.writeStdin(context.Background(), r.input) }() // a failed write shows in what the command does
+	case r.stdin && r.input != nil:
 		go c.feedStdin(r.input)
 	}
 	p.srv.log.Debug("started process", logPID, c.pid, logSupervisor, c.tree, logUser, r.acct.Name)

@@ -44,12 +44,13 @@ func (a *agentService) Start(ctx context.Context, req *connect.Request[hutchagen
 	start := startRequest{
 		acct: acct,
 		// envd's shape, which List reports.
-		config:  &process.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: cmd.GetEnv(), Cwd: &cmd.Cwd},
-		stdin:   msg.Stdin != nil,
-		input:   msg.Stdin,
-		timeout: time.Duration(msg.GetTimeoutMs()) * time.Millisecond,
-		grace:   defaultKillGrace,
-		keep:    int(msg.GetKeepOutputBytes()),
+		config:    &process.ProcessConfig{Cmd: argv[0], Args: argv[1:], Envs: cmd.GetEnv(), Cwd: &cmd.Cwd},
+		stdin:     msg.Stdin != nil || msg.GetStdinOpen(),
+		input:     msg.Stdin,
+		stdinOpen: msg.GetStdinOpen(),
+		timeout:   time.Duration(msg.GetTimeoutMs()) * time.Millisecond,
+		grace:     defaultKillGrace,
+		keep:      int(msg.GetKeepOutputBytes()),
 	}
 	if msg.KillGraceMs != nil {
 		start.grace = time.Duration(msg.GetKillGraceMs()) * time.Millisecond

@@ -111,7 +111,7 @@ func (a *testAgent) watchErr(t *testing.T, req *filesystem.WatchDirRequest) erro
 	if err != nil {
 		return err
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	if stream.Receive() {
 		return fmt.Errorf("unexpected %v", stream.Msg())
 	}
@@ -548,7 +548,7 @@ func TestWatchOverflow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	if !stream.Receive() || stream.Msg().GetStart() == nil {
 		t.Fatalf("no start: %v", stream.Err())
 	}
@@ -628,7 +628,7 @@ func TestWatchReleases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer stream.Close()
+			defer func() { _ = stream.Close() }()
 			if !stream.Receive() {
 				t.Fatal(stream.Err())
 			}

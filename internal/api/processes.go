@@ -24,7 +24,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.execs.StartProcess(r.Context(), r.PathValue("id"), exec.ProcessRequest{
 		Name: req.Name, Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User, Port: req.Port,
-		ForUser: callerOf(r.Context()).user,
+		ForUser: callerOf(r.Context()).user, Stdin: req.Stdin,
 	})
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -90,6 +90,33 @@ func (s *Server) signalProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.execs.SignalProcess(r.Context(), r.PathValue("id"), r.PathValue("name"), req.Signal); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// processInput writes to a background process's stdin (data as text, or
+// data_base64), then with close ends it.
+func (s *Server) processInput(w http.ResponseWriter, r *http.Request) {
+	var req client.ProcessInputRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	data := []byte(req.Data)
+	if req.DataBase64 != nil {
+		if req.Data != "" {
+			writeError(w, r, s.log, errdefs.InvalidArgument("give data or data_base64, not both"))
+			return
+		}
+		data = req.DataBase64
+	}
+	if len(data) == 0 && !req.Close {
+		writeError(w, r, s.log, errdefs.InvalidArgument("give data to write, or close"))
+		return
+	}
+	if err := s.execs.ProcessInput(r.Context(), r.PathValue("id"), r.PathValue("name"), data, req.Close); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

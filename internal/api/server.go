@@ -107,6 +107,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/sandboxes/{id}/processes", s.listProcesses},
 		{"GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs},
 		{"POST /v1/sandboxes/{id}/processes/{name}/signal", s.signalProcess},
+		{"POST /v1/sandboxes/{id}/processes/{name}/stdin", s.processInput},
 		{"POST /v1/sandboxes/{id}/processes/{name}/restart", s.restartProcess},
 		{"DELETE /v1/sandboxes/{id}/processes/{name}", s.deleteProcess},
 		{"POST /v1/sandboxes/{id}/exec", s.exec},

@@ -26,6 +26,7 @@ type Execs interface {
 	ListProcesses(ctx context.Context, id string) ([]exec.ProcessInfo, error)
 	ProcessLogs(ctx context.Context, id, name string, follow bool, out sandbox.Output) error
 	SignalProcess(ctx context.Context, id, name, signal string) error
+	ProcessInput(ctx context.Context, id, name string, data []byte, end bool) error
 	RestartProcess(ctx context.Context, id, name string) (exec.ProcessInfo, error)
 	DeleteProcess(ctx context.Context, id, name string) error
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ func (a *app) newProcessCmd() *cobra.Command {
 			"with the same command and env, when the sandbox resumes.",
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(a.newProcessStartCmd(), a.newProcessLsCmd(), a.newProcessLogsCmd(),
+	cmd.AddCommand(a.newProcessStartCmd(), a.newProcessStdinCmd(), a.newProcessLsCmd(), a.newProcessLogsCmd(),
 		a.newProcessKillCmd(), a.newProcessRestartCmd(), a.newProcessRmCmd())
 	return cmd
 }
@@ -31,6 +32,7 @@ func (a *app) newProcessStartCmd() *cobra.Command {
 		name, workdir, user string
 		port                int
 		env                 []string
+		stdin               bool
 	)
 	cmd := &cobra.Command{
 		Use:     "start ID [flags] -- CMD [ARG...]",
@@ -52,7 +54,7 @@ func (a *app) newProcessStartCmd() *cobra.Command {
 				return err
 			}
 			p, err := c.StartProcess(cmd.Context(), args[0], client.StartProcessRequest{
-				Name: name, Cmd: args[1:], Cwd: workdir, Env: envs, User: user, Port: port,
+				Name: name, Cmd: args[1:], Cwd: workdir, Env: envs, User: user, Port: port, Stdin: stdin,
 			})
 			if err != nil {
 				return err
@@ -70,6 +72,43 @@ func (a *app) newProcessStartCmd() *cobra.Command {
 	fl.StringArrayVarP(&env, "env", "e", nil, "environment variable `K=V` (or K, taken from here); repeatable")
 	fl.StringVarP(&workdir, "workdir", "w", "", "working directory (default /home/user/workspace)")
 	fl.StringVar(&user, "user", "", "run as `user` (the default) or root")
+	fl.BoolVar(&stdin, "stdin", false, "keep its stdin open for input (hutch process stdin); else it reads /dev/null")
+	return cmd
+}
+
+func (a *app) newProcessStdinCmd() *cobra.Command {
+	var end bool
+	cmd := &cobra.Command{
+		Use:   "stdin ID NAME [--close] < INPUT",
+		Short: "Write this command's standard input to a background process's stdin (started with --stdin)",
+		Args:  exactArgs(2, "a sandbox ID and a process name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, 64<<10)
+			for {
+				n, rerr := a.stdin.Read(buf)
+				if n > 0 {
+					if err := c.SendProcessInput(cmd.Context(), args[0], args[1], buf[:n], false); err != nil {
+						return err
+					}
+				}
+				if rerr == io.EOF {
+					break
+				}
+				if rerr != nil {
+					return rerr
+				}
+			}
+			if end {
+				return c.SendProcessInput(cmd.Context(), args[0], args[1], nil, true)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&end, "close", false, "then end its stdin: it reads EOF")
 	return cmd
 }
 

@@ -50,6 +50,9 @@ type ProcessRequest struct {
 	// ForUser is the product's user it runs for: whose personal secrets
 	// it gets, at each start ("": the sandbox's user).
 	ForUser string
+	// Stdin keeps its stdin open for ProcessInput (else it reads
+	// /dev/null).
+	Stdin bool
 }
 
 // Process statuses.
@@ -121,7 +124,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	}
 	p := &store.Process{
 		SandboxID: id, Name: req.Name, Argv: argv, Cwd: req.Cwd, User: req.User,
-		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(), ForUser: req.ForUser,
+		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(), ForUser: req.ForUser, Stdin: req.Stdin,
 	}
 	pid, err := r.StartProcess(ctx, p)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
@@ -234,6 +237,40 @@ func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool,
 			return err
 		}
 	}
+}
+
+// ProcessInput writes data to a running background process's stdin, then,
+// with end, ends it (the process reads EOF). A process started without
+// Stdin is a failed precondition; one that does not run, not found.
+func (s *Service) ProcessInput(ctx context.Context, id, name string, data []byte, end bool) error {
+	r, release, p, err := s.process(ctx, id, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if !p.Stdin {
+		return errdefs.FailedPrecondition("process %q of sandbox %s was started without stdin: start it with stdin to give it input", name, id)
+	}
+	tag := agentclient.Tag(sandbox.ProcessTag(p.Name))
+	if len(data) > 0 {
+		if err := r.Agent().Input(ctx, tag, data); err != nil {
+			return r.Err(ctx, notRunning(err, name, id))
+		}
+	}
+	if end {
+		if err := r.Agent().CloseInput(ctx, tag); err != nil {
+			return r.Err(ctx, notRunning(err, name, id))
+		}
+	}
+	return nil
+}
+
+// notRunning says that a process is not running, for an agent's not found.
+func notRunning(err error, name, id string) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return errdefs.NotFound("process %q of sandbox %s does not run", name, id)
+	}
+	return err
 }
 
 // SignalProcess sends a signal to a background process: SIGKILL kills its

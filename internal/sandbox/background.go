@@ -37,7 +37,7 @@ func (m *Manager) startProcess(ctx context.Context, inst *instance, p *store.Pro
 	}
 	cmd := agentclient.Command{
 		Argv: p.Argv, Env: env, Cwd: cwd, User: UserOr(p.User),
-		Tag: ProcessTag(p.Name), KeepOutput: processLogBytes,
+		Tag: ProcessTag(p.Name), KeepOutput: processLogBytes, StdinOpen: p.Stdin,
 	}
 	// Only the start is awaited: leaving the stream does not stop the
 	// process (envd's semantics).

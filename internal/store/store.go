@@ -182,6 +182,8 @@ type Process struct {
 	// ForUser is the product's user it runs for: whose personal secrets
 	// it gets at each start ("": its sandbox's user).
 	ForUser string
+	// Stdin keeps its stdin open for input, at each start.
+	Stdin bool
 	// Running says whether it ran when last seen by a suspend or a start.
 	Running   bool
 	CreatedAt time.Time

@@ -27,6 +27,9 @@ type Command struct {
 	// Stdin is what the command reads on its stdin, then EOF; the agent
 	// writes it beside the command's output. nil gives it /dev/null.
 	Stdin []byte
+	// StdinOpen keeps stdin open after Stdin (a pipe, also when Stdin is
+	// nil): Input writes to it, CloseInput ends it.
+	StdinOpen bool
 	// Tag names the command, unique among the running ones: Signal and
 	// Replay find it by it. "" for none.
 	Tag string
@@ -98,9 +101,10 @@ type Execution struct {
 // running command with the same Tag is AlreadyExists.
 func (c *Client) Start(ctx context.Context, cmd Command) (*Execution, error) {
 	req := &hutchagent.StartRequest{
-		Command: &hutchagent.Command{Argv: cmd.Argv, Env: cmd.Env, Cwd: cmd.Cwd, User: cmd.User},
-		Stdin:   cmd.Stdin,
-		Tag:     cmd.Tag,
+		Command:   &hutchagent.Command{Argv: cmd.Argv, Env: cmd.Env, Cwd: cmd.Cwd, User: cmd.User},
+		Stdin:     cmd.Stdin,
+		Tag:       cmd.Tag,
+		StdinOpen: cmd.StdinOpen,
 	}
 	if cmd.Timeout > 0 {
 		req.TimeoutMs = millis(cmd.Timeout)
@@ -228,6 +232,29 @@ func (c *Client) Signal(ctx context.Context, p Selector, sig syscall.Signal) err
 	}
 	_, err := c.agent.Signal(ctx, connect.NewRequest(req))
 	return err
+}
+
+// Input writes data to the stdin of the running command p names, which
+// was started with StdinOpen (else FailedPrecondition); no such command is
+// NotFound.
+func (c *Client) Input(ctx context.Context, p Selector, data []byte) error {
+	req := &process.SendInputRequest{Process: p.envd(), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: data}}}
+	_, err := c.process.SendInput(ctx, connect.NewRequest(req))
+	return err
+}
+
+// CloseInput ends the stdin of the running command p names: it reads EOF.
+func (c *Client) CloseInput(ctx context.Context, p Selector) error {
+	_, err := c.process.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: p.envd()}))
+	return err
+}
+
+// envd is p as envd's process service names a process.
+func (p Selector) envd() *process.ProcessSelector {
+	if p.Tag != "" {
+		return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: p.Tag}}
+	}
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: p.Pid}}
 }
 
 // Process is a command the agent started that runs.

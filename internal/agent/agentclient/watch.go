@@ -36,7 +36,7 @@ func (c *Client) Watch(ctx context.Context, path, user string, recursive bool, f
 	if err != nil {
 		return err
 	}
-	defer stream.Close()
+	defer func() { _ = stream.Close() }()
 	for stream.Receive() {
 		if stream.Msg().GetStart() != nil {
 			if err := fn(FileEvent{Op: "watching"}); err != nil {

@@ -201,8 +201,12 @@ type StartRequest struct {
 	// the command's latest output, also after it ended, until the tag's next
 	// Start: Replay sends it. These are a background process's logs.
 	KeepOutputBytes uint32 `protobuf:"varint,6,opt,name=keep_output_bytes,json=keepOutputBytes,proto3" json:"keep_output_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// When set, stdin stays open after stdin's bytes (none: nothing is
+	// written first): envd's SendInput and CloseStdin write to it and end
+	// it, by pid or tag.
+	StdinOpen     bool `protobuf:"varint,7,opt,name=stdin_open,json=stdinOpen,proto3" json:"stdin_open,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartRequest) Reset() {
@@ -275,6 +279,13 @@ func (x *StartRequest) GetKeepOutputBytes() uint32 {
 		return x.KeepOutputBytes
 	}
 	return 0
+}
+
+func (x *StartRequest) GetStdinOpen() bool {
+	if x != nil {
+		return x.StdinOpen
+	}
+	return false
 }
 
 type ReplayRequest struct {
@@ -1115,7 +1126,7 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x02\n" +
 	"\fStartRequest\x121\n" +
 	"\acommand\x18\x01 \x01(\v2\x17.hutch.agent.v1.CommandR\acommand\x12\x19\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x88\x01\x01\x12\x10\n" +
@@ -1123,7 +1134,9 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\rR\ttimeoutMs\x12'\n" +
 	"\rkill_grace_ms\x18\x05 \x01(\rH\x01R\vkillGraceMs\x88\x01\x01\x12*\n" +
-	"\x11keep_output_bytes\x18\x06 \x01(\rR\x0fkeepOutputBytesB\b\n" +
+	"\x11keep_output_bytes\x18\x06 \x01(\rR\x0fkeepOutputBytes\x12\x1d\n" +
+	"\n" +
+	"stdin_open\x18\a \x01(\bR\tstdinOpenB\b\n" +
 	"\x06_stdinB\x10\n" +
 	"\x0e_kill_grace_ms\"9\n" +
 	"\rReplayRequest\x12\x10\n" +

@@ -25,6 +25,9 @@ ALTER TABLE sandboxes ADD COLUMN secrets TEXT;
 -- The product's user a background process runs for: whose personal
 -- secrets it gets at each start.
 ALTER TABLE processes ADD COLUMN for_user TEXT NOT NULL DEFAULT '';
+-- Whether a background process's stdin stays open for input (POST
+-- …/processes/{name}/stdin), at each start.
+ALTER TABLE processes ADD COLUMN stdin INTEGER NOT NULL DEFAULT 0;
 -- A key names one sandbox in its workspace: two workspaces may use the
 -- same key.
 DROP INDEX sandboxes_key;

@@ -73,7 +73,9 @@ type FilesystemClient interface {
 	ListDir(context.Context, *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error)
 	// Remove deletes a file or a directory with everything in it.
 	Remove(context.Context, *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error)
-	// Watching is not supported by Hutch yet; these answer unimplemented.
+	// Watching: the agent watches with inotify, within bounds (see
+	// internal/agent/watch.go); an overflow ends the watch with
+	// RESOURCE_EXHAUSTED and a message starting "overflow:".
 	WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest]) (*connect.ServerStreamForClient[filesystem.WatchDirResponse], error)
 	CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error)
 	GetWatcherEvents(context.Context, *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error)
@@ -218,7 +220,9 @@ type FilesystemHandler interface {
 	ListDir(context.Context, *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error)
 	// Remove deletes a file or a directory with everything in it.
 	Remove(context.Context, *connect.Request[filesystem.RemoveRequest]) (*connect.Response[filesystem.RemoveResponse], error)
-	// Watching is not supported by Hutch yet; these answer unimplemented.
+	// Watching: the agent watches with inotify, within bounds (see
+	// internal/agent/watch.go); an overflow ends the watch with
+	// RESOURCE_EXHAUSTED and a message starting "overflow:".
 	WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error
 	CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error)
 	GetWatcherEvents(context.Context, *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error)
