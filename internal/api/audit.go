@@ -103,12 +103,12 @@ func noteObject(r *http.Request, object string) {
 }
 
 // auditing returns w as a recorder whose done records the call, if its
-// route is audited, once the handler has answered; and r, with room for
-// noteObject.
-func (s *Server) auditing(w http.ResponseWriter, r *http.Request, pattern string, c caller) (*recorder, *http.Request) {
+// route is recorded (see audited), once the handler has answered; and r,
+// with room for noteObject.
+func (s *Server) auditing(w http.ResponseWriter, r *http.Request, pattern string, recorded bool, c caller) (*recorder, *http.Request) {
 	rec := &recorder{ResponseWriter: w, redact: s.responseRedaction()}
 	rec.done = rec.end
-	if s.audit == nil || !audited(pattern) {
+	if s.audit == nil || !recorded {
 		return rec, r
 	}
 	note := &auditNote{}

@@ -147,9 +147,10 @@ func (c caller) filter(r *http.Request) string {
 // Every route goes through it (see Handler), and through the audit log.
 func (s *Server) guard(rt route) http.HandlerFunc {
 	namesSandbox := strings.Contains(rt.pattern, "{id}")
+	recorded := audited(rt.pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := callerOf(r.Context())
-		rec, r := s.auditing(w, r, rt.pattern, c)
+		rec, r := s.auditing(w, r, rt.pattern, recorded, c)
 		defer rec.done()
 		if namesSandbox {
 			if err := s.mayReach(r.Context(), c, r.PathValue("id")); err != nil {
@@ -213,18 +214,10 @@ func (c caller) volumeName(name string) (string, error) {
 	return workspace.Volume(name, c.workspace), nil
 }
 
-// volumeShown is the name a caller reads of a stored volume name: plain
-// for its workspace's (the only ones a key sees).
-func (c caller) volumeShown(stored string) string {
-	if name, ws := workspace.Split(stored); ws == c.workspace {
-		return name
-	}
-	return stored
-}
-
-// templateShown is the name a caller reads of a stored template name:
-// plain for its workspace's and shared ones (the only ones a key sees).
-func (c caller) templateShown(stored string) string {
+// shown is the name a caller reads of a stored volume or template name:
+// plain for its workspace's and unqualified ones (the only ones a key
+// sees), qualified for the others the administrator sees.
+func (c caller) shown(stored string) string {
 	if name, ws := workspace.Split(stored); ws == c.workspace {
 		return name
 	}

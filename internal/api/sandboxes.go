@@ -24,12 +24,12 @@ func sandboxJSON(c caller, sb *sandbox.Sandbox) client.Sandbox {
 	}
 	var vols []client.VolumeMount
 	for _, v := range sb.Volumes {
-		v.Name = c.volumeShown(v.Name)
+		v.Name = c.shown(v.Name)
 		vols = append(vols, client.VolumeMount(v))
 	}
 	return client.Sandbox{
 		ID: sb.ID, Workspace: sb.Workspace, User: sb.User, Secrets: sb.Secrets,
-		Template: c.templateShown(sb.Template), Runtime: sb.Runtime, State: string(sb.State),
+		Template: c.shown(sb.Template), Runtime: sb.Runtime, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
@@ -95,9 +95,6 @@ func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest)
 	if snapshot != "" {
 		if snapshot, err = s.templateRef(r.Context(), c, snapshot); err != nil {
 			return sandbox.CreateOptions{}, err
-		}
-		if req.Template == req.FromSnapshot {
-			tmpl = snapshot
 		}
 	}
 	return sandbox.CreateOptions{
@@ -288,7 +285,7 @@ func volumeJSON(c caller, v volume.Info) client.Volume {
 	if users == nil {
 		users = []string{}
 	}
-	return client.Volume{Name: c.volumeShown(v.Name), CreatedAt: v.CreatedAt, Sandboxes: users}
+	return client.Volume{Name: c.shown(v.Name), CreatedAt: v.CreatedAt, Sandboxes: users}
 }
 
 func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {

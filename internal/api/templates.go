@@ -59,10 +59,10 @@ func (s *Server) templateOwned(ctx context.Context, c caller, name string) (stri
 func templateJSON(c caller, t templates.Info) client.Template {
 	parent, version, _ := strings.Cut(t.Parent, "@")
 	if parent != "" {
-		parent = c.templateShown(parent) + "@" + version
+		parent = c.shown(parent) + "@" + version
 	}
 	return client.Template{
-		Name: c.templateShown(t.Name), Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: parent, Steps: t.Steps, Env: t.Env,
+		Name: c.shown(t.Name), Version: t.Version, Source: t.Source, Created: t.Created, Packages: t.Packages, NpmPackages: t.NpmPackages, Image: t.Image, Digest: t.Digest, Parent: parent, Steps: t.Steps, Env: t.Env,
 		Sandbox: t.Sandbox, MemoryRuntime: t.MemoryRuntime, Suite: t.Suite, Mirror: t.Mirror, SizeBytes: t.SizeBytes, Sandboxes: t.Sandboxes,
 	}
 }

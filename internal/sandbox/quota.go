@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -146,7 +147,10 @@ func needOf(opts CreateOptions) need {
 // holds the workspace's lock until release is called, once the sandbox
 // counts (or its create or resume failed).
 func (m *Manager) admit(ctx context.Context, n need) (release func(), err error) {
-	w, err := m.store.EnsureWorkspace(ctx, n.workspace, m.clock.Now().UTC())
+	w, err := m.store.GetWorkspace(ctx, n.workspace)
+	if errors.Is(err, errdefs.ErrNotFound) { // its first sandbox: a write only then
+		w, err = m.store.EnsureWorkspace(ctx, n.workspace, m.clock.Now().UTC())
+	}
 	if err != nil {
 		return nil, err
 	}
