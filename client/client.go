@@ -217,17 +217,8 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		accept = "application/json"
 	}
 	req.Header.Set("Accept", accept)
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
-	}
-	if c.userAgent != "" {
-		req.Header.Set("User-Agent", c.userAgent)
-	}
-	if c.user != "" {
-		req.Header.Set("Hutch-User", c.user)
-	}
-	if c.workspace != "" {
-		req.Header.Set("Hutch-Workspace", c.workspace)
+	for k, v := range c.headers() {
+		req.Header[k] = v
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -241,6 +232,24 @@ func (c *Client) do(ctx context.Context, r request) (*http.Response, error) {
 		return nil, decodeError(resp)
 	}
 	return resp, nil
+}
+
+// headers are what every request carries: the key, and who it is for.
+func (c *Client) headers() http.Header {
+	h := http.Header{}
+	if c.apiKey != "" {
+		h.Set("Authorization", "Bearer "+c.apiKey)
+	}
+	if c.userAgent != "" {
+		h.Set("User-Agent", c.userAgent)
+	}
+	if c.user != "" {
+		h.Set("Hutch-User", c.user)
+	}
+	if c.workspace != "" {
+		h.Set("Hutch-Workspace", c.workspace)
+	}
+	return h
 }
 
 // call sends r and decodes a JSON response into out (unless out is nil).

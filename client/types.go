@@ -261,8 +261,13 @@ type CodeRequest struct {
 	// Cwd defaults to /home/user/workspace.
 	Cwd string            `json:"cwd,omitempty"`
 	Env map[string]string `json:"env,omitempty"`
-	// TimeoutS defaults to 180; at most 1800.
+	// TimeoutS defaults to 180; at most 1800. In a context the code is
+	// interrupted at it (default 300), and the context kept.
 	TimeoutS int64 `json:"timeout_s,omitempty"`
+	// ContextID runs the code in a code context (CreateContext), where
+	// state persists between calls; Language, Cwd and Env are then the
+	// context's. The answer is a CodeExecution (RunInContext).
+	ContextID string `json:"context_id,omitempty"`
 }
 
 // Values of ExecResult.KilledBy and ExecExit.KilledBy.
@@ -527,6 +532,16 @@ type ToolResult struct {
 	// what made it risky.
 	RanOn string `json:"ran_on,omitempty"`
 	Why   string `json:"why,omitempty"`
+	// Images are pictures the call made (sandbox_run_code's charts),
+	// apart from Result, so that they reach a model as images.
+	Images []ToolImage `json:"images,omitempty"`
+}
+
+// ToolImage is a picture a tool call made.
+type ToolImage struct {
+	MIMEType string `json:"mime_type"`
+	// Data is the image's bytes (base64 in JSON).
+	Data []byte `json:"data"`
 }
 
 // ToolFailure is a tool's failure, with a kind a model can act on:

@@ -115,14 +115,15 @@ func (c Config) withDefaults() Config {
 
 // server holds what the services share.
 type server struct {
-	cfg     Config
-	log     *slog.Logger
-	reaper  *reaper
-	direct  *directSlot
-	shims   *shimPool
-	baseEnv []string // the agent's environment minus HUTCH_AGENT_*
-	procs   *processService
-	fs      *filesystemService
+	cfg      Config
+	log      *slog.Logger
+	reaper   *reaper
+	direct   *directSlot
+	shims    *shimPool
+	baseEnv  []string // the agent's environment minus HUTCH_AGENT_*
+	procs    *processService
+	fs       *filesystemService
+	contexts *contexts
 }
 
 func newServer(cfg Config) *server {
@@ -140,6 +141,7 @@ func newServer(cfg Config) *server {
 	s.shims = newShimPool(s)
 	s.procs = newProcessService(s)
 	s.fs = &filesystemService{srv: s}
+	s.contexts = newContexts(s)
 	return s
 }
 
@@ -319,6 +321,7 @@ func (s *server) shutdown(hs *http.Server) {
 	go func() { shut <- hs.Shutdown(ctx) }()
 	s.direct.setEnabled(false)
 	s.fs.closeWatchers() // polled watchers; streams end with their connections
+	s.contexts.closeAll()
 	s.shims.close()
 	s.procs.killAll(ctx)
 	s.shims.wait(ctx)

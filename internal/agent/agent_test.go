@@ -369,10 +369,6 @@ func pidSelector(pid uint32) *process.ProcessSelector {
 	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
 }
 
-func tagSelector(tag string) *process.ProcessSelector {
-	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}
-}
-
 func (a *testAgent) kill(t testing.TB, sel *process.ProcessSelector) {
 	t.Helper()
 	_, err := a.process.SendSignal(context.WithoutCancel(t.Context()), connect.NewRequest(&process.SendSignalRequest{

@@ -88,8 +88,11 @@ type command struct {
 	gone   chan struct{} // closed when every process of the command is gone
 
 	stdinMu     sync.Mutex // serialises writes
-	stdin       *os.File   // nil when started without stdin
+	stdin       *os.File   // nil when started without stdin; the terminal's master with one
 	stdinClosed atomic.Bool
+	// pty is the master of the command's terminal, nil without one: its
+	// size is set through it (Update). Its output is read from it too.
+	pty *os.File
 
 	mu       sync.Mutex
 	state    commandState
@@ -113,76 +116,138 @@ type spawnSpec struct {
 	acct  account
 	cmd   string
 	args  []string
+	argv0 string // when not "", argv[0] instead of cmd (a login shell's "-sh")
 	dir   string
 	env   []string
 	stdin bool
-	keep  int // bytes of output to keep for replay (see output)
+	// tty, when not nil, gives the command a new terminal of this size as
+	// its stdin, stdout and stderr (stdin is then always open).
+	tty  *unix.Winsize
+	keep int // bytes of output to keep for replay (see output)
+}
+
+// stdio is a new command's standard streams: the ends it gets, and the
+// agent's.
+type stdio struct {
+	theirs  [3]*os.File
+	stdin   *os.File // nil: none
+	outputs []*outputPipe
+	pty     *os.File // the terminal's master, with a terminal
+}
+
+// pipes makes the streams of a command without a terminal: a pipe for
+// stdout and one for stderr, and one for stdin, else /dev/null.
+func pipes(withStdin bool) (s stdio, err error) {
+	var stdinR *os.File
+	if withStdin {
+		stdinR, s.stdin, err = os.Pipe()
+	} else {
+		stdinR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
+	}
+	stdoutR, stdoutW, err1 := os.Pipe()
+	stderrR, stderrW, err2 := os.Pipe()
+	s.theirs = [3]*os.File{stdinR, stdoutW, stderrW}
+	s.outputs = []*outputPipe{newOutputPipe(stdoutR, outStdout), newOutputPipe(stderrR, outStderr)}
+	if err := errors.Join(err1, err2); err != nil {
+		s.close()
+		return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
+	}
+	return s, nil
+}
+
+// closeTheirs closes the command's ends, once it (or its shim) has its
+// copies.
+func (s *stdio) closeTheirs() {
+	for _, f := range s.theirs {
+		if f != nil {
+			_ = f.Close() // a terminal is there thrice: closed already
+		}
+	}
+}
+
+// close closes every end, when the command did not start.
+func (s *stdio) close() {
+	s.closeTheirs()
+	for _, p := range s.outputs {
+		if p.f != nil {
+			_ = p.f.Close()
+		}
+	}
+	if s.stdin != nil {
+		_ = s.stdin.Close()
+	}
 }
 
 // spawn starts a command, in the direct slot when it is free, else under a
 // shim. On success the command is running and its output is not being read
 // yet: the caller subscribes first, then calls run.
-func (p *processService) spawn(spec spawnSpec) (c *command, stdout, stderr *os.File, err error) {
-	var stdinR, stdinW *os.File
-	if spec.stdin {
-		stdinR, stdinW, err = os.Pipe()
+func (p *processService) spawn(spec spawnSpec) (c *command, outputs []*outputPipe, err error) {
+	var std stdio
+	if spec.tty != nil {
+		std, err = openTerminal(*spec.tty, spec.acct)
 	} else {
-		stdinR, err = os.Open(os.DevNull)
+		std, err = pipes(spec.stdin)
 	}
 	if err != nil {
-		return nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
+		return nil, nil, err
 	}
-	stdoutR, stdoutW, err1 := os.Pipe()
-	stderrR, stderrW, err2 := os.Pipe()
-	// The parent's ends, closed on failure; the command's ends, closed
-	// always once the command (or its shim) has its copies.
-	ours := []*os.File{stdinW, stdoutR, stderrR}
-	theirs := []*os.File{stdinR, stdoutW, stderrW}
 	defer func() {
-		for _, f := range theirs {
-			_ = f.Close()
-		}
 		if err != nil {
-			for _, f := range ours {
-				_ = f.Close()
-			}
+			std.close()
+		} else {
+			std.closeTheirs()
 		}
 	}()
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
-	}
 
-	req := shimRequest{UID: spec.acct.UID, GID: spec.acct.GID, Dir: spec.dir, Argv: append([]string{spec.cmd}, spec.args...), Env: spec.env}
-	stdio := [3]*os.File{stdinR, stdoutW, stderrW}
-	tree, pid, err := p.srv.direct.run(req, stdio)
+	req := shimRequest{UID: spec.acct.UID, GID: spec.acct.GID, Dir: spec.dir, Argv: append([]string{spec.cmd}, spec.args...), Env: spec.env, TTY: spec.tty != nil}
+	if spec.argv0 != "" {
+		req.Argv[0], req.Path = spec.argv0, spec.cmd
+	}
+	tree, pid, err := p.srv.direct.run(req, std.theirs)
 	if tree == nil && err == nil { // the slot is busy
-		tree, pid, err = p.srv.shims.run(req, stdio)
+		tree, pid, err = p.srv.shims.run(req, std.theirs)
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	c = &command{svc: p, pid: pid, tree: tree, stdin: stdinW, out: newOutput(spec.keep), gone: make(chan struct{})}
-	return c, stdoutR, stderrR, nil
+	c = &command{svc: p, pid: pid, tree: tree, stdin: std.stdin, pty: std.pty, out: newOutput(spec.keep), gone: make(chan struct{})}
+	return c, std.outputs, nil
 }
 
 // run starts reading the command's output and following its tree.
-func (c *command) run(stdout, stderr *os.File) {
-	out := &outputPipe{f: stdout, done: make(chan struct{})}
-	errs := &outputPipe{f: stderr, stderr: true, done: make(chan struct{})}
-	go c.pump(out)
-	go c.pump(errs)
-	go c.supervise(out, errs)
+func (c *command) run(outputs []*outputPipe) {
+	for _, p := range outputs {
+		go c.pump(p)
+	}
+	go c.supervise(outputs)
 }
 
-// outputPipe is the read end of a command's stdout or stderr, and how far
-// its reader (pump) is.
+// outputKind says which of envd's DataEvent fields a command's output
+// goes in.
+type outputKind int
+
+const (
+	outStdout outputKind = iota
+	outStderr
+	outPty // a terminal's: stdout and stderr as the terminal shows them
+)
+
+// outputPipe is the agent's reading end of a command's stdout or stderr,
+// or of its terminal, and how far its reader (pump) is.
 type outputPipe struct {
-	f      *os.File
-	stderr bool
+	f    *os.File
+	kind outputKind
 	// done is closed at EOF; busy is set while read data is being
 	// published.
 	done chan struct{}
 	busy atomic.Bool
+}
+
+func newOutputPipe(f *os.File, kind outputKind) *outputPipe {
+	return &outputPipe{f: f, kind: kind, done: make(chan struct{})}
 }
 
 // drained reports whether everything written to the pipe so far has been
@@ -208,26 +273,20 @@ func (p *outputPipe) drained() bool {
 	return pending == 0 && !p.busy.Load()
 }
 
-// pump reads one output pipe until EOF, publishing what it reads.
+// pump reads one output pipe until EOF, publishing what it reads. A
+// terminal's master reads EIO, not EOF, once no process holds the
+// terminal open: it ends the output alike.
 func (c *command) pump(p *outputPipe) {
 	defer close(p.done)
 	defer p.f.Close()
-	f, stderr := p.f, p.stderr
 	buf := make([]byte, readChunk)
 	for {
-		n, err := f.Read(buf)
+		n, err := p.f.Read(buf)
 		// From here until it is published, what was read is in neither
 		// the pipe nor the output (see drained).
 		p.busy.Store(true)
 		if n > 0 {
-			data := bytes.Clone(buf[:n])
-			var ev process.ProcessEvent_DataEvent
-			if stderr {
-				ev.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: data}
-			} else {
-				ev.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: data}
-			}
-			c.out.publish(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: &ev}})
+			c.out.publish(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: dataEvent(p.kind, bytes.Clone(buf[:n]))}})
 		}
 		p.busy.Store(false)
 		if err != nil {
@@ -236,9 +295,20 @@ func (c *command) pump(p *outputPipe) {
 	}
 }
 
+func dataEvent(kind outputKind, data []byte) *process.ProcessEvent_DataEvent {
+	switch kind {
+	case outStderr:
+		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: data}}
+	case outPty:
+		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Pty{Pty: data}}
+	default:
+		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: data}}
+	}
+}
+
 // supervise ends the output when the main command exits and drops the
 // command when its whole tree is gone.
-func (c *command) supervise(stdout, stderr *outputPipe) {
+func (c *command) supervise(outputs []*outputPipe) {
 	ws, ok, gone := c.tree.waitExit()
 	c.mu.Lock()
 	c.state = stateLingering // no more signals to its pid
@@ -257,7 +327,7 @@ func (c *command) supervise(stdout, stderr *outputPipe) {
 			c.mu.Unlock()
 		}
 	}
-	c.mainExited(end, gone, stdout, stderr)
+	c.mainExited(end, gone, outputs...)
 	if !gone {
 		c.tree.waitGone()
 		c.treeDone()
@@ -463,6 +533,8 @@ func (c *command) writeStdin(ctx context.Context, data []byte) error {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("stdin of process %d is closed", c.pid))
 	case errors.Is(err, syscall.EPIPE):
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d does not read its stdin any more", c.pid))
+	case errors.Is(err, syscall.EIO): // a terminal nothing holds open any more
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("the terminal of process %d is closed", c.pid))
 	default:
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("write stdin of process %d: %w", c.pid, err))
 	}

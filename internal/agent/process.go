@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
@@ -45,14 +48,13 @@ func newProcessService(srv *server) *processService {
 	return &processService{srv: srv, cmds: map[*command]struct{}{}, starting: map[string]struct{}{}, kept: map[string]*command{}}
 }
 
+// Start starts a command as envd does. With pty, the command gets a new
+// terminal of that size (see openTerminal), and TERM is xterm-256color
+// unless its envs say otherwise. Hutch adds one thing envd refuses: with
+// no cmd, the command is the user's login shell, started as a login shell
+// (argv[0] "-bash") when it has no args either, else given them (-c CMD).
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	msg := req.Msg
-	if msg.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
-	}
-	if msg.GetProcess().GetCmd() == "" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
-	}
 	acct, err := p.srv.requestUser(req.Header(), "")
 	if err != nil {
 		return err
@@ -63,6 +65,11 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		tag:    msg.Tag,
 		stdin:  msg.Stdin == nil || *msg.Stdin,
 		grace:  defaultKillGrace,
+	}
+	if msg.Pty != nil {
+		if start.tty, err = terminalSize(msg.GetPty().GetSize()); err != nil {
+			return err
+		}
 	}
 	return p.start(ctx, start, func(_ *command, ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
@@ -75,8 +82,9 @@ type startRequest struct {
 	acct   account
 	config *process.ProcessConfig // cwd relative to acct's home; what List reports
 	tag    *string
-	stdin  bool   // a pipe the command's stdin reads, else /dev/null
-	input  []byte // when not nil, written to that pipe, which is then closed
+	stdin  bool          // a pipe the command's stdin reads, else /dev/null
+	tty    *unix.Winsize // a terminal of this size for its stdio instead (see openTerminal)
+	input  []byte        // when not nil, written to that pipe, which is then closed
 	// stdinOpen keeps the pipe open after input, for SendInput and
 	// CloseStdin.
 	stdinOpen bool
@@ -95,6 +103,15 @@ func (p *processService) start(ctx context.Context, r startRequest, send sendFun
 	pc := r.config
 	if err := checkEnv(pc.GetEnvs()); err != nil {
 		return err
+	}
+	pc, argv0 := withLoginShell(pc, r.acct)
+	envs := pc.GetEnvs()
+	if _, ok := envs["TERM"]; r.tty != nil && !ok {
+		envs = maps.Clone(envs)
+		if envs == nil {
+			envs = map[string]string{}
+		}
+		envs["TERM"] = defaultTerm
 	}
 	if r.keep < 0 || r.keep > maxKeepOutput {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the output kept must be a byte count up to %d, got %d", maxKeepOutput, r.keep))
@@ -118,13 +135,15 @@ func (p *processService) start(ctx context.Context, r startRequest, send sendFun
 			return err
 		}
 	}
-	c, stdout, stderr, err := p.spawn(spawnSpec{
+	c, outputs, err := p.spawn(spawnSpec{
 		acct:  r.acct,
 		cmd:   pc.GetCmd(),
 		args:  pc.GetArgs(),
+		argv0: argv0,
 		dir:   dir,
-		env:   p.srv.processEnv(r.acct, pc.GetEnvs()),
+		env:   p.srv.processEnv(r.acct, envs),
 		stdin: r.stdin,
+		tty:   r.tty,
 		keep:  r.keep,
 	})
 	if err != nil {
@@ -142,7 +161,7 @@ func (p *processService) start(ctx context.Context, r startRequest, send sendFun
 	if r.timeout > 0 {
 		c.setTimeout(r.timeout, r.grace)
 	}
-	c.run(stdout, stderr)
+	c.run(outputs)
 	switch {
 	case r.stdin && r.input != nil && r.stdinOpen:
 		go func() { _ = c.writeStdin(context.Background(), r.input) }() // a failed write shows in what the command does
@@ -242,8 +261,23 @@ func (p *processService) List(_ context.Context, _ *connect.Request[process.List
 	return connect.NewResponse(&process.ListResponse{Processes: infos}), nil
 }
 
-func (p *processService) Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
+// Update sets the size of a running command's terminal.
+func (p *processService) Update(_ context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
+	if req.Msg.GetPty().GetSize() == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("an update gives the terminal's new size (pty.size)"))
+	}
+	size, err := terminalSize(req.Msg.GetPty().GetSize())
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.find(req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if err := c.resize(size); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&process.UpdateResponse{}), nil
 }
 
 func (p *processService) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
@@ -279,17 +313,6 @@ func (p *processService) StreamInput(ctx context.Context, stream *connect.Client
 		return nil, err
 	}
 	return connect.NewResponse(&process.StreamInputResponse{}), nil
-}
-
-func writeInput(ctx context.Context, c *command, in *process.ProcessInput) error {
-	switch v := in.GetInput().(type) {
-	case *process.ProcessInput_Stdin:
-		return c.writeStdin(ctx, v.Stdin)
-	case *process.ProcessInput_Pty:
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported yet"))
-	default:
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("input is empty"))
-	}
 }
 
 func (p *processService) CloseStdin(_ context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
@@ -483,6 +506,20 @@ func (p *processService) killAll(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// withLoginShell is pc with the user's login shell for its cmd when it
+// names none, and argv[0] for a login shell ("-sh") when it has no args
+// either.
+func withLoginShell(pc *process.ProcessConfig, acct account) (_ *process.ProcessConfig, argv0 string) {
+	if pc.GetCmd() != "" {
+		return pc, ""
+	}
+	shell := acct.loginShell()
+	if len(pc.GetArgs()) == 0 {
+		argv0 = "-" + filepath.Base(shell)
+	}
+	return &process.ProcessConfig{Cmd: shell, Args: pc.GetArgs(), Envs: pc.GetEnvs(), Cwd: pc.Cwd}, argv0
 }
 
 func checkEnv(envs map[string]string) error {

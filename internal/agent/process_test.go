@@ -103,12 +103,10 @@ func TestStartErrors(t *testing.T) {
 		code    connect.Code
 		message string
 	}{
-		{name: "no command", req: connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{}}), code: connect.CodeInvalidArgument, message: "process.cmd is required"},
 		{name: "command not found", req: connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "no-such-command"}}), code: connect.CodeInvalidArgument, message: "executable file not found"},
 		{name: "unknown user", req: asUser(sh("true"), "nobody-here"), code: connect.CodeInvalidArgument, message: `unknown user "nobody-here"`},
 		{name: "missing cwd", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Process.Cwd = &missing; return r }(), code: connect.CodeInvalidArgument, message: "working directory " + filepath.Join(a.home, "missing") + ": no such file or directory"},
 		{name: "cwd is a file", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Process.Cwd = &file; return r }(), code: connect.CodeInvalidArgument, message: "is not a directory"},
-		{name: "pty", req: func() *connect.Request[process.StartRequest] { r := sh("true"); r.Msg.Pty = &process.PTY{}; return r }(), code: connect.CodeUnimplemented, message: "pty is not supported yet"},
 		{name: "bad env", req: func() *connect.Request[process.StartRequest] {
 			r := sh("true")
 			r.Msg.Process.Envs = map[string]string{"A=B": "c"}
@@ -473,14 +471,6 @@ func TestKeepAlive(t *testing.T) {
 	res := a.run(t, sh("sleep 0.3; echo hi"))
 	if res.keepalives < 3 || res.stdout.String() != "hi\n" {
 		t.Errorf("%d keepalives, stdout %q", res.keepalives, res.stdout.String())
-	}
-}
-
-func TestUnimplemented(t *testing.T) {
-	a := startAgent(t)
-	_, err := a.process.Update(t.Context(), connect.NewRequest(&process.UpdateRequest{Process: pidSelector(1)}))
-	if connect.CodeOf(err) != connect.CodeUnimplemented {
-		t.Errorf("Update: %v", err)
 	}
 }
 

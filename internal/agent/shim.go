@@ -30,7 +30,8 @@ import (
 // makes itself a child subreaper, then serves requests one at a time: it
 // starts the requested command with the requested uid and gid (no
 // supplementary groups), working directory, environment and stdio, in a
-// process group of its own; reaps every process re-parented to it until none
+// process group of its own (a session of its own when its stdio is a
+// terminal); reaps every process re-parented to it until none
 // is left (the command and all it left behind); reports that it is idle and
 // waits for the next request. EOF on fd 3 while idle makes it exit 0.
 //
@@ -180,6 +181,15 @@ type shimRequest struct {
 	Dir  string   `json:"dir"`
 	Argv []string `json:"argv"`
 	Env  []string `json:"env"`
+	// Path is the program to run when Argv[0] does not name it: a login
+	// shell's Argv[0] is "-bash".
+	Path string `json:"path,omitempty"`
+	// TTY says the command's stdio is a terminal: it gets a session of
+	// its own with that terminal as its controlling terminal, so that
+	// job control, ^C and SIGWINCH reach it, rather than a process group
+	// of its own. Either way its pid is its group's (a session leader
+	// leads its group).
+	TTY bool `json:"tty,omitempty"`
 }
 
 // maxShimRequest bounds a request (argv and environment).
@@ -277,21 +287,28 @@ func readShimRequest(fd int) (req shimRequest, stdio []int, err error) {
 // the shim's syscall.ForkExec, or the agent's reaper for its direct slot, so
 // that both start commands alike.
 func (r shimRequest) start(stdio []int, forkExec func(string, []string, *syscall.ProcAttr) (int, error)) (int, error) {
-	path, err := lookPath(r.Argv[0], r.Env)
+	name := r.Argv[0]
+	if r.Path != "" {
+		name = r.Path
+	}
+	path, err := lookPath(name, r.Env)
 	if err != nil {
 		return 0, err
+	}
+	sys := &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: r.UID, Gid: r.GID, Groups: []uint32{}},
+		Setpgid:    !r.TTY,
+		// Ctty is a descriptor of the child's: its stdin, the terminal.
+		Setsid: r.TTY, Setctty: r.TTY, Ctty: 0,
 	}
 	pid, err := forkExec(path, r.Argv, &syscall.ProcAttr{
 		Dir:   r.Dir,
 		Env:   r.Env,
 		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
-		Sys: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: r.UID, Gid: r.GID, Groups: []uint32{}},
-			Setpgid:    true,
-		},
+		Sys:   sys,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("start %s as uid %d in %s: %w", r.Argv[0], r.UID, r.Dir, err)
+		return 0, fmt.Errorf("start %s as uid %d in %s: %w", name, r.UID, r.Dir, err)
 	}
 	return pid, nil
 }

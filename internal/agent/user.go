@@ -22,6 +22,8 @@ type account struct {
 	UID  uint32
 	GID  uint32
 	Home string
+	// Shell is the login shell; "" when passwd names none (see loginShell).
+	Shell string
 }
 
 // requestUser returns the account a request acts as: the username override
@@ -80,9 +82,22 @@ func lookupAccount(passwdFile, name string) (account, error) {
 		if home == "" {
 			home = "/"
 		}
-		return account{Name: name, UID: uint32(uid), GID: uint32(gid), Home: filepath.Clean(home)}, nil
+		acct := account{Name: name, UID: uint32(uid), GID: uint32(gid), Home: filepath.Clean(home)}
+		if len(f) > 6 {
+			acct.Shell = f[6]
+		}
+		return acct, nil
 	}
 	return account{}, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unknown user %q", name))
+}
+
+// loginShell is the account's login shell, /bin/sh when passwd names
+// none, as login(1) does.
+func (a account) loginShell() string {
+	if a.Shell == "" {
+		return "/bin/sh"
+	}
+	return a.Shell
 }
 
 // idNames maps user and group IDs to names for EntryInfo.owner and .group.

@@ -23,13 +23,15 @@ type AuditLog interface {
 }
 
 // audited says whether a call of route pattern (method and path) is
-// recorded: every change, and reads of files and of secrets.
+// recorded: every change, reads of files and of secrets, and terminal
+// sessions (a GET, whose typing may change anything).
 func audited(pattern string) bool {
 	method, p, _ := strings.Cut(pattern, " ")
 	if method != http.MethodGet {
 		return true
 	}
-	return strings.Contains(p, "/files") || strings.HasPrefix(p, "/v1/downloads/") || strings.HasPrefix(p, "/v1/secrets")
+	return strings.Contains(p, "/files") || strings.HasPrefix(p, "/v1/downloads/") || strings.HasPrefix(p, "/v1/secrets") ||
+		strings.HasSuffix(p, "/pty")
 }
 
 // recorder is a ResponseWriter that keeps the answer's status and error

@@ -47,6 +47,10 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if req.ContextID != "" {
+		s.runInContext(w, r, req)
+		return
+	}
 	creq := exec.CodeRequest{
 		Language: req.Language, Code: req.Code, Cwd: req.Cwd, Env: req.Env,
 		Timeout: time.Duration(req.TimeoutS) * time.Second, ForUser: callerOf(r.Context()).user,

@@ -77,6 +77,8 @@ func TestWorkspacesIsolated(t *testing.T) {
 		switch {
 		case strings.Contains(path, "/processes/{name}"):
 			path = strings.Replace(path, "{name}", "proc-a7", 1)
+		case strings.Contains(path, "/contexts/{context}"):
+			path = strings.Replace(path, "{context}", "ctx-a7", 1)
 		case strings.Contains(path, "/tools/{name}"):
 			path = strings.Replace(path, "{name}", "sandbox_read_file", 1)
 		case strings.HasPrefix(path, "/v1/volumes/"):

@@ -28,7 +28,13 @@ type Execs interface {
 	SignalProcess(ctx context.Context, id, name, signal string) error
 	ProcessInput(ctx context.Context, id, name string, data []byte, end bool) error
 	RestartProcess(ctx context.Context, id, name string) (exec.ProcessInfo, error)
+	CreateContext(ctx context.Context, id string, req exec.ContextRequest) (exec.Context, error)
+	Contexts(ctx context.Context, id string) ([]exec.Context, error)
+	RestartContext(ctx context.Context, id, contextID string) (exec.Context, error)
+	DeleteContext(ctx context.Context, id, contextID string) error
+	RunInContext(ctx context.Context, id string, req exec.ContextCode, fn func(exec.CodeEvent) error) (exec.CodeEnd, error)
 	DeleteProcess(ctx context.Context, id, name string) error
+	OpenTerminal(ctx context.Context, id string, req exec.TerminalRequest) (*exec.Terminal, error)
 }
 
 // Files reads and changes sandboxes' files, through their agents.
@@ -49,6 +55,8 @@ type Files interface {
 type Tools interface {
 	RunTool(ctx context.Context, id string, call toolrun.Call, out sandbox.Output) (toolrun.Outcome, error)
 	Download(ctx context.Context, token string, may func(sandboxID string) error) (name string, body io.ReadCloser, err error)
+	// DownloadURL signs a URL of one file of sandbox id, valid for an hour.
+	DownloadURL(id, path string) (string, error)
 }
 
 // Templates keeps the templates: built, imported, and snapshots of

@@ -110,6 +110,9 @@ type toolOutput struct {
 
 func toolResult(o toolrun.Outcome) client.ToolResult {
 	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result, RanOn: o.Where, Why: o.Why}
+	for _, img := range o.Images {
+		res.Images = append(res.Images, client.ToolImage{MIMEType: img.MIMEType, Data: img.Data})
+	}
 	if o.Error != nil {
 		res.Status, res.Error = client.ToolError, &client.ToolFailure{Kind: o.Error.Kind, Message: o.Error.Message}
 	}

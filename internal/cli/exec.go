@@ -71,6 +71,7 @@ func (a *app) newExecCmd() *cobra.Command {
 	var (
 		f        execFlags
 		language string
+		tty      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec ID [flags] -- CMD [ARG...]",
@@ -78,10 +79,15 @@ func (a *app) newExecCmd() *cobra.Command {
 		Long: "Run a command in a sandbox, streaming its output, and exit with its exit code\n" +
 			"(124 if it timed out). The command runs directly, not through a shell: use\n" +
 			"-- sh -c 'CMD | CMD' for pipes.\n\n" +
+			"With -t, the command runs on a terminal of the sandbox, driven from this one\n" +
+			"(raw mode; the size follows): -it with no command opens the login shell.\n" +
+			"With -i alone, hutch's stdin streams to the command as it comes, stdout and\n" +
+			"stderr kept apart. Either lasts until the command ends (or --timeout).\n\n" +
 			"With --language, the arguments after ID are code (none: read from stdin),\n" +
 			"written to a file and run with the language's interpreter: python, node,\n" +
 			"typescript, deno, bun, bash or sh (go and ruby where the template has them).",
 		Example: "  hutch exec abc123 -- ls -l\n  hutch exec abc123 -e DEBUG=1 -w /tmp -- sh -c 'echo $DEBUG > x'\n" +
+			"  hutch exec -it abc123\n  hutch exec -it abc123 -- python3\n  hutch exec -i abc123 -- python3 - < main.py\n" +
 			"  hutch exec abc123 --language python 'print(1 + 1)'\n  hutch exec abc123 --language typescript < main.ts",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if language != "" {
@@ -93,14 +99,25 @@ func (a *app) newExecCmd() *cobra.Command {
 			if dash := cmd.ArgsLenAtDash(); dash > 1 || dash == 0 {
 				return usageErrorf(cmd, "give the sandbox ID, then -- and the command")
 			}
-			if len(args) < 2 {
-				return usageErrorf(cmd, "%q takes a sandbox ID and a command", cmd.CommandPath())
+			if len(args) < 1 || len(args) < 2 && !tty && !f.stdin {
+				return usageErrorf(cmd, "%q takes a sandbox ID and a command (none only with -i or -t: the login shell)", cmd.CommandPath())
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if language != "" {
+				if tty {
+					return usageErrorf(cmd, "-t does not go with --language: code runs without a terminal")
+				}
 				return a.runCode(cmd, f, language, args[0], args[1:])
+			}
+			if tty && a.jsonOutput() {
+				return usageErrorf(cmd, "-t does not go with --output json: a terminal's output is not JSON")
+			}
+			// -i with --output json reads all of stdin first: the result
+			// is one JSON object.
+			if tty || f.stdin && !a.jsonOutput() {
+				return a.execSession(cmd, f, args[0], args[1:], tty)
 			}
 			req, err := f.request(a, cmd, args[1:])
 			if err != nil {
@@ -114,6 +131,10 @@ func (a *app) newExecCmd() *cobra.Command {
 		},
 	}
 	f.register(cmd, true)
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "run the command on a terminal, driven from this one (-it)")
+	// -i streams here: --interactive is its usual name for that.
+	cmd.Flags().BoolVar(&f.stdin, "interactive", false, "same as -i")
+	_ = cmd.Flags().MarkHidden("interactive")
 	cmd.Flags().StringVar(&language, "language", "", "run code in this `language` instead of a command")
 	return cmd
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,8 @@ func TestExec(t *testing.T) {
 		wantOut  string
 		wantErr  string
 		wantReq  *client.ExecRequest
+		// wantQuery is the terminal session's query (-i, -t), when not nil.
+		wantQuery url.Values
 	}{
 		{
 			name: "stdout", args: []string{"exec", "sb", "--", "echo", "hello", "world"},
@@ -48,9 +52,23 @@ func TestExec(t *testing.T) {
 			wantReq: &client.ExecRequest{Cmd: []string{"pwd"}, Cwd: "/tmp", User: "root", TimeoutS: 2, Env: map[string]string{"K": "v"}},
 		},
 		{name: "env", args: []string{"exec", "sb", "-e", "K=v", "--", "env", "K"}, wantOut: "v\n"},
-		{name: "stdin", args: []string{"exec", "sb", "-i", "--", "cat"}, stdin: "piped in", wantOut: "piped in"},
 		{name: "stdin not passed without -i", args: []string{"exec", "sb", "--", "cat"}, stdin: "piped in", wantOut: ""},
-		{name: "binary stdin", args: []string{"exec", "sb", "-i", "--", "cat"}, stdin: "\xff\xfe", wantCode: 1, wantErr: "not valid UTF-8"},
+		{name: "stdin streams", args: []string{"exec", "sb", "-i", "--", "cat"}, stdin: "piped in", wantOut: "piped in"},
+		{name: "binary stdin", args: []string{"exec", "sb", "-i", "--", "cat"}, stdin: "\xff\xfe\x00", wantOut: "\xff\xfe\x00"},
+		{name: "stdin with stderr apart", args: []string{"exec", "sb", "--interactive", "--", "warn", "careful"}, wantErr: "careful\n"},
+		{name: "stdin and exit code", args: []string{"exec", "-i", "sb", "--", "exit", "3"}, wantCode: 3},
+		{
+			name: "stdin to the login shell", args: []string{"exec", "-i", "sb"}, stdin: "echo hi\n", wantOut: "echo hi\n",
+			wantQuery: url.Values{"tty": {"false"}},
+		},
+		{
+			name: "stdin and options", args: []string{"exec", "-i", "-e", "K=v", "-w", "/tmp", "--user", "root", "sb", "--", "echo", "a b", "it's"},
+			wantOut:   "'a b' 'it'\\''s'\n",
+			wantQuery: url.Values{"cmd": {`echo 'a b' 'it'\''s'`}, "env": {"K=v"}, "cwd": {"/tmp"}, "user": {"root"}, "tty": {"false"}},
+		},
+		{name: "-t without a terminal", args: []string{"exec", "-t", "sb"}, wantCode: 2, wantErr: "-t needs a terminal on stdin"},
+		{name: "-t with json", args: []string{"exec", "-t", "-o", "json", "sb"}, wantCode: 2, wantErr: "-t does not go with --output json"},
+		{name: "stdin in no such sandbox", args: []string{"exec", "-i", "nope", "--", "cat"}, wantCode: 1, wantErr: "hutch: sandbox nope not found\n"},
 		{name: "error mid-stream", args: []string{"exec", "sb", "--", "broken"}, wantCode: 1, wantOut: "partial\n", wantErr: "hutch: agent went away\n"},
 		{name: "no such sandbox", args: []string{"exec", "nope", "--", "echo"}, wantCode: 1, wantErr: "hutch: sandbox nope not found\n"},
 		{name: "no command", args: []string{"exec", "sb"}, wantCode: 2, wantErr: "takes a sandbox ID and a command"},
@@ -79,6 +97,14 @@ func TestExec(t *testing.T) {
 			if tt.wantReq != nil {
 				if len(execs) != 1 || !reflect.DeepEqual(execs[0], *tt.wantReq) {
 					t.Errorf("exec requests %+v, want %+v", execs, *tt.wantReq)
+				}
+			}
+			if tt.wantQuery != nil {
+				f.mu.Lock()
+				ptys := slices.Clone(f.ptys)
+				f.mu.Unlock()
+				if len(ptys) != 1 || !reflect.DeepEqual(ptys[0], tt.wantQuery) {
+					t.Errorf("sessions %v, want one with %v", ptys, tt.wantQuery)
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
@@ -42,6 +43,7 @@ type fakeDaemon struct {
 	files     map[string]map[string]*fakeFile // sandbox → absolute path → file
 	created   []client.CreateSandboxRequest
 	execs     []client.ExecRequest
+	ptys      []url.Values // the queries of terminal sessions
 	deleted   []string
 }
 
@@ -68,6 +70,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}", f.withSandbox(f.delete))
 	mux.HandleFunc("GET /v1/sandboxes/{id}/activity", f.withSandbox(f.activity))
 	mux.HandleFunc("POST /v1/sandboxes/{id}/exec", f.withSandbox(f.exec))
+	mux.HandleFunc("GET /v1/sandboxes/{id}/pty", f.withSandbox(f.pty))
 	mux.HandleFunc("GET /v1/sandboxes/{id}/files", f.withSandbox(f.readFile))
 	mux.HandleFunc("PUT /v1/sandboxes/{id}/files", f.withSandbox(f.writeFile))
 	mux.HandleFunc("DELETE /v1/sandboxes/{id}/files", f.withSandbox(f.deleteFile))

@@ -105,10 +105,16 @@ func New(s Sandboxes, version string) (*mcp.Server, error) {
 			if err != nil {
 				return callFailure(err), nil
 			}
+			var out *mcp.CallToolResult
 			if res.Error != nil {
-				return failure(res.Error.Kind, res.Error.Message, res.Result), nil
+				out = failure(res.Error.Kind, res.Error.Message, res.Result)
+			} else {
+				out = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(res.Result)}}}
 			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(res.Result)}}}, nil
+			for _, img := range res.Images {
+				out.Content = append(out.Content, &mcp.ImageContent{MIMEType: img.MIMEType, Data: img.Data})
+			}
+			return out, nil
 		})
 	}
 	return srv, nil

@@ -62,6 +62,13 @@ func (r *Running) Exec(ctx context.Context, req ExecRequest, out Output) (ExecRe
 	return res, r.m.callErr(ctx, r.inst, err)
 }
 
+// CommandEnv is the environment of a command run for forUser ("": the
+// sandbox's user) with env of its own: the sandbox's, its secrets, env.
+// A terminal's command and a code context's kernel start with it.
+func (r *Running) CommandEnv(ctx context.Context, forUser string, env map[string]string) (map[string]string, error) {
+	return r.m.commandEnv(ctx, r.inst, forUser, env)
+}
+
 // Err is what a call whose request to the agent failed with err returns:
 // when the agent is gone, the sandbox is marked error (keeping its files)
 // and the error says so; when the sandbox was deleted under the call, that

@@ -86,6 +86,21 @@ func (s *Service) downloadTool(ctx context.Context, r *sandbox.Running, raw json
 	return Outcome{Result: out}, err
 }
 
+// DownloadURL signs a download URL of one file of sandbox id (an
+// absolute path), valid for defaultDownloadTTL: what a code call lists of
+// the files it wrote.
+func (s *Service) DownloadURL(id, path string) (string, error) {
+	if s.downloads == nil {
+		return "", errors.New("this daemon makes no download URLs")
+	}
+	expires := time.Now().Add(defaultDownloadTTL).Unix()
+	token, err := s.downloads.Sign(download.Claim{Sandbox: id, Path: path, Expires: expires})
+	if err != nil {
+		return "", err
+	}
+	return s.publicURL + "/v1/downloads/" + token, nil
+}
+
 // Download opens what a download URL's token allows, waking its sandbox:
 // the file, or the directory packed. It returns the name to save it as.
 // A token that is forged or expired is unauthenticated.

@@ -61,6 +61,8 @@ func (s *Service) runOnHost(ctx context.Context, call Call, out sandbox.Output) 
 		})
 	case tools.DownloadURL:
 		return toolFailure(tools.KindBlockedByPolicy, "%s serves a sandbox's files; in mode %s no call runs in one", call.Name, tools.ModeOff), nil
+	case tools.RunCode:
+		return toolFailure(tools.KindBlockedByPolicy, "%s runs code in a sandbox's kernel; in mode %s no call runs in one", call.Name, tools.ModeOff), nil
 	}
 	files := tools.Files{Dir: s.hostDir, UID: os.Getuid(), GID: os.Getgid()}
 	res, err := files.Run(call.Name, call.Args)

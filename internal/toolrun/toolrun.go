@@ -93,9 +93,18 @@ type Call struct {
 type Outcome struct {
 	Result json.RawMessage
 	Error  *tools.Error
+	// Images are pictures the call made (sandbox_run_code's charts), for
+	// a client to show a model as images rather than as text.
+	Images []Image
 	// Where is where it ran: "sandbox" or "host"; Why, in selective
 	// mode, what made it risky.
 	Where, Why string
+}
+
+// Image is a picture a tool call made.
+type Image struct {
+	MIMEType string
+	Data     []byte
 }
 
 // Where tool calls run.
@@ -141,6 +150,8 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 		return runCommandTool(ctx, r, call, out)
 	case tool.Name == tools.DownloadURL:
 		return s.downloadTool(ctx, r, call.Args, call.User)
+	case tool.Name == tools.RunCode:
+		return s.runCodeTool(ctx, r, call)
 	case !tool.InSandbox:
 		return Outcome{}, errdefs.NotImplemented("tool %s runs nowhere", tool.Name)
 	}

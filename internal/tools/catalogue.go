@@ -13,6 +13,7 @@ const (
 	GrepFiles     = "sandbox_grep_files"
 	FindFiles     = "sandbox_find_files"
 	RunCommand    = "sandbox_run_command"
+	RunCode       = "sandbox_run_code"
 	DownloadURL   = "sandbox_download_url"
 )
 
@@ -185,6 +186,29 @@ var Catalogue = []Tool{
     "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800, "description": "Seconds before it is killed (default 180)."}
   },
   "required": ["command"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: RunCode,
+		Description: "Run code in a stateful interpreter in the sandbox (a Jupyter kernel, like a " +
+			"notebook): variables, imports, functions and the working directory persist from one " +
+			"call to the next in the same context, by default one per language. Returns stdout, " +
+			"stderr, the value of the last expression and what the code displayed (charts come " +
+			"back as PNG images, tables as text), an error with its traceback, and the files the " +
+			"code wrote under /home/user/workspace with URLs to download them. Code still running " +
+			"at timeout_s is interrupted and the context keeps its state. Python runs in " +
+			"/home/user/workspace; the python template has numpy, pandas and matplotlib (show a " +
+			"figure with plt.show(), no backend needed).",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "code": {"type": "string", "minLength": 1, "description": "The code to run, as a notebook cell."},
+    "language": {"type": "string", "enum": ["python", "javascript", "typescript", "bash"], "description": "The language of the default context to run it in (default python)."},
+    "context_id": {"type": "string", "description": "Run in this context (from POST /v1/sandboxes/{id}/contexts) instead of the language's default one."},
+    "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800, "description": "Seconds before the code is interrupted (default 300)."}
+  },
+  "required": ["code"],
   "additionalProperties": false
 }`),
 	},

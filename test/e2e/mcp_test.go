@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +89,11 @@ func TestMCP(t *testing.T) {
 					IsError bool
 					Text    string
 				}
+				Code struct {
+					IsError bool
+					Text    string
+					Images  []struct{ MimeType, Data string }
+				}
 			}
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("the client's output %q: %v", out, err)
@@ -112,6 +120,13 @@ func TestMCP(t *testing.T) {
 			}
 			if !strings.Contains(got.Listed, got.ID) {
 				t.Errorf("sandbox_list %s lacks %s", got.Listed, got.ID)
+			}
+			if c := got.Code; c.IsError || !strings.Contains(c.Text, `"text":"42"`) || len(c.Images) != 1 || c.Images[0].MimeType != "image/png" {
+				t.Errorf("sandbox_run_code: %+v", c)
+			} else if img, err := base64.StdEncoding.DecodeString(c.Images[0].Data); err != nil {
+				t.Errorf("sandbox_run_code's image: %v", err)
+			} else if cfg, err := png.DecodeConfig(bytes.NewReader(img)); err != nil || cfg.Width != 2 || cfg.Height != 3 {
+				t.Errorf("sandbox_run_code's image: %+v, %v", cfg, err)
 			}
 			for name, want := range map[string]string{
 				"sandbox_find_replace":   `"replacements":1`,

@@ -1,8 +1,8 @@
 // An MCP client made with the official TypeScript SDK, for TestMCP: it
 // connects to Hutch over stdio (`hutch mcp`) or streamable HTTP (/mcp),
 // creates a sandbox, writes and reads a file in it, fails a read and a
-// command, lists sandboxes, calls every other tool once, and prints what
-// it saw as one JSON object.
+// command, lists sandboxes, calls every other tool once, runs code twice,
+// and prints what it saw as one JSON object.
 //
 //   node mcp-client.mjs stdio HUTCH_BINARY
 //   node mcp-client.mjs http URL
@@ -27,7 +27,7 @@ client.callTool = (req) => {
   return callTool(req);
 };
 
-const text = (res) => res.content.map((c) => c.text).join("\n");
+const text = (res) => res.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
 const tools = await client.listTools();
 const created = await client.callTool({ name: "sandbox_create", arguments: {} });
 const id = JSON.parse(text(created)).sandbox_id;
@@ -53,6 +53,17 @@ for (const [name, args] of [
   const res = await client.callTool({ name, arguments: { sandbox_id: id, ...args } });
   others[name] = { isError: !!res.isError, text: text(res) };
 }
+// sandbox_run_code keeps its state from call to call, and what the code
+// displays as an image comes back as image content (a 2x3 PNG here).
+const setX = await client.callTool({ name: "sandbox_run_code", arguments: { sandbox_id: id, code: "x = 41" } });
+const code = await client.callTool({
+  name: "sandbox_run_code",
+  arguments: {
+    sandbox_id: id,
+    code: "import base64\nfrom IPython.display import Image, display\n" +
+      "display(Image(data=base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAIAAAA2iEnWAAAAEUlEQVR4nGP4z8AARGACTgMAPtYF+1iCz0YAAAAASUVORK5CYII=')))\nx + 1",
+  },
+});
 await client.close();
 
 console.log(JSON.stringify({
@@ -65,4 +76,9 @@ console.log(JSON.stringify({
   command: { isError: !!command.isError, text: text(command) },
   listed: text(listed),
   others,
+  code: {
+    isError: !!(setX.isError || code.isError),
+    text: text(setX) + "\n" + text(code),
+    images: code.content.filter((c) => c.type === "image").map((c) => ({ mimeType: c.mimeType, data: c.data })),
+  },
 }));

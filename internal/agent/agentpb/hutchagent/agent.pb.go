@@ -1112,6 +1112,746 @@ func (x *ArchiveResponse) GetData() []byte {
 	return nil
 }
 
+type CreateContextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// python, javascript, typescript or bash.
+	Language string `protobuf:"bytes,1,opt,name=language,proto3" json:"language,omitempty"`
+	// The kernel's working directory; "" is the user's home.
+	Cwd  string `protobuf:"bytes,2,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	User string `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// Added to the agent's environment, over it.
+	Env map[string]string `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When set, the context's id (get-or-create); else the agent makes one.
+	Id            string `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateContextRequest) Reset() {
+	*x = CreateContextRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateContextRequest) ProtoMessage() {}
+
+func (x *CreateContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateContextRequest.ProtoReflect.Descriptor instead.
+func (*CreateContextRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreateContextRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *CreateContextRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *CreateContextRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateContextRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *CreateContextRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CodeContext struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Language string                 `protobuf:"bytes,2,opt,name=language,proto3" json:"language,omitempty"`
+	Cwd      string                 `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	User     string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// The kernel's process.
+	Pid           uint32 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CodeContext) Reset() {
+	*x = CodeContext{}
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CodeContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CodeContext) ProtoMessage() {}
+
+func (x *CodeContext) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CodeContext.ProtoReflect.Descriptor instead.
+func (*CodeContext) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CodeContext) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CodeContext) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *CodeContext) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *CodeContext) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CodeContext) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type ListContextsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListContextsRequest) Reset() {
+	*x = ListContextsRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListContextsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListContextsRequest) ProtoMessage() {}
+
+func (x *ListContextsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListContextsRequest.ProtoReflect.Descriptor instead.
+func (*ListContextsRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+}
+
+type ListContextsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contexts      []*CodeContext         `protobuf:"bytes,1,rep,name=contexts,proto3" json:"contexts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListContextsResponse) Reset() {
+	*x = ListContextsResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListContextsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListContextsResponse) ProtoMessage() {}
+
+func (x *ListContextsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListContextsResponse.ProtoReflect.Descriptor instead.
+func (*ListContextsResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListContextsResponse) GetContexts() []*CodeContext {
+	if x != nil {
+		return x.Contexts
+	}
+	return nil
+}
+
+type ContextRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextRequest) Reset() {
+	*x = ContextRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextRequest) ProtoMessage() {}
+
+func (x *ContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextRequest.ProtoReflect.Descriptor instead.
+func (*ContextRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ContextRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteContextResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContextResponse) Reset() {
+	*x = DeleteContextResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContextResponse) ProtoMessage() {}
+
+func (x *DeleteContextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContextResponse.ProtoReflect.Descriptor instead.
+func (*DeleteContextResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+}
+
+type RunCodeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ContextId string                 `protobuf:"bytes,1,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
+	Code      string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// When set, the code is interrupted this long after it starts.
+	TimeoutMs uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// When set, End lists the files written under the context's working
+	// directory while the code ran.
+	ListFiles     bool `protobuf:"varint,4,opt,name=list_files,json=listFiles,proto3" json:"list_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCodeRequest) Reset() {
+	*x = RunCodeRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCodeRequest) ProtoMessage() {}
+
+func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCodeRequest.ProtoReflect.Descriptor instead.
+func (*RunCodeRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RunCodeRequest) GetContextId() string {
+	if x != nil {
+		return x.ContextId
+	}
+	return ""
+}
+
+func (x *RunCodeRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RunCodeRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *RunCodeRequest) GetListFiles() bool {
+	if x != nil {
+		return x.ListFiles
+	}
+	return false
+}
+
+type CodeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CodeEvent_Stdout
+	//	*CodeEvent_Stderr
+	//	*CodeEvent_Result
+	//	*CodeEvent_Error
+	//	*CodeEvent_End
+	//	*CodeEvent_Keepalive
+	Event         isCodeEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CodeEvent) Reset() {
+	*x = CodeEvent{}
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CodeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CodeEvent) ProtoMessage() {}
+
+func (x *CodeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CodeEvent.ProtoReflect.Descriptor instead.
+func (*CodeEvent) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CodeEvent) GetEvent() isCodeEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CodeEvent) GetStdout() string {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_Stdout); ok {
+			return x.Stdout
+		}
+	}
+	return ""
+}
+
+func (x *CodeEvent) GetStderr() string {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_Stderr); ok {
+			return x.Stderr
+		}
+	}
+	return ""
+}
+
+func (x *CodeEvent) GetResult() *CodeResult {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *CodeEvent) GetError() *CodeError {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *CodeEvent) GetEnd() *CodeEnd {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+func (x *CodeEvent) GetKeepalive() *KeepAlive {
+	if x != nil {
+		if x, ok := x.Event.(*CodeEvent_Keepalive); ok {
+			return x.Keepalive
+		}
+	}
+	return nil
+}
+
+type isCodeEvent_Event interface {
+	isCodeEvent_Event()
+}
+
+type CodeEvent_Stdout struct {
+	Stdout string `protobuf:"bytes,1,opt,name=stdout,proto3,oneof"`
+}
+
+type CodeEvent_Stderr struct {
+	Stderr string `protobuf:"bytes,2,opt,name=stderr,proto3,oneof"`
+}
+
+type CodeEvent_Result struct {
+	Result *CodeResult `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
+}
+
+type CodeEvent_Error struct {
+	Error *CodeError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+type CodeEvent_End struct {
+	End *CodeEnd `protobuf:"bytes,5,opt,name=end,proto3,oneof"`
+}
+
+type CodeEvent_Keepalive struct {
+	Keepalive *KeepAlive `protobuf:"bytes,6,opt,name=keepalive,proto3,oneof"`
+}
+
+func (*CodeEvent_Stdout) isCodeEvent_Event() {}
+
+func (*CodeEvent_Stderr) isCodeEvent_Event() {}
+
+func (*CodeEvent_Result) isCodeEvent_Event() {}
+
+func (*CodeEvent_Error) isCodeEvent_Event() {}
+
+func (*CodeEvent_End) isCodeEvent_Event() {}
+
+func (*CodeEvent_Keepalive) isCodeEvent_Event() {}
+
+// CodeResult is one output the kernel gave: the cell's value (main) or
+// something it displayed.
+type CodeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MIME bundle as the kernel gave it, a JSON object: MIME type to
+	// content (text, base64 for binary types, a JSON value for JSON types).
+	Data         []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	IsMainResult bool   `protobuf:"varint,2,opt,name=is_main_result,json=isMainResult,proto3" json:"is_main_result,omitempty"`
+	// The kernel's metadata of the bundle, a JSON object (image sizes).
+	Metadata      []byte `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CodeResult) Reset() {
+	*x = CodeResult{}
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CodeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CodeResult) ProtoMessage() {}
+
+func (x *CodeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CodeResult.ProtoReflect.Descriptor instead.
+func (*CodeResult) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CodeResult) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *CodeResult) GetIsMainResult() bool {
+	if x != nil {
+		return x.IsMainResult
+	}
+	return false
+}
+
+func (x *CodeResult) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CodeError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Traceback     []string               `protobuf:"bytes,3,rep,name=traceback,proto3" json:"traceback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CodeError) Reset() {
+	*x = CodeError{}
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CodeError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CodeError) ProtoMessage() {}
+
+func (x *CodeError) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CodeError.ProtoReflect.Descriptor instead.
+func (*CodeError) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CodeError) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CodeError) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *CodeError) GetTraceback() []string {
+	if x != nil {
+		return x.Traceback
+	}
+	return nil
+}
+
+type CodeEnd struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionCount uint32                 `protobuf:"varint,1,opt,name=execution_count,json=executionCount,proto3" json:"execution_count,omitempty"`
+	TimedOut       bool                   `protobuf:"varint,2,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// The kernel was restarted (it died, or did not stop at the timeout):
+	// the context's state is gone.
+	Restarted bool `protobuf:"varint,3,opt,name=restarted,proto3" json:"restarted,omitempty"`
+	// Absolute paths of the regular files written under the context's
+	// working directory while the code ran (list_files), sorted.
+	Files []string `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	// More files were written than listed.
+	FilesTruncated bool `protobuf:"varint,5,opt,name=files_truncated,json=filesTruncated,proto3" json:"files_truncated,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CodeEnd) Reset() {
+	*x = CodeEnd{}
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CodeEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CodeEnd) ProtoMessage() {}
+
+func (x *CodeEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CodeEnd.ProtoReflect.Descriptor instead.
+func (*CodeEnd) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CodeEnd) GetExecutionCount() uint32 {
+	if x != nil {
+		return x.ExecutionCount
+	}
+	return 0
+}
+
+func (x *CodeEnd) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *CodeEnd) GetRestarted() bool {
+	if x != nil {
+		return x.Restarted
+	}
+	return false
+}
+
+func (x *CodeEnd) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *CodeEnd) GetFilesTruncated() bool {
+	if x != nil {
+		return x.FilesTruncated
+	}
+	return false
+}
+
 var File_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_agent_v1_agent_proto_rawDesc = "" +
@@ -1185,14 +1925,71 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\"%\n" +
 	"\x0fArchiveResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\xb5\x03\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xe1\x01\n" +
+	"\x14CreateContextRequest\x12\x1a\n" +
+	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x10\n" +
+	"\x03cwd\x18\x02 \x01(\tR\x03cwd\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12?\n" +
+	"\x03env\x18\x04 \x03(\v2-.hutch.agent.v1.CreateContextRequest.EnvEntryR\x03env\x12\x0e\n" +
+	"\x02id\x18\x05 \x01(\tR\x02id\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\vCodeContext\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\blanguage\x18\x02 \x01(\tR\blanguage\x12\x10\n" +
+	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid\"\x15\n" +
+	"\x13ListContextsRequest\"O\n" +
+	"\x14ListContextsResponse\x127\n" +
+	"\bcontexts\x18\x01 \x03(\v2\x1b.hutch.agent.v1.CodeContextR\bcontexts\" \n" +
+	"\x0eContextRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
+	"\x15DeleteContextResponse\"\x81\x01\n" +
+	"\x0eRunCodeRequest\x12\x1d\n" +
+	"\n" +
+	"context_id\x18\x01 \x01(\tR\tcontextId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"list_files\x18\x04 \x01(\bR\tlistFiles\"\x99\x02\n" +
+	"\tCodeEvent\x12\x18\n" +
+	"\x06stdout\x18\x01 \x01(\tH\x00R\x06stdout\x12\x18\n" +
+	"\x06stderr\x18\x02 \x01(\tH\x00R\x06stderr\x124\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hutch.agent.v1.CodeResultH\x00R\x06result\x121\n" +
+	"\x05error\x18\x04 \x01(\v2\x19.hutch.agent.v1.CodeErrorH\x00R\x05error\x12+\n" +
+	"\x03end\x18\x05 \x01(\v2\x17.hutch.agent.v1.CodeEndH\x00R\x03end\x129\n" +
+	"\tkeepalive\x18\x06 \x01(\v2\x19.hutch.agent.v1.KeepAliveH\x00R\tkeepaliveB\a\n" +
+	"\x05event\"b\n" +
+	"\n" +
+	"CodeResult\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12$\n" +
+	"\x0eis_main_result\x18\x02 \x01(\bR\fisMainResult\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"S\n" +
+	"\tCodeError\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x1c\n" +
+	"\ttraceback\x18\x03 \x03(\tR\ttraceback\"\xac\x01\n" +
+	"\aCodeEnd\x12'\n" +
+	"\x0fexecution_count\x18\x01 \x01(\rR\x0eexecutionCount\x12\x1b\n" +
+	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x1c\n" +
+	"\trestarted\x18\x03 \x01(\bR\trestarted\x12\x14\n" +
+	"\x05files\x18\x04 \x03(\tR\x05files\x12'\n" +
+	"\x0ffiles_truncated\x18\x05 \x01(\bR\x0efilesTruncated2\xd3\x06\n" +
 	"\x05Agent\x12G\n" +
 	"\x06Health\x12\x1d.hutch.agent.v1.HealthRequest\x1a\x1e.hutch.agent.v1.HealthResponse\x12>\n" +
 	"\x05Start\x12\x1c.hutch.agent.v1.StartRequest\x1a\x15.hutch.agent.v1.Event0\x01\x12@\n" +
 	"\x06Replay\x12\x1d.hutch.agent.v1.ReplayRequest\x1a\x15.hutch.agent.v1.Event0\x01\x12G\n" +
 	"\x06Signal\x12\x1d.hutch.agent.v1.SignalRequest\x1a\x1e.hutch.agent.v1.SignalResponse\x12J\n" +
 	"\aRunTool\x12\x1e.hutch.agent.v1.RunToolRequest\x1a\x1f.hutch.agent.v1.RunToolResponse\x12L\n" +
-	"\aArchive\x12\x1e.hutch.agent.v1.ArchiveRequest\x1a\x1f.hutch.agent.v1.ArchiveResponse0\x01BHZFgithub.com/hutchdev/hutch/internal/agent/agentpb/hutchagent;hutchagentb\x06proto3"
+	"\aArchive\x12\x1e.hutch.agent.v1.ArchiveRequest\x1a\x1f.hutch.agent.v1.ArchiveResponse0\x01\x12R\n" +
+	"\rCreateContext\x12$.hutch.agent.v1.CreateContextRequest\x1a\x1b.hutch.agent.v1.CodeContext\x12Y\n" +
+	"\fListContexts\x12#.hutch.agent.v1.ListContextsRequest\x1a$.hutch.agent.v1.ListContextsResponse\x12M\n" +
+	"\x0eRestartContext\x12\x1e.hutch.agent.v1.ContextRequest\x1a\x1b.hutch.agent.v1.CodeContext\x12V\n" +
+	"\rDeleteContext\x12\x1e.hutch.agent.v1.ContextRequest\x1a%.hutch.agent.v1.DeleteContextResponse\x12F\n" +
+	"\aRunCode\x12\x1e.hutch.agent.v1.RunCodeRequest\x1a\x19.hutch.agent.v1.CodeEvent0\x01BHZFgithub.com/hutchdev/hutch/internal/agent/agentpb/hutchagent;hutchagentb\x06proto3"
 
 var (
 	file_agent_v1_agent_proto_rawDescOnce sync.Once
@@ -1206,52 +2003,80 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_agent_v1_agent_proto_goTypes = []any{
-	(*HealthRequest)(nil),   // 0: hutch.agent.v1.HealthRequest
-	(*HealthResponse)(nil),  // 1: hutch.agent.v1.HealthResponse
-	(*Command)(nil),         // 2: hutch.agent.v1.Command
-	(*StartRequest)(nil),    // 3: hutch.agent.v1.StartRequest
-	(*ReplayRequest)(nil),   // 4: hutch.agent.v1.ReplayRequest
-	(*Event)(nil),           // 5: hutch.agent.v1.Event
-	(*Started)(nil),         // 6: hutch.agent.v1.Started
-	(*Output)(nil),          // 7: hutch.agent.v1.Output
-	(*Exited)(nil),          // 8: hutch.agent.v1.Exited
-	(*KeepAlive)(nil),       // 9: hutch.agent.v1.KeepAlive
-	(*SignalRequest)(nil),   // 10: hutch.agent.v1.SignalRequest
-	(*SignalResponse)(nil),  // 11: hutch.agent.v1.SignalResponse
-	(*RunToolRequest)(nil),  // 12: hutch.agent.v1.RunToolRequest
-	(*RunToolResponse)(nil), // 13: hutch.agent.v1.RunToolResponse
-	(*ToolError)(nil),       // 14: hutch.agent.v1.ToolError
-	(*ArchiveRequest)(nil),  // 15: hutch.agent.v1.ArchiveRequest
-	(*ArchiveResponse)(nil), // 16: hutch.agent.v1.ArchiveResponse
-	nil,                     // 17: hutch.agent.v1.Command.EnvEntry
+	(*HealthRequest)(nil),         // 0: hutch.agent.v1.HealthRequest
+	(*HealthResponse)(nil),        // 1: hutch.agent.v1.HealthResponse
+	(*Command)(nil),               // 2: hutch.agent.v1.Command
+	(*StartRequest)(nil),          // 3: hutch.agent.v1.StartRequest
+	(*ReplayRequest)(nil),         // 4: hutch.agent.v1.ReplayRequest
+	(*Event)(nil),                 // 5: hutch.agent.v1.Event
+	(*Started)(nil),               // 6: hutch.agent.v1.Started
+	(*Output)(nil),                // 7: hutch.agent.v1.Output
+	(*Exited)(nil),                // 8: hutch.agent.v1.Exited
+	(*KeepAlive)(nil),             // 9: hutch.agent.v1.KeepAlive
+	(*SignalRequest)(nil),         // 10: hutch.agent.v1.SignalRequest
+	(*SignalResponse)(nil),        // 11: hutch.agent.v1.SignalResponse
+	(*RunToolRequest)(nil),        // 12: hutch.agent.v1.RunToolRequest
+	(*RunToolResponse)(nil),       // 13: hutch.agent.v1.RunToolResponse
+	(*ToolError)(nil),             // 14: hutch.agent.v1.ToolError
+	(*ArchiveRequest)(nil),        // 15: hutch.agent.v1.ArchiveRequest
+	(*ArchiveResponse)(nil),       // 16: hutch.agent.v1.ArchiveResponse
+	(*CreateContextRequest)(nil),  // 17: hutch.agent.v1.CreateContextRequest
+	(*CodeContext)(nil),           // 18: hutch.agent.v1.CodeContext
+	(*ListContextsRequest)(nil),   // 19: hutch.agent.v1.ListContextsRequest
+	(*ListContextsResponse)(nil),  // 20: hutch.agent.v1.ListContextsResponse
+	(*ContextRequest)(nil),        // 21: hutch.agent.v1.ContextRequest
+	(*DeleteContextResponse)(nil), // 22: hutch.agent.v1.DeleteContextResponse
+	(*RunCodeRequest)(nil),        // 23: hutch.agent.v1.RunCodeRequest
+	(*CodeEvent)(nil),             // 24: hutch.agent.v1.CodeEvent
+	(*CodeResult)(nil),            // 25: hutch.agent.v1.CodeResult
+	(*CodeError)(nil),             // 26: hutch.agent.v1.CodeError
+	(*CodeEnd)(nil),               // 27: hutch.agent.v1.CodeEnd
+	nil,                           // 28: hutch.agent.v1.Command.EnvEntry
+	nil,                           // 29: hutch.agent.v1.CreateContextRequest.EnvEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	17, // 0: hutch.agent.v1.Command.env:type_name -> hutch.agent.v1.Command.EnvEntry
+	28, // 0: hutch.agent.v1.Command.env:type_name -> hutch.agent.v1.Command.EnvEntry
 	2,  // 1: hutch.agent.v1.StartRequest.command:type_name -> hutch.agent.v1.Command
 	6,  // 2: hutch.agent.v1.Event.started:type_name -> hutch.agent.v1.Started
 	7,  // 3: hutch.agent.v1.Event.output:type_name -> hutch.agent.v1.Output
 	8,  // 4: hutch.agent.v1.Event.exited:type_name -> hutch.agent.v1.Exited
 	9,  // 5: hutch.agent.v1.Event.keepalive:type_name -> hutch.agent.v1.KeepAlive
 	14, // 6: hutch.agent.v1.RunToolResponse.error:type_name -> hutch.agent.v1.ToolError
-	0,  // 7: hutch.agent.v1.Agent.Health:input_type -> hutch.agent.v1.HealthRequest
-	3,  // 8: hutch.agent.v1.Agent.Start:input_type -> hutch.agent.v1.StartRequest
-	4,  // 9: hutch.agent.v1.Agent.Replay:input_type -> hutch.agent.v1.ReplayRequest
-	10, // 10: hutch.agent.v1.Agent.Signal:input_type -> hutch.agent.v1.SignalRequest
-	12, // 11: hutch.agent.v1.Agent.RunTool:input_type -> hutch.agent.v1.RunToolRequest
-	15, // 12: hutch.agent.v1.Agent.Archive:input_type -> hutch.agent.v1.ArchiveRequest
-	1,  // 13: hutch.agent.v1.Agent.Health:output_type -> hutch.agent.v1.HealthResponse
-	5,  // 14: hutch.agent.v1.Agent.Start:output_type -> hutch.agent.v1.Event
-	5,  // 15: hutch.agent.v1.Agent.Replay:output_type -> hutch.agent.v1.Event
-	11, // 16: hutch.agent.v1.Agent.Signal:output_type -> hutch.agent.v1.SignalResponse
-	13, // 17: hutch.agent.v1.Agent.RunTool:output_type -> hutch.agent.v1.RunToolResponse
-	16, // 18: hutch.agent.v1.Agent.Archive:output_type -> hutch.agent.v1.ArchiveResponse
-	13, // [13:19] is the sub-list for method output_type
-	7,  // [7:13] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	29, // 7: hutch.agent.v1.CreateContextRequest.env:type_name -> hutch.agent.v1.CreateContextRequest.EnvEntry
+	18, // 8: hutch.agent.v1.ListContextsResponse.contexts:type_name -> hutch.agent.v1.CodeContext
+	25, // 9: hutch.agent.v1.CodeEvent.result:type_name -> hutch.agent.v1.CodeResult
+	26, // 10: hutch.agent.v1.CodeEvent.error:type_name -> hutch.agent.v1.CodeError
+	27, // 11: hutch.agent.v1.CodeEvent.end:type_name -> hutch.agent.v1.CodeEnd
+	9,  // 12: hutch.agent.v1.CodeEvent.keepalive:type_name -> hutch.agent.v1.KeepAlive
+	0,  // 13: hutch.agent.v1.Agent.Health:input_type -> hutch.agent.v1.HealthRequest
+	3,  // 14: hutch.agent.v1.Agent.Start:input_type -> hutch.agent.v1.StartRequest
+	4,  // 15: hutch.agent.v1.Agent.Replay:input_type -> hutch.agent.v1.ReplayRequest
+	10, // 16: hutch.agent.v1.Agent.Signal:input_type -> hutch.agent.v1.SignalRequest
+	12, // 17: hutch.agent.v1.Agent.RunTool:input_type -> hutch.agent.v1.RunToolRequest
+	15, // 18: hutch.agent.v1.Agent.Archive:input_type -> hutch.agent.v1.ArchiveRequest
+	17, // 19: hutch.agent.v1.Agent.CreateContext:input_type -> hutch.agent.v1.CreateContextRequest
+	19, // 20: hutch.agent.v1.Agent.ListContexts:input_type -> hutch.agent.v1.ListContextsRequest
+	21, // 21: hutch.agent.v1.Agent.RestartContext:input_type -> hutch.agent.v1.ContextRequest
+	21, // 22: hutch.agent.v1.Agent.DeleteContext:input_type -> hutch.agent.v1.ContextRequest
+	23, // 23: hutch.agent.v1.Agent.RunCode:input_type -> hutch.agent.v1.RunCodeRequest
+	1,  // 24: hutch.agent.v1.Agent.Health:output_type -> hutch.agent.v1.HealthResponse
+	5,  // 25: hutch.agent.v1.Agent.Start:output_type -> hutch.agent.v1.Event
+	5,  // 26: hutch.agent.v1.Agent.Replay:output_type -> hutch.agent.v1.Event
+	11, // 27: hutch.agent.v1.Agent.Signal:output_type -> hutch.agent.v1.SignalResponse
+	13, // 28: hutch.agent.v1.Agent.RunTool:output_type -> hutch.agent.v1.RunToolResponse
+	16, // 29: hutch.agent.v1.Agent.Archive:output_type -> hutch.agent.v1.ArchiveResponse
+	18, // 30: hutch.agent.v1.Agent.CreateContext:output_type -> hutch.agent.v1.CodeContext
+	20, // 31: hutch.agent.v1.Agent.ListContexts:output_type -> hutch.agent.v1.ListContextsResponse
+	18, // 32: hutch.agent.v1.Agent.RestartContext:output_type -> hutch.agent.v1.CodeContext
+	22, // 33: hutch.agent.v1.Agent.DeleteContext:output_type -> hutch.agent.v1.DeleteContextResponse
+	24, // 34: hutch.agent.v1.Agent.RunCode:output_type -> hutch.agent.v1.CodeEvent
+	24, // [24:35] is the sub-list for method output_type
+	13, // [13:24] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agent_v1_agent_proto_init() }
@@ -1274,13 +2099,21 @@ func file_agent_v1_agent_proto_init() {
 		(*SignalRequest_Pid)(nil),
 		(*SignalRequest_Tag)(nil),
 	}
+	file_agent_v1_agent_proto_msgTypes[24].OneofWrappers = []any{
+		(*CodeEvent_Stdout)(nil),
+		(*CodeEvent_Stderr)(nil),
+		(*CodeEvent_Result)(nil),
+		(*CodeEvent_Error)(nil),
+		(*CodeEvent_End)(nil),
+		(*CodeEvent_Keepalive)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -62,6 +62,16 @@ const (
 	AgentRunToolProcedure = "/hutch.agent.v1.Agent/RunTool"
 	// AgentArchiveProcedure is the fully-qualified name of the Agent's Archive RPC.
 	AgentArchiveProcedure = "/hutch.agent.v1.Agent/Archive"
+	// AgentCreateContextProcedure is the fully-qualified name of the Agent's CreateContext RPC.
+	AgentCreateContextProcedure = "/hutch.agent.v1.Agent/CreateContext"
+	// AgentListContextsProcedure is the fully-qualified name of the Agent's ListContexts RPC.
+	AgentListContextsProcedure = "/hutch.agent.v1.Agent/ListContexts"
+	// AgentRestartContextProcedure is the fully-qualified name of the Agent's RestartContext RPC.
+	AgentRestartContextProcedure = "/hutch.agent.v1.Agent/RestartContext"
+	// AgentDeleteContextProcedure is the fully-qualified name of the Agent's DeleteContext RPC.
+	AgentDeleteContextProcedure = "/hutch.agent.v1.Agent/DeleteContext"
+	// AgentRunCodeProcedure is the fully-qualified name of the Agent's RunCode RPC.
+	AgentRunCodeProcedure = "/hutch.agent.v1.Agent/RunCode"
 )
 
 // AgentClient is a client for the hutch.agent.v1.Agent service.
@@ -91,6 +101,22 @@ type AgentClient interface {
 	// error while packing ends the stream with that error, so a reader never
 	// takes a cut archive for a whole one.
 	Archive(context.Context, *connect.Request[hutchagent.ArchiveRequest]) (*connect.ServerStreamForClient[hutchagent.ArchiveResponse], error)
+	// CreateContext starts a code context: a kernel (Jupyter's ipykernel for
+	// python, Deno's for javascript and typescript, a bash process for
+	// bash) that keeps its variables, imports and working directory from one
+	// RunCode to the next. With an id that names a running context of the
+	// same language, that context is returned (get-or-create).
+	// failed_precondition when the sandbox lacks the language's kernel.
+	CreateContext(context.Context, *connect.Request[hutchagent.CreateContextRequest]) (*connect.Response[hutchagent.CodeContext], error)
+	ListContexts(context.Context, *connect.Request[hutchagent.ListContextsRequest]) (*connect.Response[hutchagent.ListContextsResponse], error)
+	// RestartContext starts the context's kernel afresh: its state is gone.
+	RestartContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.CodeContext], error)
+	DeleteContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.DeleteContextResponse], error)
+	// RunCode runs code in a context and streams what it gives, then End.
+	// Calls to one context run one at a time, in order. At the timeout the
+	// code is interrupted and the context kept; a kernel that does not
+	// stop is restarted, which End says.
+	RunCode(context.Context, *connect.Request[hutchagent.RunCodeRequest]) (*connect.ServerStreamForClient[hutchagent.CodeEvent], error)
 }
 
 // NewAgentClient constructs a client for the hutch.agent.v1.Agent service. By default, it uses the
@@ -140,17 +166,52 @@ func NewAgentClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(agentMethods.ByName("Archive")),
 			connect.WithClientOptions(opts...),
 		),
+		createContext: connect.NewClient[hutchagent.CreateContextRequest, hutchagent.CodeContext](
+			httpClient,
+			baseURL+AgentCreateContextProcedure,
+			connect.WithSchema(agentMethods.ByName("CreateContext")),
+			connect.WithClientOptions(opts...),
+		),
+		listContexts: connect.NewClient[hutchagent.ListContextsRequest, hutchagent.ListContextsResponse](
+			httpClient,
+			baseURL+AgentListContextsProcedure,
+			connect.WithSchema(agentMethods.ByName("ListContexts")),
+			connect.WithClientOptions(opts...),
+		),
+		restartContext: connect.NewClient[hutchagent.ContextRequest, hutchagent.CodeContext](
+			httpClient,
+			baseURL+AgentRestartContextProcedure,
+			connect.WithSchema(agentMethods.ByName("RestartContext")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteContext: connect.NewClient[hutchagent.ContextRequest, hutchagent.DeleteContextResponse](
+			httpClient,
+			baseURL+AgentDeleteContextProcedure,
+			connect.WithSchema(agentMethods.ByName("DeleteContext")),
+			connect.WithClientOptions(opts...),
+		),
+		runCode: connect.NewClient[hutchagent.RunCodeRequest, hutchagent.CodeEvent](
+			httpClient,
+			baseURL+AgentRunCodeProcedure,
+			connect.WithSchema(agentMethods.ByName("RunCode")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentClient implements AgentClient.
 type agentClient struct {
-	health  *connect.Client[hutchagent.HealthRequest, hutchagent.HealthResponse]
-	start   *connect.Client[hutchagent.StartRequest, hutchagent.Event]
-	replay  *connect.Client[hutchagent.ReplayRequest, hutchagent.Event]
-	signal  *connect.Client[hutchagent.SignalRequest, hutchagent.SignalResponse]
-	runTool *connect.Client[hutchagent.RunToolRequest, hutchagent.RunToolResponse]
-	archive *connect.Client[hutchagent.ArchiveRequest, hutchagent.ArchiveResponse]
+	health         *connect.Client[hutchagent.HealthRequest, hutchagent.HealthResponse]
+	start          *connect.Client[hutchagent.StartRequest, hutchagent.Event]
+	replay         *connect.Client[hutchagent.ReplayRequest, hutchagent.Event]
+	signal         *connect.Client[hutchagent.SignalRequest, hutchagent.SignalResponse]
+	runTool        *connect.Client[hutchagent.RunToolRequest, hutchagent.RunToolResponse]
+	archive        *connect.Client[hutchagent.ArchiveRequest, hutchagent.ArchiveResponse]
+	createContext  *connect.Client[hutchagent.CreateContextRequest, hutchagent.CodeContext]
+	listContexts   *connect.Client[hutchagent.ListContextsRequest, hutchagent.ListContextsResponse]
+	restartContext *connect.Client[hutchagent.ContextRequest, hutchagent.CodeContext]
+	deleteContext  *connect.Client[hutchagent.ContextRequest, hutchagent.DeleteContextResponse]
+	runCode        *connect.Client[hutchagent.RunCodeRequest, hutchagent.CodeEvent]
 }
 
 // Health calls hutch.agent.v1.Agent.Health.
@@ -183,6 +244,31 @@ func (c *agentClient) Archive(ctx context.Context, req *connect.Request[hutchage
 	return c.archive.CallServerStream(ctx, req)
 }
 
+// CreateContext calls hutch.agent.v1.Agent.CreateContext.
+func (c *agentClient) CreateContext(ctx context.Context, req *connect.Request[hutchagent.CreateContextRequest]) (*connect.Response[hutchagent.CodeContext], error) {
+	return c.createContext.CallUnary(ctx, req)
+}
+
+// ListContexts calls hutch.agent.v1.Agent.ListContexts.
+func (c *agentClient) ListContexts(ctx context.Context, req *connect.Request[hutchagent.ListContextsRequest]) (*connect.Response[hutchagent.ListContextsResponse], error) {
+	return c.listContexts.CallUnary(ctx, req)
+}
+
+// RestartContext calls hutch.agent.v1.Agent.RestartContext.
+func (c *agentClient) RestartContext(ctx context.Context, req *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.CodeContext], error) {
+	return c.restartContext.CallUnary(ctx, req)
+}
+
+// DeleteContext calls hutch.agent.v1.Agent.DeleteContext.
+func (c *agentClient) DeleteContext(ctx context.Context, req *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.DeleteContextResponse], error) {
+	return c.deleteContext.CallUnary(ctx, req)
+}
+
+// RunCode calls hutch.agent.v1.Agent.RunCode.
+func (c *agentClient) RunCode(ctx context.Context, req *connect.Request[hutchagent.RunCodeRequest]) (*connect.ServerStreamForClient[hutchagent.CodeEvent], error) {
+	return c.runCode.CallServerStream(ctx, req)
+}
+
 // AgentHandler is an implementation of the hutch.agent.v1.Agent service.
 type AgentHandler interface {
 	// Health answers when the agent serves.
@@ -210,6 +296,22 @@ type AgentHandler interface {
 	// error while packing ends the stream with that error, so a reader never
 	// takes a cut archive for a whole one.
 	Archive(context.Context, *connect.Request[hutchagent.ArchiveRequest], *connect.ServerStream[hutchagent.ArchiveResponse]) error
+	// CreateContext starts a code context: a kernel (Jupyter's ipykernel for
+	// python, Deno's for javascript and typescript, a bash process for
+	// bash) that keeps its variables, imports and working directory from one
+	// RunCode to the next. With an id that names a running context of the
+	// same language, that context is returned (get-or-create).
+	// failed_precondition when the sandbox lacks the language's kernel.
+	CreateContext(context.Context, *connect.Request[hutchagent.CreateContextRequest]) (*connect.Response[hutchagent.CodeContext], error)
+	ListContexts(context.Context, *connect.Request[hutchagent.ListContextsRequest]) (*connect.Response[hutchagent.ListContextsResponse], error)
+	// RestartContext starts the context's kernel afresh: its state is gone.
+	RestartContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.CodeContext], error)
+	DeleteContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.DeleteContextResponse], error)
+	// RunCode runs code in a context and streams what it gives, then End.
+	// Calls to one context run one at a time, in order. At the timeout the
+	// code is interrupted and the context kept; a kernel that does not
+	// stop is restarted, which End says.
+	RunCode(context.Context, *connect.Request[hutchagent.RunCodeRequest], *connect.ServerStream[hutchagent.CodeEvent]) error
 }
 
 // NewAgentHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -255,6 +357,36 @@ func NewAgentHandler(svc AgentHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(agentMethods.ByName("Archive")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentCreateContextHandler := connect.NewUnaryHandler(
+		AgentCreateContextProcedure,
+		svc.CreateContext,
+		connect.WithSchema(agentMethods.ByName("CreateContext")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentListContextsHandler := connect.NewUnaryHandler(
+		AgentListContextsProcedure,
+		svc.ListContexts,
+		connect.WithSchema(agentMethods.ByName("ListContexts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentRestartContextHandler := connect.NewUnaryHandler(
+		AgentRestartContextProcedure,
+		svc.RestartContext,
+		connect.WithSchema(agentMethods.ByName("RestartContext")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentDeleteContextHandler := connect.NewUnaryHandler(
+		AgentDeleteContextProcedure,
+		svc.DeleteContext,
+		connect.WithSchema(agentMethods.ByName("DeleteContext")),
+		connect.WithHandlerOptions(opts...),
+	)
+	agentRunCodeHandler := connect.NewServerStreamHandler(
+		AgentRunCodeProcedure,
+		svc.RunCode,
+		connect.WithSchema(agentMethods.ByName("RunCode")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hutch.agent.v1.Agent/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentHealthProcedure:
@@ -269,6 +401,16 @@ func NewAgentHandler(svc AgentHandler, opts ...connect.HandlerOption) (string, h
 			agentRunToolHandler.ServeHTTP(w, r)
 		case AgentArchiveProcedure:
 			agentArchiveHandler.ServeHTTP(w, r)
+		case AgentCreateContextProcedure:
+			agentCreateContextHandler.ServeHTTP(w, r)
+		case AgentListContextsProcedure:
+			agentListContextsHandler.ServeHTTP(w, r)
+		case AgentRestartContextProcedure:
+			agentRestartContextHandler.ServeHTTP(w, r)
+		case AgentDeleteContextProcedure:
+			agentDeleteContextHandler.ServeHTTP(w, r)
+		case AgentRunCodeProcedure:
+			agentRunCodeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -300,4 +442,24 @@ func (UnimplementedAgentHandler) RunTool(context.Context, *connect.Request[hutch
 
 func (UnimplementedAgentHandler) Archive(context.Context, *connect.Request[hutchagent.ArchiveRequest], *connect.ServerStream[hutchagent.ArchiveResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.Archive is not implemented"))
+}
+
+func (UnimplementedAgentHandler) CreateContext(context.Context, *connect.Request[hutchagent.CreateContextRequest]) (*connect.Response[hutchagent.CodeContext], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.CreateContext is not implemented"))
+}
+
+func (UnimplementedAgentHandler) ListContexts(context.Context, *connect.Request[hutchagent.ListContextsRequest]) (*connect.Response[hutchagent.ListContextsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.ListContexts is not implemented"))
+}
+
+func (UnimplementedAgentHandler) RestartContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.CodeContext], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.RestartContext is not implemented"))
+}
+
+func (UnimplementedAgentHandler) DeleteContext(context.Context, *connect.Request[hutchagent.ContextRequest]) (*connect.Response[hutchagent.DeleteContextResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.DeleteContext is not implemented"))
+}
+
+func (UnimplementedAgentHandler) RunCode(context.Context, *connect.Request[hutchagent.RunCodeRequest], *connect.ServerStream[hutchagent.CodeEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.RunCode is not implemented"))
 }

@@ -64,7 +64,7 @@ type ProcessClient interface {
 	Connect(context.Context, *connect.Request[process.ConnectRequest]) (*connect.ServerStreamForClient[process.ConnectResponse], error)
 	// Start a process and stream its start, output and end.
 	Start(context.Context, *connect.Request[process.StartRequest]) (*connect.ServerStreamForClient[process.StartResponse], error)
-	// Update changes a PTY's size (not supported by Hutch yet).
+	// Update changes a PTY's size; the kernel sends SIGWINCH to its foreground group.
 	Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error)
 	// StreamInput writes ordered input to a process's stdin.
 	StreamInput(context.Context) *connect.ClientStreamForClient[process.StreamInputRequest, process.StreamInputResponse]
@@ -198,7 +198,7 @@ type ProcessHandler interface {
 	Connect(context.Context, *connect.Request[process.ConnectRequest], *connect.ServerStream[process.ConnectResponse]) error
 	// Start a process and stream its start, output and end.
 	Start(context.Context, *connect.Request[process.StartRequest], *connect.ServerStream[process.StartResponse]) error
-	// Update changes a PTY's size (not supported by Hutch yet).
+	// Update changes a PTY's size; the kernel sends SIGWINCH to its foreground group.
 	Update(context.Context, *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error)
 	// StreamInput writes ordered input to a process's stdin.
 	StreamInput(context.Context, *connect.ClientStream[process.StreamInputRequest]) (*connect.Response[process.StreamInputResponse], error)
