@@ -24,26 +24,47 @@ type jupyterKernel struct {
 	proc     *kernelProc
 	client   *jupyter.Client
 	dir      string
-	// interruptBySignal: ipykernel stops its cell on SIGINT (its
-	// interrupt_mode is signal); Deno's kernel takes an interrupt_request.
+	// interruptBySignal: see jupyterSpec.bySignal.
 	interruptBySignal bool
 }
 
+// jupyterSpec is how one kind of Jupyter kernel starts and is spoken to.
+type jupyterSpec struct {
+	argv func(conn string) []string
+	env  map[string]string
+	// bySignal: the kernel stops its cell on SIGINT (its interrupt_mode
+	// is signal); else it takes an interrupt_request.
+	bySignal bool
+	linger   time.Duration // see jupyter.Client.Linger
+}
+
 func startIPyKernel(x *contexts, c *codeContext) (kernel, error) {
-	return startJupyterKernel(x, c, true, func(conn string) []string {
-		// No history database: every kernel would open the same SQLite
-		// file in the user's home, for nothing a context uses.
-		return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False", "--InteractiveShell.colors=NoColor"}
-	}, map[string]string{"PYTHONUNBUFFERED": "1"})
+	return startJupyterKernel(x, c, jupyterSpec{
+		argv: func(conn string) []string {
+			// No history database: every kernel would open the same SQLite
+			// file in the user's home, for nothing a context uses.
+			return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False", "--InteractiveShell.colors=NoColor"}
+		},
+		env:      map[string]string{"PYTHONUNBUFFERED": "1"},
+		bySignal: true,
+	})
 }
 
 func startDenoKernel(x *contexts, c *codeContext) (kernel, error) {
-	return startJupyterKernel(x, c, false, func(conn string) []string {
-		return []string{"deno", "jupyter", "--kernel", "--conn", conn}
-	}, map[string]string{"NO_COLOR": "1"})
+	return startJupyterKernel(x, c, jupyterSpec{
+		argv:   func(conn string) []string { return []string{"deno", "jupyter", "--kernel", "--conn", conn} },
+		env:    map[string]string{"NO_COLOR": "1"},
+		linger: denoLinger,
+	})
 }
 
-func startJupyterKernel(x *contexts, c *codeContext, bySignal bool, argv func(conn string) []string, env map[string]string) (kernel, error) {
+// denoLinger is how long a call to Deno's kernel waits, after the kernel
+// is idle, for output still on its way: its execute_result is broadcast
+// from JavaScript, on another path than its status, and can come after
+// it (Deno's own kernel sleeps 5 ms for its streams for the same reason).
+const denoLinger = 30 * time.Millisecond
+
+func startJupyterKernel(x *contexts, c *codeContext, spec jupyterSpec) (kernel, error) {
 	ci, err := jupyter.NewConnectionInfo()
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -57,16 +78,17 @@ func startJupyterKernel(x *contexts, c *codeContext, bySignal bool, argv func(co
 		removeAll(dir)
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	proc, err := x.startKernelProc(c, argv(conn), env, false, nil)
+	proc, err := x.startKernelProc(c, spec.argv(conn), spec.env, false, nil)
 	if err != nil {
 		removeAll(dir)
 		return nil, err
 	}
-	k := &jupyterKernel{language: c.language, proc: proc, dir: dir, interruptBySignal: bySignal}
+	k := &jupyterKernel{language: c.language, proc: proc, dir: dir, interruptBySignal: spec.bySignal}
 	if err := k.connect(ci); err != nil {
 		k.close()
 		return nil, err
 	}
+	k.client.Linger = spec.linger
 	return k, nil
 }
 

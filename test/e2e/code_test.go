@@ -158,6 +158,22 @@ fig.savefig("plot.png")`, 0)
 		if _, err := d.client.CreateContext(ctx, sb.ID, client.CreateContextRequest{Language: "cobol"}); !client.IsInvalidArgument(err) {
 			t.Errorf("an unknown language: %v", err)
 		}
+
+		// A suspend keeps contexts where it keeps processes: under gVisor
+		// (memory and processes kept) y is there after the resume; under
+		// runc the kernel ended with the processes, which not_found says.
+		kept := newContext("python")
+		run(kept, "y = 7", 0)
+		if _, err := d.client.SuspendSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		res, err = d.client.RunInContext(ctx, sb.ID, client.CodeRequest{ContextID: kept, Code: "y"})
+		switch {
+		case runtime == "gvisor" && (err != nil || mainText(res) != "7"):
+			t.Errorf("y after a suspend with memory: %+v, %v", res, err)
+		case runtime == "runc" && !client.IsNotFound(err):
+			t.Errorf("a context after a suspend without memory: %+v, %v", res, err)
+		}
 	})
 }
 

@@ -33,6 +33,14 @@ const nudgeInterval = 100 * time.Millisecond
 // Close may be called at any time from any goroutine; Interrupt is how a
 // caller stops code that Execute is waiting on.
 type Client struct {
+	// Linger, when set (before the first Execute), is how long Execute
+	// goes on reading a request's output after the kernel said it was
+	// idle, until the kernel has been quiet that long: for kernels that
+	// publish some output on another path than their status (Deno's
+	// execute_result comes from its JavaScript side, and can come after
+	// its idle).
+	Linger time.Duration
+
 	signer  signer
 	session string
 	shell   *socket

@@ -123,7 +123,26 @@ func (c *Client) Execute(ctx context.Context, code string, fn func(Event) error)
 			}
 		}
 	}
-	return *reply, nil
+	return *reply, c.linger(ctx, w, fn)
+}
+
+// linger reads what the kernel still sends for w's request until it has
+// been quiet for c.Linger (see Linger).
+func (c *Client) linger(ctx context.Context, w *waiter, fn func(Event) error) error {
+	for c.Linger > 0 {
+		quiet, cancel := context.WithTimeout(ctx, c.Linger)
+		m, err := c.next(quiet, w)
+		cancel()
+		if err != nil {
+			return ctx.Err() // quiet, or the kernel gone after its reply: the request is done
+		}
+		if ev, ok := parseEvent(m); ok && m.channel == "iopub" && fn != nil {
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func parseReply(content json.RawMessage) (*Reply, error) {

@@ -334,3 +334,18 @@ func BenchmarkExecute(b *testing.B) {
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	b.ReportMetric(float64(times[len(times)/2].Microseconds()), "median-µs")
 }
+
+// Output a kernel sends after its idle status is Execute's with Linger
+// (as Deno's execute_result can be), and lost without.
+func TestLinger(t *testing.T) {
+	c := connect(t, startKernel(t))
+	late := "import threading\nthreading.Timer(0.05, lambda: print('late', flush=True)).start()"
+	if _, events := run(t, c, late); len(events) != 0 {
+		t.Errorf("without Linger: %+v", events)
+	}
+	run(t, c, "import time; time.sleep(0.2)") // the first Timer's output goes before this one's idle
+	c.Linger = 500 * time.Millisecond
+	if _, events := run(t, c, late); len(events) != 1 || events[0].Text != "late\n" {
+		t.Errorf("with Linger: %+v", events)
+	}
+}
