@@ -26,6 +26,8 @@ type daemon struct {
 	logPath string
 	client  *client.Client
 	version string
+	addr    string // the API's, host:port
+	key     string // the daemon's own API key
 }
 
 // startDaemon runs `hutch serve` on a free loopback port with its data and
@@ -88,7 +90,7 @@ func (d *daemon) waitReady(ctx context.Context, addr string, timeout time.Durati
 				return err
 			}
 			if h, err := c.Health(ctx); err == nil {
-				d.client, d.version = c, h.Version
+				d.client, d.version, d.addr, d.key = c, h.Version, addr, strings.TrimSpace(string(key))
 				return nil
 			}
 		}

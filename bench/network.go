@@ -74,13 +74,7 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 	if err != nil {
 		return section{}, err
 	}
-	mbps := func(d []time.Duration) []float64 {
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(nettestBig) / v.Seconds() / 1e6
-		}
-		return out
-	}
+	mbps := func(d []time.Duration) []float64 { return rates(nettestBig, d) }
 	r := ratio(median(mbps(through)), median(mbps(veth)))
 	floor := ratio(median(mbps(relayed)), median(mbps(veth)))
 	toFloor := ratio(median(mbps(through)), median(mbps(relayed)))
@@ -97,6 +91,15 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 
 // nettestBig is the size of the test internet's /big.
 const nettestBig = 256 << 20
+
+// rates are the throughputs in MB/s of moving size bytes in each of d.
+func rates(size int, d []time.Duration) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(size) / v.Seconds() / 1e6
+	}
+	return out
+}
 
 // rateRow is the row of a throughput in MB/s.
 func rateRow(label string, v []float64) row {

@@ -21,6 +21,9 @@ const (
 	CodeInternal           = "internal"
 	CodeNotImplemented     = "not_implemented"
 	CodeUnavailable        = "unavailable"
+	// CodeBadGateway: a preview's server in the sandbox gave no answer
+	// (nothing listens on its port, or it closed the connection).
+	CodeBadGateway = "bad_gateway"
 )
 
 // Error is an error answered by the daemon. StatusCode is 0 for an error

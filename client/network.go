@@ -2,9 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,34 +35,5 @@ func (c *Client) FollowNetworkEvents(ctx context.Context, id string, after uint6
 		return err
 	}
 	q := url.Values{"after": {strconv.FormatUint(after, 10)}}
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: sandboxPath(id) + "/network/events", query: q, accept: "text/event-stream"})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		return fmt.Errorf("network events: unexpected response content type %q", mt)
-	}
-	sse := newSSEReader(resp.Body)
-	for {
-		ev, err := sse.nextBefore(ctx, "network events stream ended")
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		switch ev.name {
-		case "refusal":
-			var ne NetworkEvent
-			if err := json.Unmarshal(ev.data, &ne); err != nil {
-				return fmt.Errorf("network events: %w", err)
-			}
-			if err := fn(ne); err != nil {
-				return err
-			}
-		case "error":
-			return decodeErrorEvent(ev.data)
-		}
-	}
+	return followEvents(ctx, c, request{method: http.MethodGet, path: sandboxPath(id) + "/network/events", query: q}, "network events", "refusal", fn)
 }

@@ -152,6 +152,7 @@ func (s *server) handler() http.Handler {
 	mux.Handle(hutchagentconnect.NewAgentHandler(&agentService{srv: s}))
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
+	mux.HandleFunc("GET "+agentv1.TunnelPath, s.tunnel)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"net"
+	"os"
 	"sync"
 )
 
@@ -46,14 +47,22 @@ func (r *reopenable) open() error {
 	return nil
 }
 
-// unlisten closes the listening socket, which removes its file.
+// unlisten closes the listening socket, then removes its file: the
+// daemon takes the file's absence to mean that no socket is bound any more
+// (and checkpoints), so the file must outlive the socket. net's own
+// unlink on close comes before the close.
 func (r *reopenable) unlisten() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ln != nil {
-		_ = r.ln.Close()
-		r.ln = nil
+	if r.ln == nil {
+		return
 	}
+	if ul, ok := r.ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false)
+	}
+	_ = r.ln.Close() // returns once the descriptor is closed
+	_ = os.Remove(r.path)
+	r.ln = nil
 }
 
 // accept hands ln's connections to Accept until ln is closed.

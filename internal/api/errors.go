@@ -42,6 +42,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnauthorized, kind.Error()
 	case errdefs.ErrPermissionDenied:
 		return http.StatusForbidden, kind.Error()
+	case errdefs.ErrBadGateway:
+		return http.StatusBadGateway, kind.Error()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout, "timeout"

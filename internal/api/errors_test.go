@@ -28,6 +28,7 @@ func TestErrorMapping(t *testing.T) {
 		{"precondition", errdefs.FailedPrecondition("sandbox x is error, not running"), 412, "failed_precondition", "sandbox x is error, not running"},
 		{"unavailable", errdefs.Unavailable("agent unavailable"), 503, "unavailable", "agent unavailable"},
 		{"unauthenticated", errdefs.Unauthenticated("missing key"), 401, "unauthenticated", "missing key"},
+		{"bad gateway", errdefs.BadGateway("nothing listens on port 3000 in the sandbox"), 502, "bad_gateway", "nothing listens on port 3000 in the sandbox"},
 		{"deadline", fmt.Errorf("destroy: %w", context.DeadlineExceeded), 504, "timeout", "Gateway Timeout"},
 		{"internal detail stays in the log", errors.New("mount /var/lib/hutch/secret: EPERM"), 500, "internal", "internal error; the daemon's log has the details"},
 	}

@@ -75,10 +75,12 @@ func TestWorkspacesIsolated(t *testing.T) {
 	params := func(path string) string {
 		r := strings.NewReplacer("{id}", sb.ID, "{token}", token, "{w}", "ws-a")
 		switch {
-		case strings.Contains(path, "/processes/{name}"):
+		case strings.Contains(path, "/processes/{name}"), strings.Contains(path, "/services/{name}"):
 			path = strings.Replace(path, "{name}", "proc-a7", 1)
 		case strings.Contains(path, "/contexts/{context}"):
 			path = strings.Replace(path, "{context}", "ctx-a7", 1)
+		case strings.Contains(path, "/ports/{port}/{path}"):
+			path = strings.Replace(strings.Replace(path, "{port}", "3000", 1), "{path}", "", 1)
 		case strings.Contains(path, "/tools/{name}"):
 			path = strings.Replace(path, "{name}", "sandbox_read_file", 1)
 		case strings.HasPrefix(path, "/v1/volumes/"):

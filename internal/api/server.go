@@ -13,6 +13,7 @@ import (
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/apikeys"
+	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
@@ -39,6 +40,16 @@ type Config struct {
 	// Redactor holds every secret value the daemon knows of: none of
 	// them leaves in an answer (see redaction.go). Nil redacts nothing.
 	Redactor *redact.Redactor
+	// Previews passes preview requests on to sandboxes (see preview.go);
+	// nil: no previews. PreviewAccess lets some through without a key;
+	// nil: preview links (signed by PreviewLinks, none when nil) and
+	// public services do (previewlink.go).
+	Previews      Previews
+	PreviewAccess PreviewAccess
+	PreviewLinks  *download.Signer
+	// PublicURL is how callers reach the daemon: previews' URLs start
+	// with it.
+	PublicURL string
 	// APIKey is the bearer token TCP clients must present.
 	APIKey  string
 	Version string
@@ -58,6 +69,10 @@ type Server struct {
 	spaces    Workspaces
 	secrets   Secrets
 	redactor  *redact.Redactor
+	previews  Previews
+	access    PreviewAccess
+	links     *download.Signer
+	publicURL string
 	key       string
 	version   string
 	log       *slog.Logger
@@ -69,7 +84,11 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, key: cfg.APIKey, version: cfg.Version, log: log}
+	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	if s.access == nil {
+		s.access = s.previewAccess
+	}
+	return s
 }
 
 // mcpPath is where the MCP server answers (streamable HTTP).
@@ -113,6 +132,15 @@ func (s *Server) routes() []route {
 		{"POST /v1/sandboxes/{id}/exec", s.exec},
 		{"GET /v1/sandboxes/{id}/pty", s.pty},
 		{"POST /v1/sandboxes/{id}/code", s.runCode},
+		{"POST /v1/sandboxes/{id}/services", s.startService},
+		{"GET /v1/sandboxes/{id}/services", s.listServices},
+		{"GET /v1/sandboxes/{id}/services/{name}", s.getService},
+		{"GET /v1/sandboxes/{id}/services/{name}/logs", s.processLogs},
+		{"GET /v1/sandboxes/{id}/services/{name}/events", s.serviceEvents},
+		{"POST /v1/sandboxes/{id}/services/{name}/restart", s.restartService},
+		{"POST /v1/sandboxes/{id}/services/{name}/stop", s.stopService},
+		{"DELETE /v1/sandboxes/{id}/services/{name}", s.deleteService},
+		{"POST /v1/sandboxes/{id}/services/{name}/link", s.serviceLink},
 		{"POST /v1/sandboxes/{id}/contexts", s.createContext},
 		{"GET /v1/sandboxes/{id}/contexts", s.listContexts},
 		{"POST /v1/sandboxes/{id}/contexts/{context}/restart", s.restartContext},
@@ -165,10 +193,12 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 		// Every method of the protocol's: audited and redacted as a route.
 		mux.Handle(mcpPath, s.guard(route{pattern: "* " + mcpPath, handler: h.ServeHTTP}))
 	}
+	// Every method, not audited (see preview.go).
+	mux.HandleFunc(previewPattern, s.previewByPath(requireKey))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return s.identify(mux, requireKey)
+	return s.identify(s.previewHosts(mux, requireKey), requireKey)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

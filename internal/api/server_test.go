@@ -48,7 +48,8 @@ type testServer struct {
 	be     *fake.Backend
 }
 
-func newTestServer(t *testing.T) *testServer {
+// newTestServer starts a testServer; configure changes its Config first.
+func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	db, err := sqlite.Open(t.Context(), filepath.Join(dir, "hutch.db"))
@@ -79,12 +80,16 @@ func newTestServer(t *testing.T) *testServer {
 		redactor.Replace(set)
 	})
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
-	srv := httptest.NewServer(New(Config{
+	cfg := Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
 		Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, t.TempDir(), nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: m, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
-	}).Handler(true))
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	srv := httptest.NewServer(New(cfg).Handler(true))
 	t.Cleanup(func() {
 		srv.Close()
 		auditLog.Close()

@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"io"
+	"net/http"
 
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
+	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
@@ -33,6 +35,14 @@ type Execs interface {
 	RestartContext(ctx context.Context, id, contextID string) (exec.Context, error)
 	DeleteContext(ctx context.Context, id, contextID string) error
 	RunInContext(ctx context.Context, id string, req exec.ContextCode, fn func(exec.CodeEvent) error) (exec.CodeEnd, error)
+	StartService(ctx context.Context, id string, req exec.ServiceRequest) (exec.ServiceInfo, error)
+	Services(ctx context.Context, id string) ([]exec.ServiceInfo, error)
+	Service(ctx context.Context, id, name string) (exec.ServiceInfo, error)
+	RestartService(ctx context.Context, id, name string) (exec.ServiceInfo, error)
+	StopService(ctx context.Context, id, name string) (exec.ServiceInfo, error)
+	DeleteService(ctx context.Context, id, name string) error
+	ServiceEvents(ctx context.Context, id, name string, fn func(exec.ServiceInfo) error) error
+	PublicPort(ctx context.Context, id string, port int) (bool, error)
 	DeleteProcess(ctx context.Context, id, name string) error
 	OpenTerminal(ctx context.Context, id string, req exec.TerminalRequest) (*exec.Terminal, error)
 }
@@ -84,4 +94,16 @@ type Volumes interface {
 	Create(ctx context.Context, name string) (volume.Info, error)
 	List(ctx context.Context) ([]volume.Info, error)
 	Delete(ctx context.Context, name string) error
+}
+
+// Previews passes preview requests on to sandboxes' ports
+// (internal/preview).
+type Previews interface {
+	// Route says where a request whose Host is host goes by host
+	// routing, and false when it names no preview.
+	Route(host string) (preview.Target, bool)
+	// Serve passes r on to t, or returns the error to answer with.
+	Serve(w http.ResponseWriter, r *http.Request, t preview.Target) error
+	// Domain is host routing's domain, "" when it is off.
+	Domain() string
 }

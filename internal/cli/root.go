@@ -107,6 +107,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newResumeCmd(),
 		a.newKeepaliveCmd(),
 		a.newProcessCmd(),
+		a.newServiceCmd(),
 		a.newContextCmd(),
 		a.newSnapshotCmd(),
 		a.newForkCmd(),

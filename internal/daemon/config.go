@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hutchdev/hutch/internal/netpolicy"
+	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets"
 	"github.com/hutchdev/hutch/internal/tools"
@@ -28,6 +29,12 @@ type Config struct {
 	// PublicURL is how callers reach the API, for the download URLs it
 	// makes (default: http:// and Listen).
 	PublicURL string `toml:"public_url"`
+	// PreviewDomain is host routing's domain: a sandbox's port is served
+	// at {port}-{sandbox}.{PreviewDomain} on Listen (internal/preview).
+	// The default, localhost, browsers resolve to the loopback by
+	// themselves; another needs a wildcard DNS record pointing at the
+	// daemon. Empty: path routing only.
+	PreviewDomain string `toml:"preview_domain"`
 	// ToolsMode is the sandbox mode of tool calls that name none: all
 	// (the default), selective or off. ToolsHostDir is where calls run on
 	// the host in the last two, which are refused without it: trusted
@@ -98,6 +105,7 @@ func Default() Config {
 	return Config{
 		Version:        1,
 		Listen:         "127.0.0.1:7070",
+		PreviewDomain:  preview.DefaultDomain,
 		DataDir:        defaultDataDir,
 		Runc:           "runc",
 		Runsc:          "runsc",
@@ -130,6 +138,11 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.PublicURL); c.PublicURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		errs = append(errs, fmt.Errorf("public_url must be an http or https URL, got %q", c.PublicURL))
+	}
+	if c.PreviewDomain != "" {
+		if err := preview.CheckDomain(c.PreviewDomain); err != nil {
+			errs = append(errs, fmt.Errorf("preview_domain: %w", err))
+		}
 	}
 	switch c.ToolsMode {
 	case "", tools.ModeAll:

@@ -22,6 +22,10 @@ func TestConfigValidate(t *testing.T) {
 		{"no runsc", func(c *Config) { c.Runsc = "" }, []string{"runsc must name"}},
 		{"gvisor by name", func(c *Config) { c.Runtime = "gvisor" }, nil},
 		{"unknown runtime", func(c *Config) { c.Runtime = "kata" }, []string{`runtime must be runc or gvisor`, `"kata"`}},
+		{"preview domain", func(c *Config) { c.PreviewDomain = "preview.example.com" }, nil},
+		{"no host routing", func(c *Config) { c.PreviewDomain = "" }, nil},
+		{"preview domain with a port", func(c *Config) { c.PreviewDomain = "localhost:7070" }, []string{"preview_domain", `"localhost:7070"`}},
+		{"preview domain in capitals", func(c *Config) { c.PreviewDomain = "Example.com" }, []string{"preview_domain"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
+	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
@@ -167,7 +168,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
-	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, APIKey: key, Version: version, Logger: log})
+	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Logger: log})
+	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

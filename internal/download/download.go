@@ -22,16 +22,24 @@ type Claim struct {
 	Dir     bool   `json:"d,omitempty"`
 	Format  string `json:"f,omitempty"`
 	Expires int64  `json:"e"` // Unix seconds
+	// Port is a preview link's: the sandbox's port it opens (Path is then
+	// the path it opens first).
+	Port int `json:"o,omitempty"`
 }
 
 // Signer signs and checks claims with one key.
 type Signer struct{ key []byte }
 
-// NewSigner returns a Signer whose key is derived from secret (the API
-// key): URLs stop working when it changes.
-func NewSigner(secret string) *Signer {
+// NewSigner returns a Signer of download URLs whose key is derived from
+// secret (the API key): URLs stop working when it changes.
+func NewSigner(secret string) *Signer { return NewSignerFor(secret, "download URLs") }
+
+// NewSignerFor returns a Signer for one purpose ("preview links"), its
+// key derived from secret and the purpose: a token signed for one
+// purpose is invalid for every other.
+func NewSignerFor(secret, purpose string) *Signer {
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("hutch download URLs"))
+	mac.Write([]byte("hutch " + purpose))
 	return &Signer{key: mac.Sum(nil)}
 }
 

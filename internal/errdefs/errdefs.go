@@ -22,12 +22,15 @@ var (
 	ErrNotImplemented     = errors.New("not_implemented")
 	ErrUnauthenticated    = errors.New("unauthenticated")
 	ErrPermissionDenied   = errors.New("permission_denied")
+	// ErrBadGateway: a server the daemon passes a request on to (a
+	// sandbox's port, for a preview) gave no answer.
+	ErrBadGateway = errors.New("bad_gateway")
 )
 
 var kinds = []error{
 	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrConflict, ErrResourceExhausted, ErrUnavailable, ErrNotImplemented,
-	ErrUnauthenticated, ErrPermissionDenied,
+	ErrUnauthenticated, ErrPermissionDenied, ErrBadGateway,
 }
 
 // Error is an error whose message is meant for the user of the API, with the
@@ -70,6 +73,7 @@ func Unauthenticated(format string, args ...any) error {
 func PermissionDenied(format string, args ...any) error {
 	return newf(ErrPermissionDenied, format, args...)
 }
+func BadGateway(format string, args ...any) error { return newf(ErrBadGateway, format, args...) }
 
 // Kind returns the kind err belongs to, or nil when it has none (an internal
 // error).

@@ -28,9 +28,10 @@ type Store interface {
 // a sandbox wakes it (a suspended one resumes, a paused one thaws) and
 // holds it running until the call returns.
 type Service struct {
-	core  *sandbox.Manager
-	store Store
-	log   *slog.Logger
+	core   *sandbox.Manager
+	store  Store
+	log    *slog.Logger
+	states serviceStates // what is seen of services' runs (services.go)
 }
 
 // New returns a Service over core's sandboxes, keeping background

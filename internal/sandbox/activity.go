@@ -75,8 +75,11 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	if !paused {
 		if procs, err := m.runningProcesses(ctx, inst); err == nil {
 			a.Processes = procs
+			workers, _ := m.runningWorkers(ctx, inst)
 			for _, name := range slices.Sorted(maps.Keys(procs)) {
-				a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
+				if _, ok := workers[name]; ok {
+					a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
+				}
 			}
 		} else {
 			a.ProcessesErr = err

@@ -67,6 +67,25 @@ func (m *Manager) runningProcesses(ctx context.Context, inst *instance) (map[str
 	return running, nil
 }
 
+// runningWorkers is runningProcesses without the services, which are not
+// activity by running (see reap).
+func (m *Manager) runningWorkers(ctx context.Context, inst *instance) (map[string]uint32, error) {
+	running, err := m.runningProcesses(ctx, inst)
+	if err != nil || len(running) == 0 {
+		return running, err
+	}
+	known, err := m.store.ListProcesses(ctx, inst.id)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range known {
+		if p.Port > 0 {
+			delete(running, p.Name)
+		}
+	}
+	return running, nil
+}
+
 // noteRunningProcesses records which background processes run, before a
 // suspend ends them: those a resume starts again. When the agent cannot
 // say, the records stay as they were.

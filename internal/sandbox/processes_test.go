@@ -98,7 +98,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
 	d.startProcess(t, sb.ID, store.Process{
 		Name: "web", Argv: []string{"/bin/sh", "-c", `echo "started $TOKEN $FROM_SANDBOX"; exec sleep 600`},
-		Cwd: d.backend.Root(sb.ID) + template.Workspace, Env: map[string]string{"TOKEN": "s3cret"}, Port: 8000,
+		Cwd: d.backend.Root(sb.ID) + template.Workspace, Env: map[string]string{"TOKEN": "s3cret"},
 	})
 	waitFor(t, "the process's first output", func() bool { return d.logsOf(t, sb.ID, "web") == "started s3cret sb\n" })
 
@@ -148,6 +148,34 @@ func TestBackgroundProcesses(t *testing.T) {
 	d.tickAfter(t, clock, 2*time.Second)
 	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Suspended {
 		t.Errorf("idle with no process running: %s, want suspended", got.State)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A service (a background process with a port) does not keep its sandbox
+// awake by running: the idle timer suspends it, and the resume (a call, or
+// a request to its preview) starts it again.
+func TestServiceIsNotActivity(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	d := newDaemonState(t).start(t, withClock(clock))
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	d.startProcess(t, sb.ID, store.Process{Name: "web", Argv: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + template.Workspace, Port: 8000})
+	if act, err := d.m.Activity(ctx, sb.ID); err != nil || act.Busy {
+		t.Errorf("activity with only a service running: %+v, %v; want idle", act, err)
+	}
+	d.tickAfter(t, clock, 2*time.Second)
+	if got, _ := d.m.Get(ctx, sb.ID); got.State != lifecycle.Suspended {
+		t.Fatalf("idle with a service running: %s, want suspended", got.State)
+	}
+	if _, err := d.m.Resume(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if pid := d.running(t, sb.ID)["web"]; pid == 0 {
+		t.Error("the service does not run after the resume")
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)

@@ -234,7 +234,10 @@ func (m *Manager) inBackground(id string, fn func()) {
 }
 
 // reap suspends or deletes an idle sandbox, as it asked, unless a
-// background process runs in it: that is activity.
+// background process that is not a service runs in it: that is activity.
+// A service (a process with a port) is not: the requests to its preview
+// are, and one that comes after a suspend wakes the sandbox and starts
+// the service again.
 func (m *Manager) reap(ctx context.Context, id string) {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
@@ -244,7 +247,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst != nil && !inst.isPaused() {
-		if procs, err := m.runningProcesses(ctx, inst); err == nil && len(procs) > 0 {
+		if procs, err := m.runningWorkers(ctx, inst); err == nil && len(procs) > 0 {
 			inst.touch(m.clock.Now())
 			return
 		}

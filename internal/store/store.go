@@ -184,6 +184,10 @@ type Process struct {
 	ForUser string
 	// Stdin keeps its stdin open for input, at each start.
 	Stdin bool
+	// A process with a Port is a service. Public: its preview answers
+	// without a key or a link. Slot: the pane it fills ("": none).
+	Public bool
+	Slot   string
 	// Running says whether it ran when last seen by a suspend or a start.
 	Running   bool
 	CreatedAt time.Time

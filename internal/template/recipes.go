@@ -21,15 +21,15 @@ var basePackages = []string{
 }
 
 // recipes are the default templates, by name: base, which ./setup builds,
-// and python, base with the data stack and Jupyter's ipykernel, which
-// python code contexts run on (matplotlib's figures come back as PNG
+// and python, base with the data stack, Flask for web apps, and Jupyter's
+// ipykernel, which python code contexts run on (matplotlib's figures come back as PNG
 // through it; its fonts come with python-matplotlib-data). Deno and Bun
 // come from their npm packages, which carry their official binaries;
 // Deno's Jupyter kernel serves javascript and typescript contexts.
 var recipes = map[string]Recipe{
 	"base": {Packages: basePackages, NpmPackages: []string{"deno", "bun"}, Programs: basePrograms},
 	"python": {
-		Packages:    append(append([]string{}, basePackages...), "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-ipykernel"),
+		Packages:    append(append([]string{}, basePackages...), "python3-numpy", "python3-pandas", "python3-matplotlib", "python3-ipykernel", "python3-flask"),
 		NpmPackages: []string{"deno", "bun"},
 		Programs:    basePrograms,
 	},

@@ -25,3 +25,22 @@ const (
 // pids limit counts the agent's threads (runc) adds Threads to it, so the
 // sandbox's own processes get the limit they asked for.
 const Threads = 12
+
+// Tunnels: the daemon reaches a TCP port on the sandbox's loopback through
+// the agent, which is how previews work whatever the sandbox's network
+// (mode none has nothing but lo) and under either runtime. The daemon sends
+//
+//	GET TunnelPath?port=N HTTP/1.1
+//	Connection: Upgrade
+//	Upgrade: TunnelProtocol
+//
+// and the agent dials 127.0.0.1:N inside the sandbox (or [::1]:N, where a
+// server listening on "localhost" may be). When nothing listens there it
+// answers its HTTP error ({"code":"failed_precondition",…}); otherwise 101
+// Switching Protocols, after which the connection carries the TCP stream's
+// bytes both ways. Each side's end of writing (a half-close) is passed on;
+// the tunnel ends when both directions have.
+const (
+	TunnelPath     = "/tunnel"
+	TunnelProtocol = "hutch-tcp"
+)

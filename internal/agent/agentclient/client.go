@@ -45,6 +45,8 @@ type Client struct {
 
 	http      *http.Client
 	transport *http.Transport
+	dial      func(ctx context.Context) (net.Conn, error)
+	ports     *http.Transport // see Ports
 }
 
 // New returns a client whose connections are made by dial (HTTP/1.1 with
@@ -66,17 +68,24 @@ func New(dial func(ctx context.Context) (net.Conn, error)) *Client {
 		// (setting up a gzip writer per message showed in exec profiles).
 		connect.WithAcceptCompression("gzip", nil, nil),
 	}
-	return &Client{
+	c := &Client{
 		agent:      hutchagentconnect.NewAgentClient(hc, baseURL, opts...),
 		process:    processconnect.NewProcessClient(hc, baseURL, opts...),
 		filesystem: filesystemconnect.NewFilesystemClient(hc, baseURL, opts...),
 		http:       hc,
 		transport:  tr,
+		dial:       dial,
 	}
+	c.ports = c.portsTransport()
+	return c
 }
 
-// CloseIdleConnections closes the connections no request is using.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+// CloseIdleConnections closes the connections no request is using, the
+// agent's and the ports' (see Ports).
+func (c *Client) CloseIdleConnections() {
+	c.transport.CloseIdleConnections()
+	c.ports.CloseIdleConnections()
+}
 
 // Health reports whether the agent answers: nil when it does, an
 // Unavailable error when it cannot be reached, the context's error when ctx

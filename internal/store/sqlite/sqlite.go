@@ -360,9 +360,9 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes
-		(sandbox_id, name, argv, cwd, user, env, port, running, created_at, for_user, stdin)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(), p.ForUser, p.Stdin)
+		(sandbox_id, name, argv, cwd, user, env, port, running, created_at, for_user, stdin, public, slot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(), p.ForUser, p.Stdin, p.Public, p.Slot)
 	if err != nil {
 		if strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
 			return errdefs.NotFound("sandbox %s not found", p.SandboxID)
@@ -374,7 +374,7 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 
 // ListProcesses returns a sandbox's background processes, oldest first.
 func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at, for_user, stdin
+	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at, for_user, stdin, public, slot
 		FROM processes WHERE sandbox_id = ? ORDER BY created_at, name`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
@@ -385,7 +385,7 @@ func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Proc
 		p := store.Process{SandboxID: sandboxID}
 		var argv, env string
 		var created int64
-		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created, &p.ForUser, &p.Stdin); err != nil {
+		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created, &p.ForUser, &p.Stdin, &p.Public, &p.Slot); err != nil {
 			return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
 		}
 		if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {

@@ -284,7 +284,7 @@ func TestProcesses(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	web := &store.Process{SandboxID: "abc", Name: "web", Argv: []string{"python3", "-m", "http.server"},
-		Cwd: "site", User: "user", Env: map[string]string{"TOKEN": "x"}, Port: 8000, Running: true, CreatedAt: now}
+		Cwd: "site", User: "user", Env: map[string]string{"TOKEN": "x"}, Port: 8000, Running: true, CreatedAt: now, Public: true, Slot: "preview"}
 	worker := &store.Process{SandboxID: "abc", Name: "worker", Argv: []string{"sleep", "600"}, CreatedAt: now.Add(time.Second)}
 	for _, p := range []*store.Process{worker, web} {
 		if err := db.PutProcess(ctx, p); err != nil {

@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/download"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/preview"
+)
+
+// Preview links and public services: what lets a request without the
+// API key reach a preview (the Server's PreviewAccess).
+//
+// A link (POST …/services/{name}/link) is the preview's URL with a signed,
+// expiring token in its query, for one port of one sandbox. Its first
+// visit sets the token as an HttpOnly, SameSite=Lax cookie scoped to that
+// preview (its host with host routing, its path prefix with path routing)
+// and redirects to the clean URL; later requests carry the cookie, which
+// the proxy strips with every hutch_ cookie before the request reaches the
+// sandbox. A service started public answers anyone.
+
+const (
+	previewTokenParam = "hutch_preview_token"
+	previewCookie     = "hutch_preview"
+	defaultLinkTTL    = time.Hour
+	maxLinkTTL        = 7 * 24 * time.Hour
+)
+
+// previewAccess is the Server's PreviewAccess.
+func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview.Target) (bool, error) {
+	if public, err := s.execs.PublicPort(r.Context(), t.Sandbox, t.Port); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return false, err
+	} else if public {
+		return false, nil
+	}
+	if s.links == nil {
+		return false, errPrivatePreview
+	}
+	if tok := r.URL.Query().Get(previewTokenParam); tok != "" {
+		claim, err := s.checkLink(tok, t)
+		if err != nil {
+			return false, err
+		}
+		http.SetCookie(w, &http.Cookie{
+			Name: previewCookie, Value: tok, Path: cookiePath(t), Expires: time.Unix(claim.Expires, 0),
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
+		})
+		clean := *r.URL
+		q := clean.Query()
+		q.Del(previewTokenParam)
+		clean.RawQuery = q.Encode()
+		w.Header().Set("Cache-Control", "no-store")
+		http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
+		return true, nil
+	}
+	if c, err := r.Cookie(previewCookie); err == nil {
+		if _, err := s.checkLink(c.Value, t); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	return false, errPrivatePreview
+}
+
+var errPrivatePreview = errdefs.Unauthenticated("this preview is private: send the API key, or open a preview link (POST /v1/sandboxes/{id}/services/{name}/link, hutch service link)")
+
+// checkLink checks a link's token for target t.
+func (s *Server) checkLink(tok string, t preview.Target) (download.Claim, error) {
+	claim, err := s.links.Check(tok, time.Now())
+	switch {
+	case errors.Is(err, download.ErrExpired):
+		return claim, errdefs.Unauthenticated("this preview link has expired: ask for a new one")
+	case err != nil || claim.Sandbox != t.Sandbox || claim.Port != t.Port:
+		return claim, errdefs.Unauthenticated("this preview link is not valid for this preview")
+	}
+	return claim, nil
+}
+
+// cookiePath scopes a link's cookie to its preview: the whole host with
+// host routing, the sandbox's port's prefix with path routing.
+func cookiePath(t preview.Target) string {
+	if t.Prefix == "" {
+		return "/"
+	}
+	return t.Prefix + "/"
+}
+
+// serviceLink answers POST …/services/{name}/link: a URL of the service's
+// preview that opens without the key until it expires.
+func (s *Server) serviceLink(w http.ResponseWriter, r *http.Request) {
+	var req client.ServiceLinkRequest
+	if r.ContentLength != 0 { // the body is optional
+		if err := decode(r, &req); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	ttl := time.Duration(req.ExpiresInS) * time.Second
+	switch {
+	case ttl == 0:
+		ttl = defaultLinkTTL
+	case ttl < 0 || ttl > maxLinkTTL:
+		writeError(w, r, s.log, errdefs.InvalidArgument("expires_in_s must be between 1 and %d", int(maxLinkTTL.Seconds())))
+		return
+	}
+	if s.links == nil || s.previews == nil {
+		writeError(w, r, s.log, errdefs.NotImplemented("previews are off in this daemon"))
+		return
+	}
+	id := r.PathValue("id")
+	svc, err := s.execs.Service(r.Context(), id, r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
+	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Expires: expires.Unix()})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	urls := s.previewURLs(id, svc.Port)
+	out := client.ServiceLink{ExpiresAt: expires, PathURL: withToken(urls.path, tok)}
+	if urls.host != "" {
+		out.URL = withToken(urls.host, tok)
+	} else {
+		out.URL = out.PathURL
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func withToken(u, tok string) string { return u + "?" + previewTokenParam + "=" + url.QueryEscape(tok) }
+
+// previewURLs are the URLs of a sandbox's port: by host (empty when host
+// routing is off) and by path.
+type previewURLs struct{ host, path string }
+
+func (s *Server) previewURLs(id string, port int) previewURLs {
+	base, err := url.Parse(s.publicURL)
+	if err != nil || base.Host == "" {
+		base = &url.URL{Scheme: "http", Host: "127.0.0.1"}
+	}
+	out := previewURLs{path: base.Scheme + "://" + base.Host + "/v1/sandboxes/" + id + "/ports/" + strconv.Itoa(port) + "/"}
+	if domain := s.previews.Domain(); domain != "" {
+		host := strconv.Itoa(port) + "-" + id + "." + domain
+		if p := base.Port(); p != "" {
+			host += ":" + p
+		}
+		out.host = base.Scheme + "://" + host + "/"
+	}
+	return out
+}

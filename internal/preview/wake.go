@@ -1,0 +1,164 @@
+package preview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+)
+
+// wakeTimeout bounds a wake that no request waits for any more.
+const wakeTimeout = 2 * time.Minute
+
+// wokenAfter is how long an Acquire takes beyond which the sandbox is
+// taken to have been woken (or thawed): a running sandbox's takes
+// microseconds, a resume at least milliseconds. Taking a wait on the
+// sandbox's lock for a wake costs one look at the port.
+const wokenAfter = 2 * time.Millisecond
+
+// held is a sandbox held for a request, or why it could not be.
+type held struct {
+	sb      Sandbox
+	release func()
+	err     error
+}
+
+// hold holds t's sandbox for r, waking it if need be. When a browser's
+// page load would wait longer than WakePage for that, it answers r with
+// the waking page and returns a nil Sandbox; the wake goes on. Other
+// requests wait for the wake as long as they last.
+func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, t Target) (Sandbox, func(), error) {
+	ready := make(chan held, 1)
+	// The wake outlives a request that leaves: the page's reload, or the
+	// client's next try, finds the sandbox awake.
+	go func() { ready <- p.reach(context.WithoutCancel(r.Context()), t) }()
+	var page <-chan time.Time
+	if wantsPage(r) {
+		timer := time.NewTimer(p.cfg.WakePage)
+		defer timer.Stop()
+		page = timer.C
+	}
+	select {
+	case h := <-ready:
+		return h.sb, h.release, h.err
+	case <-page:
+		go letGo(ready)
+		writeWakingPage(w, t.Sandbox)
+		return nil, nil, nil
+	case <-r.Context().Done():
+		go letGo(ready)
+		return nil, nil, r.Context().Err()
+	}
+}
+
+// letGo releases what a request that did not wait was held.
+func letGo(ready <-chan held) {
+	if h := <-ready; h.err == nil {
+		h.release()
+	}
+}
+
+// reach holds t's sandbox and, if it had to be woken, waits for t's port
+// to listen.
+func (p *Proxy) reach(ctx context.Context, t Target) held {
+	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
+	defer cancel()
+	began := time.Now()
+	sb, release, err := p.cfg.Acquire(ctx, t.Sandbox)
+	if err != nil {
+		return held{err: err}
+	}
+	if time.Since(began) >= wokenAfter || p.isStarting(t) {
+		p.awaitPort(ctx, sb, t)
+	}
+	return held{sb: sb, release: release}
+}
+
+func (p *Proxy) isStarting(t Target) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starting[portKey{t.Sandbox, t.Port}] != nil
+}
+
+// awaitPort waits, within ListenWait, until something listens on t's port:
+// after a wake, the service on it is starting again. The requests for the
+// port meanwhile wait for the same. When nothing listens in time, the
+// request says so.
+func (p *Proxy) awaitPort(ctx context.Context, sb Sandbox, t Target) {
+	key := portKey{t.Sandbox, t.Port}
+	p.mu.Lock()
+	done, waiting := p.starting[key]
+	if !waiting {
+		done = make(chan struct{})
+		p.starting[key] = done
+	}
+	p.mu.Unlock()
+	if waiting {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	defer func() {
+		p.mu.Lock()
+		delete(p.starting, key)
+		p.mu.Unlock()
+		close(done)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ListenWait)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		conn, err := sb.DialPort(ctx, t.Port)
+		if err == nil {
+			_ = conn.Close()
+			return
+		}
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return // not a matter of waiting: the request finds out
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// wantsPage says whether r is a browser's page load: a GET that accepts
+// HTML and upgrades to nothing.
+func wantsPage(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" &&
+		strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// HeaderPreview marks Hutch's own answers to preview requests:
+// "waking" on the waking page.
+const HeaderPreview = "Hutch-Preview"
+
+// writeWakingPage answers with a page that says the sandbox is waking and
+// reloads itself after a second. It is never cached: the next load is the
+// app's.
+func writeWakingPage(w http.ResponseWriter, id string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set(HeaderPreview, "waking")
+	w.WriteHeader(http.StatusOK)
+	_, _ = fmt.Fprintf(w, wakingPage, html.EscapeString(id)) // the client may be gone
+}
+
+const wakingPage = `<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="1">
+<title>Waking the sandbox…</title>
+<style>body{font:16px system-ui,sans-serif;color:#555;display:grid;place-items:center;height:80vh}</style>
+</head><body><p>Waking sandbox %s…</p></body></html>
+`
