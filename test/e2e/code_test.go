@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"image/png"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
@@ -159,6 +161,8 @@ fig.savefig("plot.png")`, 0)
 			t.Errorf("an unknown language: %v", err)
 		}
 
+		webApps(t, d, sb.ID)
+
 		// A suspend keeps contexts where it keeps processes: under gVisor
 		// (memory and processes kept) y is there after the resume; under
 		// runc the kernel ended with the processes, which not_found says.
@@ -175,6 +179,79 @@ fig.savefig("plot.png")`, 0)
 			t.Errorf("a context after a suspend without memory: %+v, %v", res, err)
 		}
 	})
+}
+
+// webApps starts a Flask app (the python template has Flask) and a Node
+// server as services of sandbox id, and reads them through their previews
+// by host and by path: a page, an event stream as it comes, and a reload
+// that picks up edited code.
+func webApps(t *testing.T, d *daemon, id string) {
+	t.Helper()
+	ctx := t.Context()
+	p := newPreviewer(t, d, id)
+	if res := d.exec(id, `cat > app.py <<'EOF'
+import time
+from flask import Flask, Response
+app = Flask(__name__)
+@app.get("/")
+def index():
+    return "flask v1"
+@app.get("/events")
+def events():
+    def gen():
+        for i in range(3):
+            yield f"data: tick {i}\n\n"
+            time.sleep(0.3)
+    return Response(gen(), mimetype="text/event-stream")
+EOF
+cat > server.js <<'EOF'
+require("http").createServer((req, res) => res.end("node " + req.url)).listen(3000, "127.0.0.1");
+EOF`); res.ExitCode != 0 {
+		t.Fatalf("write the apps: %+v", res)
+	}
+	for _, req := range []client.StartServiceRequest{
+		{Name: "flask", Command: "exec flask --app app run --port 5000", Port: 5000, Slot: "preview"},
+		{Name: "node", Cmd: []string{"node", "server.js"}, Port: 3000},
+	} {
+		if _, err := d.client.StartService(ctx, id, req); err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, d, id, req.Name, client.ServiceRunning)
+	}
+	for _, u := range []string{p.hostURL(5000, "/"), p.pathURL(5000, "/")} {
+		if code, _, body := p.do(t, http.MethodGet, u, d.key, nil, nil); code != http.StatusOK || string(body) != "flask v1" {
+			t.Errorf("GET %s: %d %q", u, code, body)
+		}
+	}
+	for _, u := range []string{p.hostURL(3000, "/x?y=1"), p.pathURL(3000, "/x?y=1")} {
+		if code, _, body := p.do(t, http.MethodGet, u, d.key, nil, nil); code != http.StatusOK || string(body) != "node /x?y=1" {
+			t.Errorf("GET %s: %d %q", u, code, body)
+		}
+	}
+	// The event stream's first event comes well before its end.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.hostURL(5000, "/events"), nil)
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	first := time.Since(began)
+	rest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || line != "data: tick 0\n" || time.Since(began)-first < 300*time.Millisecond || !strings.Contains(string(rest), "tick 2") {
+		t.Errorf("the event stream: %q (after %v), then %q", line, first, rest)
+	}
+	// A reload picks up edited code.
+	d.exec(id, "sed -i 's/flask v1/flask v2/' app.py")
+	if _, err := d.client.RestartService(ctx, id, "flask"); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, id, "flask", client.ServiceRunning)
+	if code, _, body := p.do(t, http.MethodGet, p.hostURL(5000, "/"), d.key, nil, nil); code != http.StatusOK || string(body) != "flask v2" {
+		t.Errorf("after the reload: %d %q", code, body)
+	}
 }
 
 // download fetches a download URL, without the API key.

@@ -238,3 +238,51 @@ func TestPreviewLinks(t *testing.T) {
 		t.Errorf("a public service: %d %q", code, body)
 	}
 }
+
+// A sandbox that its idle timer suspended, its service running, is woken
+// by a request to the service's preview, which is answered with the
+// service's page: the service started again with the same command.
+func TestServiceWakesOnPreview(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, IdleTimeoutS: 2})
+		cmd := "echo woken-up > index.html && exec python3 -m http.server 8000"
+		if _, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{Name: "web", Command: cmd, Port: 8000}); err != nil {
+			t.Fatal(err)
+		}
+		before := waitStatus(t, d, sb.ID, "web", client.ServiceRunning)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			s, err := d.client.GetSandbox(ctx, sb.ID)
+			if err == nil && s.State == client.StateSuspended && strings.Contains(s.StateReason, "idle") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not suspended by its idle timer with only a service running: %+v, %v", s, err)
+			}
+		}
+		if svc, err := d.client.GetService(ctx, sb.ID, "web"); err != nil || svc.Status != client.ServiceSuspended {
+			t.Errorf("the service of an idle-suspended sandbox: %+v, %v", svc, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, before.PathURL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+d.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "woken-up\n" {
+			t.Errorf("a preview request to the idle-suspended sandbox: %d %q", resp.StatusCode, body)
+		}
+		// Under runc the suspend ended it: the page above is its new run's.
+		after := waitStatus(t, d, sb.ID, "web", client.ServiceRunning)
+		if strings.Join(after.Cmd, " ") != strings.Join(before.Cmd, " ") || !after.Since.After(before.Since) {
+			t.Errorf("the service after the wake: %+v, before %+v", after, before)
+		}
+	})
+}
