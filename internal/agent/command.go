@@ -86,6 +86,9 @@ type command struct {
 	tree   supervisor
 	out    *output
 	gone   chan struct{} // closed when every process of the command is gone
+	// exited is closed once the main process's exit is seen: the command
+	// no longer runs, and its tag is free for another Start.
+	exited chan struct{}
 
 	stdinMu     sync.Mutex // serialises writes
 	stdin       *os.File   // nil when started without stdin; the terminal's master with one
@@ -213,7 +216,7 @@ func (p *processService) spawn(spec spawnSpec) (c *command, outputs []*outputPip
 	if err != nil {
 		return nil, nil, err
 	}
-	c = &command{svc: p, pid: pid, tree: tree, stdin: std.stdin, pty: std.pty, out: newOutput(spec.keep), gone: make(chan struct{})}
+	c = &command{svc: p, pid: pid, tree: tree, stdin: std.stdin, pty: std.pty, out: newOutput(spec.keep), gone: make(chan struct{}), exited: make(chan struct{})}
 	return c, std.outputs, nil
 }
 
@@ -313,6 +316,7 @@ func (c *command) supervise(outputs []*outputPipe) {
 	c.mu.Lock()
 	c.state = stateLingering // no more signals to its pid
 	c.mu.Unlock()
+	close(c.exited)
 	if gone {
 		// Give the supervisor back first, so that a command started as soon
 		// as this one's stream ends finds it.
@@ -463,6 +467,18 @@ func (c *command) signalMain(sig syscall.Signal) bool {
 	}
 	_ = syscall.Kill(int(c.pid), sig)
 	return true
+}
+
+// waitExited waits, up to killTimeout, for the main process's exit to be
+// seen once its tree was killed: then the command no longer runs, so that
+// a Start of its tag right after the kill is not refused.
+func (c *command) waitExited() {
+	t := time.NewTimer(killTimeout)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+	case <-t.C:
+	}
 }
 
 func (c *command) running() bool {

@@ -350,7 +350,10 @@ func (p *processService) signal(sel *process.ProcessSelector, sig syscall.Signal
 	var wg sync.WaitGroup
 	for _, c := range cmds {
 		if sig == syscall.SIGKILL {
-			wg.Go(c.kill)
+			wg.Go(func() {
+				c.kill()
+				c.waitExited()
+			})
 		} else {
 			c.signalMain(sig)
 		}

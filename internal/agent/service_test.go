@@ -294,9 +294,19 @@ func TestAgentSignal(t *testing.T) {
 	if err := a.client.Signal(t.Context(), agentclient.Pid(p.pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// Once SIGKILL returns, the command no longer runs: its tag is free at
+	// once (a background process deleted and started again by name).
+	again, err := a.client.Start(t.Context(), cmd)
+	if err != nil {
+		t.Fatalf("Start of the tag at once after SIGKILL: %v", err)
+	}
 	if res := p.wait(t); res.exit.Signal != syscall.SIGKILL {
 		t.Errorf("exit %+v", *res.exit)
 	}
+	if err := a.client.Signal(t.Context(), agentclient.Pid(again.Pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = again.Close()
 }
 
 func TestAgentProcesses(t *testing.T) {
