@@ -91,6 +91,12 @@ func processInfo(p *store.Process, status string, pid uint32) ProcessInfo {
 // returns it running. A process of the same name that has exited is
 // replaced; one that runs is a conflict.
 func (s *Service) StartProcess(ctx context.Context, id string, req ProcessRequest) (ProcessInfo, error) {
+	return s.startProcess(ctx, id, req, nil)
+}
+
+// startProcess is StartProcess; service, when not nil, says what makes the
+// process a service (store.Process's Public and Slot).
+func (s *Service) startProcess(ctx context.Context, id string, req ProcessRequest, service *ServiceRequest) (ProcessInfo, error) {
 	argv, err := sandbox.ExecRequest{Cmd: req.Cmd, Command: req.Command}.Argv()
 	if err != nil {
 		return ProcessInfo{}, err
@@ -125,6 +131,9 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	p := &store.Process{
 		SandboxID: id, Name: req.Name, Argv: argv, Cwd: req.Cwd, User: req.User,
 		Env: req.Env, Port: req.Port, Running: true, CreatedAt: time.Now().UTC(), ForUser: req.ForUser, Stdin: req.Stdin,
+	}
+	if service != nil {
+		p.Public, p.Slot = service.Public, service.Slot
 	}
 	pid, err := r.StartProcess(ctx, p)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
@@ -165,23 +174,30 @@ func defaultProcessName(argv []string) string {
 // suspended sandbox: its processes show as suspended (those a resume
 // starts again) or exited. Nor does it count as activity.
 func (s *Service) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, error) {
+	_, _, out, err := s.processes(ctx, id)
+	return out, err
+}
+
+// processes is ListProcesses with the records it read: the sandbox's, and
+// its processes', in the order of the infos.
+func (s *Service) processes(ctx context.Context, id string) (*store.Sandbox, []*store.Process, []ProcessInfo, error) {
 	rec, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	known, err := s.store.ListProcesses(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	// Activity neither wakes the sandbox nor counts as activity: a console
 	// that polls a sandbox's processes does not keep it from its idle
 	// timeout.
 	act, err := s.core.Activity(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if act.ProcessesErr != nil {
-		return nil, act.ProcessesErr
+		return nil, nil, nil, act.ProcessesErr
 	}
 	running := act.Processes
 	out := make([]ProcessInfo, 0, len(known))
@@ -198,7 +214,7 @@ func (s *Service) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, 
 		}
 		out = append(out, processInfo(p, status, pid))
 	}
-	return out, nil
+	return rec, known, out, nil
 }
 
 // ProcessLogs sends a background process's kept output (its latest 1 MiB)

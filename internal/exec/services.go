@@ -110,11 +110,8 @@ func (s *Service) StartService(ctx context.Context, id string, req ServiceReques
 			return ServiceInfo{}, err
 		}
 	}
-	p, err := s.StartProcess(ctx, id, req.ProcessRequest)
+	p, err := s.startProcess(ctx, id, req.ProcessRequest, &req)
 	if err != nil {
-		return ServiceInfo{}, err
-	}
-	if err := s.setServiceFields(ctx, id, p.Name, req.Public, req.Slot); err != nil {
 		return ServiceInfo{}, err
 	}
 	return s.Service(ctx, id, p.Name)
@@ -137,42 +134,18 @@ func (s *Service) replaceServices(ctx context.Context, id, keep, slot string) er
 	return nil
 }
 
-// setServiceFields records what makes a started process a service.
-func (s *Service) setServiceFields(ctx context.Context, id, name string, public bool, slot string) error {
-	known, err := s.store.ListProcesses(ctx, id)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(known, func(p *store.Process) bool { return p.Name == name })
-	if i < 0 {
-		return errdefs.NotFound("sandbox %s has no process %q", id, name)
-	}
-	known[i].Public, known[i].Slot = public, slot
-	return s.store.PutProcess(context.WithoutCancel(ctx), known[i])
-}
-
 // Services lists a sandbox's services. Like ListProcesses, it neither
 // wakes the sandbox nor counts as activity.
 func (s *Service) Services(ctx context.Context, id string) ([]ServiceInfo, error) {
-	procs, err := s.ListProcesses(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.store.GetSandbox(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	known, err := s.store.ListProcesses(ctx, id)
+	rec, known, procs, err := s.processes(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	out := []ServiceInfo{}
-	for _, pi := range procs {
-		i := slices.IndexFunc(known, func(p *store.Process) bool { return p.Name == pi.Name })
-		if pi.Port == 0 || i < 0 {
-			continue
+	for i, pi := range procs {
+		if pi.Port > 0 {
+			out = append(out, s.serviceInfo(ctx, rec, known[i], pi))
 		}
-		out = append(out, s.serviceInfo(ctx, rec, known[i], pi))
 	}
 	return out, nil
 }
@@ -339,10 +312,25 @@ func lastLinesOf(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// isService checks, in the store, that sandbox id has service name.
+func (s *Service) isService(ctx context.Context, id, name string) error {
+	known, err := s.store.ListProcesses(ctx, id)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(known, func(p *store.Process) bool { return p.Name == name && p.Port > 0 }) {
+		return nil
+	}
+	if _, err := s.store.GetSandbox(ctx, id); err != nil {
+		return err
+	}
+	return errdefs.NotFound("sandbox %s has no service %q", id, name)
+}
+
 // StopService stops a service (SIGTERM, then SIGKILL to its tree after
 // 5 s): it stays stopped, also across a resume, until restarted.
 func (s *Service) StopService(ctx context.Context, id, name string) (ServiceInfo, error) {
-	if _, err := s.Service(ctx, id, name); err != nil {
+	if err := s.isService(ctx, id, name); err != nil {
 		return ServiceInfo{}, err
 	}
 	r, release, p, err := s.process(ctx, id, name)
@@ -363,7 +351,7 @@ func (s *Service) StopService(ctx context.Context, id, name string) (ServiceInfo
 // RestartService stops a service if it runs and starts it again with the
 // same command and env: a reload that picks up edited code.
 func (s *Service) RestartService(ctx context.Context, id, name string) (ServiceInfo, error) {
-	if _, err := s.Service(ctx, id, name); err != nil {
+	if err := s.isService(ctx, id, name); err != nil {
 		return ServiceInfo{}, err
 	}
 	if _, err := s.RestartProcess(ctx, id, name); err != nil {
@@ -374,7 +362,7 @@ func (s *Service) RestartService(ctx context.Context, id, name string) (ServiceI
 
 // DeleteService kills a service and forgets it.
 func (s *Service) DeleteService(ctx context.Context, id, name string) error {
-	if _, err := s.Service(ctx, id, name); err != nil {
+	if err := s.isService(ctx, id, name); err != nil {
 		return err
 	}
 	if err := s.DeleteProcess(ctx, id, name); err != nil {

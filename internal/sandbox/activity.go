@@ -75,9 +75,9 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	if !paused {
 		if procs, err := m.runningProcesses(ctx, inst); err == nil {
 			a.Processes = procs
-			workers, _ := m.runningWorkers(ctx, inst)
+			services, _ := m.services(ctx, id)
 			for _, name := range slices.Sorted(maps.Keys(procs)) {
-				if _, ok := workers[name]; ok {
+				if !services[name] {
 					a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
 				}
 			}

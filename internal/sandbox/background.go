@@ -67,23 +67,20 @@ func (m *Manager) runningProcesses(ctx context.Context, inst *instance) (map[str
 	return running, nil
 }
 
-// runningWorkers is runningProcesses without the services, which are not
-// activity by running (see reap).
-func (m *Manager) runningWorkers(ctx context.Context, inst *instance) (map[string]uint32, error) {
-	running, err := m.runningProcesses(ctx, inst)
-	if err != nil || len(running) == 0 {
-		return running, err
-	}
-	known, err := m.store.ListProcesses(ctx, inst.id)
+// services names a sandbox's services (background processes with a
+// port): they are not activity by running (see reap).
+func (m *Manager) services(ctx context.Context, id string) (map[string]bool, error) {
+	known, err := m.store.ListProcesses(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	names := map[string]bool{}
 	for _, p := range known {
 		if p.Port > 0 {
-			delete(running, p.Name)
+			names[p.Name] = true
 		}
 	}
-	return running, nil
+	return names, nil
 }
 
 // noteRunningProcesses records which background processes run, before a

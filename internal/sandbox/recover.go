@@ -247,9 +247,15 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst != nil && !inst.isPaused() {
-		if procs, err := m.runningWorkers(ctx, inst); err == nil && len(procs) > 0 {
-			inst.touch(m.clock.Now())
-			return
+		procs, err := m.runningProcesses(ctx, inst)
+		if err == nil && len(procs) > 0 {
+			services, err := m.services(ctx, id)
+			for name := range procs {
+				if err == nil && !services[name] {
+					inst.touch(m.clock.Now())
+					return
+				}
+			}
 		}
 	}
 	if rec.IdleAction == store.IdleSuspend || rec.IdleAction == store.IdleStop {
