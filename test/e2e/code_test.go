@@ -168,9 +168,7 @@ fig.savefig("plot.png")`, 0)
 		// runc the kernel ended with the processes, which not_found says.
 		kept := newContext("python")
 		run(kept, "y = 7", 0)
-		if _, err := d.client.SuspendSandbox(ctx, sb.ID); err != nil {
-			t.Fatal(err)
-		}
+		suspendIdle(t, d, sb.ID)
 		res, err = d.client.RunInContext(ctx, sb.ID, client.CodeRequest{ContextID: kept, Code: "y"})
 		switch {
 		case runtime == "gvisor" && (err != nil || mainText(res) != "7"):

@@ -204,12 +204,19 @@ func startPreviewServer(t *testing.T, d *daemon, p *previewer, name, delay strin
 	})
 }
 
-// suspendIdle suspends sandbox id once no request holds it: the one
-// answered last may still hold it for a moment after its last byte.
+// suspendIdle suspends sandbox id once no request holds it.
 func suspendIdle(t *testing.T, d *daemon, id string) {
 	t.Helper()
+	haltIdle(t, id, d.client.SuspendSandbox)
+}
+
+// haltIdle suspends or stops sandbox id, by halt, once no request holds
+// it: the one answered last may still hold it for a moment after its
+// last byte, and halting is refused (conflict) meanwhile.
+func haltIdle(t *testing.T, id string, halt func(context.Context, string) (*client.Sandbox, error)) {
+	t.Helper()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		_, err := d.client.SuspendSandbox(t.Context(), id)
+		_, err := halt(t.Context(), id)
 		if err == nil {
 			return
 		}
@@ -446,9 +453,7 @@ func testPreviewWake(t *testing.T, p *previewer, runtime string) {
 		t.Errorf("a request that is no page load, to a suspended sandbox: %d %s", status, body)
 	}
 	// A stopped sandbox is not started: the error says how.
-	if _, err := d.client.StopSandbox(t.Context(), p.id); err != nil {
-		t.Fatal(err)
-	}
+	haltIdle(t, p.id, d.client.StopSandbox)
 	if status, _, body := p.do(t, http.MethodGet, p.pathURL(previewPort, "/"), d.key, nil, nil); status != http.StatusPreconditionFailed || !bytes.Contains(body, []byte("/start")) {
 		t.Errorf("a stopped sandbox: %d %s", status, body)
 	}
