@@ -112,10 +112,13 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 const TrustDir = "/etc/hutch"
 
 // trustEnv points a command's TLS clients at the bundle with the daemon's
-// CA in it: OpenSSL's (curl, Python's ssl, git), Python requests', Node's
-// and Deno's. Only commands given a proxy-injected secret get it.
+// CA in it: OpenSSL's (curl, Python's ssl), git's (Debian's is built on
+// GnuTLS, which reads neither SSL_CERT_FILE nor CURL_CA_BUNDLE), Python
+// requests', Node's and Deno's. Only commands given a proxy-injected
+// secret get it.
 var trustEnv = map[string]string{
 	"SSL_CERT_FILE":       TrustDir + "/ca-bundle.crt",
+	"GIT_SSL_CAINFO":      TrustDir + "/ca-bundle.crt",
 	"REQUESTS_CA_BUNDLE":  TrustDir + "/ca-bundle.crt",
 	"CURL_CA_BUNDLE":      TrustDir + "/ca-bundle.crt",
 	"NODE_EXTRA_CA_CERTS": TrustDir + "/ca.crt",

@@ -1,6 +1,7 @@
 package mitm
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
@@ -101,19 +102,27 @@ func (rp replacement) replace(s *string, budget *int) (int, error) {
 	return found, nil
 }
 
-// request swaps the placeholders in req's header values, in place, and
-// (for swaps that ask for it) in the query of target, the request target
-// as the client sent it. It returns the target to send and how many
-// placeholders it swapped.
+// request swaps the placeholders in req's header values, in place (in
+// a basic credential's user and password too), and (for swaps that ask
+// for it) in the query of target, the request target as the client sent
+// it. It returns the target to send and how many placeholders it
+// swapped.
 func (sw swapper) request(req *http.Request, target string) (string, int, error) {
 	budget, swapped := maxGrowth, 0
-	for _, vs := range req.Header {
+	for key, vs := range req.Header {
+		credentials := key == "Authorization" || key == "Proxy-Authorization"
 		for i := range vs {
 			n, err := sw.header.replace(&vs[i], &budget)
 			if err != nil {
 				return "", 0, err
 			}
 			swapped += n
+			if credentials {
+				if n, err = sw.basic(&vs[i], &budget); err != nil {
+					return "", 0, err
+				}
+				swapped += n
+			}
 		}
 	}
 	if q := strings.IndexByte(target, '?'); q >= 0 && sw.query.r != nil {
@@ -125,6 +134,31 @@ func (sw swapper) request(req *http.Request, target string) (string, int, error)
 		target, swapped = target[:q+1]+query, swapped+n
 	}
 	return target, swapped, nil
+}
+
+// basic swaps the placeholders inside a basic credential ("Basic " and
+// the base64 of user:password, RFC 7617), where git and most clients put
+// a password they were given: there the placeholder is only encoded.
+func (sw swapper) basic(v *string, budget *int) (int, error) {
+	scheme, encoded, ok := strings.Cut(*v, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") || sw.header.r == nil {
+		return 0, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+	if err != nil {
+		return 0, nil // not a credential: sent on as it is
+	}
+	cred, spare := string(raw), *budget
+	n, err := sw.header.replace(&cred, &spare)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	out := scheme + " " + base64.StdEncoding.EncodeToString([]byte(cred))
+	if *budget -= len(out) - len(*v); *budget < 0 {
+		return 0, errTooLarge
+	}
+	*v = out
+	return n, nil
 }
 
 // validHeaderValue reports whether v may be a header field's value: no
