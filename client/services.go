@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -145,4 +146,44 @@ func (c *Client) ServiceEvents(ctx context.Context, id, name string, fn func(Ser
 		return err
 	}
 	return followEvents(ctx, c, request{method: http.MethodGet, path: sandboxPath(id, "services") + "/" + url.PathEscape(name) + "/events"}, "service events", "status", fn)
+}
+
+// ScreenshotRequest asks for a screenshot of a service's page.
+type ScreenshotRequest struct {
+	// Path is the page's path on the service, with its query; default /.
+	Path string `json:"path,omitempty"`
+	// Width and Height are the browser window's, in pixels; default
+	// 1280×800.
+	Width  int `json:"width,omitempty"`
+	Height int `json:"height,omitempty"`
+	// FullPage takes the whole page, beyond the window; Clip only a
+	// rectangle of it. Not both.
+	FullPage bool  `json:"full_page,omitempty"`
+	Clip     *Clip `json:"clip,omitempty"`
+}
+
+// Clip is a rectangle of a page, in pixels from its top left corner.
+type Clip struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+	W int `json:"w"`
+	H int `json:"h"`
+}
+
+// Screenshot returns a PNG of a service's page, rendered by a browser in
+// a sandbox of the workspace's own (made from the browser template the
+// first time) that reaches nothing but the service's sandbox.
+func (c *Client) Screenshot(ctx context.Context, id, name string, req ScreenshotRequest) ([]byte, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, request{
+		method: http.MethodPost, path: sandboxPath(id, "services") + "/" + url.PathEscape(name) + "/screenshot",
+		json: req, accept: "image/png",
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return io.ReadAll(resp.Body)
 }

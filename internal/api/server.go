@@ -47,6 +47,8 @@ type Config struct {
 	Previews      Previews
 	PreviewAccess PreviewAccess
 	PreviewLinks  *download.Signer
+	// Screenshots takes screenshots of services' pages; nil: none.
+	Screenshots Screenshots
 	// PublicURL is how callers reach the daemon: previews' URLs start
 	// with it.
 	PublicURL string
@@ -72,6 +74,7 @@ type Server struct {
 	previews  Previews
 	access    PreviewAccess
 	links     *download.Signer
+	shots     Screenshots
 	publicURL string
 	key       string
 	version   string
@@ -84,7 +87,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -141,6 +144,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/sandboxes/{id}/services/{name}/stop", s.stopService},
 		{"DELETE /v1/sandboxes/{id}/services/{name}", s.deleteService},
 		{"POST /v1/sandboxes/{id}/services/{name}/link", s.serviceLink},
+		{"POST /v1/sandboxes/{id}/services/{name}/screenshot", s.serviceScreenshot},
 		{"POST /v1/sandboxes/{id}/contexts", s.createContext},
 		{"GET /v1/sandboxes/{id}/contexts", s.listContexts},
 		{"POST /v1/sandboxes/{id}/contexts/{context}/restart", s.restartContext},

@@ -3,9 +3,12 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/exec"
+	"github.com/hutchdev/hutch/internal/screenshot"
 )
 
 // Services (internal/exec/services.go): background processes with a port,
@@ -100,4 +103,42 @@ func (s *Server) serviceEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.endStream(w, r, sse, err, "", nil)
 	}
+}
+
+// Screenshots takes screenshots of what sandboxes serve
+// (internal/screenshot).
+type Screenshots interface {
+	Shoot(ctx context.Context, shot screenshot.Shot) ([]byte, error)
+}
+
+// serviceScreenshot answers with a PNG of a service's page.
+func (s *Server) serviceScreenshot(w http.ResponseWriter, r *http.Request) {
+	var req client.ScreenshotRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if s.shots == nil {
+		writeError(w, r, s.log, errdefs.NotImplemented("screenshots are off in this daemon"))
+		return
+	}
+	id := r.PathValue("id")
+	svc, err := s.execs.Service(r.Context(), id, r.PathValue("name"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	shot := screenshot.Shot{Sandbox: id, Port: svc.Port, Path: req.Path, Width: req.Width, Height: req.Height, FullPage: req.FullPage}
+	if c := req.Clip; c != nil {
+		shot.Clip = &screenshot.Clip{X: c.X, Y: c.Y, W: c.W, H: c.H}
+	}
+	png, err := s.shots.Shoot(r.Context(), shot)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Content-Length", strconv.Itoa(len(png)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(png)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ func (a *app) newServiceCmd() *cobra.Command {
 	cmd.AddCommand(a.newServiceStartCmd(), a.newServiceLsCmd(), a.newServiceLogsCmd(), a.newServiceEventsCmd(),
 		a.newServiceActionCmd("restart", "Stop a service and start it again with the same command (a reload)"),
 		a.newServiceActionCmd("stop", "Stop a service; it stays stopped until restarted"),
-		a.newServiceLinkCmd(), a.newServiceRmCmd())
+		a.newServiceLinkCmd(), a.newServiceScreenshotCmd(), a.newServiceRmCmd())
 	return cmd
 }
 
@@ -213,4 +214,70 @@ func (a *app) newServiceRmCmd() *cobra.Command {
 			return c.DeleteService(cmd.Context(), args[0], args[1])
 		},
 	}
+}
+
+func (a *app) newServiceScreenshotCmd() *cobra.Command {
+	var (
+		req  client.ScreenshotRequest
+		out  string
+		clip string
+	)
+	cmd := &cobra.Command{
+		Use:   "screenshot ID NAME -o FILE.png",
+		Short: "Save a PNG of a service's page, rendered by a browser in a sandbox",
+		Long: "The page is rendered by Chromium in the workspace's browser sandbox (made from the\n" +
+			"browser template the first time, deleted after 5 idle minutes), which reaches\n" +
+			"nothing but the service's sandbox.",
+		Example: "  hutch service screenshot abc123 web -o shot.png --full-page\n" +
+			"  hutch service screenshot abc123 web -o - --path /chart --clip 0,0,400,300 > chart.png",
+		Args: exactArgs(2, "a sandbox ID and a service name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if clip != "" {
+				c, err := parseClip(clip)
+				if err != nil {
+					return usageErrorf(cmd, "%v", err)
+				}
+				req.Clip = c
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			png, err := c.Screenshot(cmd.Context(), args[0], args[1], req)
+			if err != nil {
+				return err
+			}
+			if out == "-" {
+				_, err = a.stdout.Write(png)
+				return err
+			}
+			return writeFileAtomic(out, bytes.NewReader(png), 0o644)
+		},
+	}
+	// -o is the file here, not the output format: the output is a picture.
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the PNG file to write, - for standard output")
+	_ = cmd.MarkFlagRequired("output")
+	cmd.Flags().StringVar(&req.Path, "path", "/", "the page's path on the service, with its query")
+	cmd.Flags().IntVar(&req.Width, "width", 1280, "the browser window's width, in pixels")
+	cmd.Flags().IntVar(&req.Height, "height", 800, "the browser window's height, in pixels")
+	cmd.Flags().BoolVar(&req.FullPage, "full-page", false, "take the whole page, beyond the window")
+	cmd.Flags().StringVar(&clip, "clip", "", "take only this rectangle of the page: X,Y,W,H in pixels")
+	return cmd
+}
+
+// parseClip parses X,Y,W,H.
+func parseClip(s string) (*client.Clip, error) {
+	parts := strings.Split(s, ",")
+	var n [4]int
+	if len(parts) != len(n) {
+		return nil, fmt.Errorf("--clip takes X,Y,W,H, got %q", s)
+	}
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("--clip takes X,Y,W,H as whole numbers, got %q", s)
+		}
+		n[i] = v
+	}
+	return &client.Clip{X: n[0], Y: n[1], W: n[2], H: n[3]}, nil
 }

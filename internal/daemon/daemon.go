@@ -34,6 +34,7 @@ import (
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/screenshot"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
@@ -169,7 +170,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Logger: log})
-	srv := api.New(api.Config{Manager: mgr, Exec: exec.New(mgr, db, log), Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
+	execs := exec.New(mgr, db, log)
+	srv := api.New(api.Config{Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -144,6 +144,10 @@ type Target struct {
 	// StripAuthorization removes the request's Authorization header: it
 	// carried the API key.
 	StripAuthorization bool
+	// WaitForWake: the request is no person's page load, whatever it
+	// asks for (a screenshot's): it waits for the wake, never answered the
+	// waking page.
+	WaitForWake bool
 }
 
 // Serve passes r on to t, holding t's sandbox meanwhile. It returns an

@@ -38,7 +38,7 @@ func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, t Target) (Sandbox,
 	// client's next try, finds the sandbox awake.
 	go func() { ready <- p.reach(context.WithoutCancel(r.Context()), t) }()
 	var page <-chan time.Time
-	if wantsPage(r) {
+	if wantsPage(r) && !t.WaitForWake {
 		timer := time.NewTimer(p.cfg.WakePage)
 		defer timer.Stop()
 		page = timer.C
