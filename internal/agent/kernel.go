@@ -71,8 +71,8 @@ var kernelLanguages = map[string]func(x *contexts, c *codeContext) (kernel, erro
 // sandbox that lacks it.
 var kernelNeeds = map[string]string{
 	"python":     "ipykernel (Debian's python3-ipykernel), which the python template has",
-	"javascript": "deno, which the base and python templates have",
-	"typescript": "deno, which the base and python templates have",
+	"javascript": "deno, which every default template has",
+	"typescript": "deno, which every default template has",
 	"bash":       "bash",
 }
 

@@ -89,10 +89,11 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			"installed with the template's own npm, in a sandbox that reaches only the\n" +
 			"npm registry. Interrupting the build (Ctrl-C) stops it and keeps nothing\n" +
 			"of it.\n\n" +
-			"Without packages, the names base and python build Hutch's default\n" +
-			"templates: base has bash, coreutils, Python 3 with pip and venv, Node.js\n" +
-			"with npm, Deno, Bun, git, ripgrep, curl, jq, sqlite3, unzip and\n" +
-			"build-essential; python adds numpy, pandas and matplotlib.\n\n" +
+			"Without packages, the names base, python, browser and agent build Hutch's\n" +
+			"default templates: base has bash, coreutils, Python 3 with pip and venv,\n" +
+			"Node.js with npm, Deno, Bun, git, ripgrep, curl, jq, sqlite3, unzip and\n" +
+			"build-essential; python adds numpy, pandas, matplotlib, Flask and ipykernel;\n" +
+			"browser adds Chromium and agent-browser; agent adds Claude Code to browser.\n\n" +
 			"-f builds from a Hutchfile instead: FROM <template>, then RUN, COPY, ENV,\n" +
 			"WORKDIR and USER lines as in a Dockerfile, each RUN in a sandbox of the\n" +
 			"template so far. COPY takes files from --context (default: the\n" +

@@ -121,8 +121,18 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err := addLocalCAs(b.Root(), orDefault(opts.LocalCAs, HostLocalCAs)); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
+	archives := []string{mirrorHost}
+	if security := securityArchive(opts.Suite, opts.Mirror); security != "" {
+		host, err := addSecuritySource(b.Root(), security, opts.Suite)
+		if err != nil {
+			return Info{}, fmt.Errorf("template %s: %w", name, err)
+		}
+		if host != mirrorHost {
+			archives = append(archives, host)
+		}
+	}
 	if len(opts.Packages) > 0 {
-		if err := aptInstall(ctx, b.Root(), opts.Packages, mirrorHost, opts.CacheDir, opts.Run, progress); err != nil {
+		if err := aptInstall(ctx, b.Root(), opts.Packages, archives, opts.CacheDir, opts.Run, progress); err != nil {
 			return Info{}, err
 		}
 	}
@@ -136,6 +146,9 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := letPipInstall(b.Root()); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	if err := letChromiumRun(b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
 	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Suite: opts.Suite, Mirror: opts.Mirror})
@@ -404,6 +417,27 @@ func letPipInstall(root string) error {
 	return nil
 }
 
+// letChromiumRun has Debian's chromium launcher, in a root that has it,
+// start the browser without Chromium's own sandbox, as browsers in
+// containers run: that sandbox needs a user namespace or its setuid helper,
+// and a sandbox's seccomp filter and no_new_privs allow neither, so
+// Chromium would refuse to start ("No usable sandbox!"). The sandbox is
+// the boundary it stands in for, as for letPipInstall. Whatever starts
+// /usr/bin/chromium gets it: agent-browser, Puppeteer, Selenium.
+func letChromiumRun(root string) error {
+	dir := filepath.Join(root, "etc/chromium.d") // what the launcher sources
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	const flags = "# Hutch: the sandbox is the boundary; Chromium's own sandbox cannot start in it.\n" +
+		`export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"` + "\n"
+	// #nosec G306 -- a launcher setting, no secret
+	if err := os.WriteFile(filepath.Join(dir, "hutch-no-sandbox"), []byte(flags), 0o644); err != nil {
+		return fmt.Errorf("let chromium run: %w", err)
+	}
+	return nil
+}
+
 // HostLocalCAs is where Debian keeps the certificate authorities a machine
 // trusts beyond its distribution's: a company's own, or the one of a proxy
 // that inspects TLS.
@@ -473,6 +507,42 @@ func addUser(root string) error {
 		}
 	}
 	return nil
+}
+
+// securityArchive is the URL the host's apt gets suite's security updates
+// from, when a build takes suite from the host's own mirror; "" when it
+// has none, or the build has a mirror of its own (which may be all it can
+// reach).
+func securityArchive(suite, mirror string) string {
+	if aptMirror(suite) != mirror {
+		return ""
+	}
+	return aptMirror(suite + "-security")
+}
+
+// addSecuritySource has the root's apt fetch suite's security updates
+// from url, as the host's does (debootstrap gives it the release's
+// archive alone): a template's packages, a browser that reads the web
+// among them, are then as patched as the host's. It returns url's host,
+// which the package steps may reach.
+func addSecuritySource(root, url, suite string) (string, error) {
+	host, err := mirrorAddress(url)
+	if err != nil {
+		return "", err
+	}
+	// #nosec G302 G304 -- apt's sources, readable by all as apt wants, in the root being built
+	f, err := os.OpenFile(filepath.Join(root, "etc/apt/sources.list"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("add the security archive: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "deb %s %s-security main\n", url, suite)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("add the security archive: %w", err)
+	}
+	return host, nil
 }
 
 // HostDebian returns the host's release and the mirror its apt uses, the

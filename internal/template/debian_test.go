@@ -436,3 +436,28 @@ func TestBuildDebianNoDisk(t *testing.T) {
 	}
 	assertNoBuilds(t, s)
 }
+
+// The security archive is added to a root's apt sources beside what
+// debootstrap wrote, and its host is what the package steps may reach.
+func TestAddSecuritySource(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	list := filepath.Join(root, "etc/apt/sources.list")
+	if err := os.MkdirAll(filepath.Dir(list), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(list, []byte("deb http://deb.debian.org/debian bookworm main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host, err := addSecuritySource(root, "http://security.example/debian-security", "bookworm")
+	if err != nil || host != "security.example:80" {
+		t.Fatalf("addSecuritySource: %q, %v", host, err)
+	}
+	want := "deb http://deb.debian.org/debian bookworm main\ndeb http://security.example/debian-security bookworm-security main\n"
+	if b, err := os.ReadFile(list); err != nil || string(b) != want {
+		t.Errorf("sources.list: %q, %v; want %q", b, err, want)
+	}
+	if _, err := addSecuritySource(root, "ftp://x/", "bookworm"); err == nil {
+		t.Error("an ftp archive was taken")
+	}
+}

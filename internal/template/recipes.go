@@ -20,12 +20,17 @@ var basePackages = []string{
 	"nodejs", "npm",
 }
 
-// recipes are the default templates, by name: base, which ./setup builds,
-// and python, base with the data stack, Flask for web apps, and Jupyter's
+// recipes are the default templates, by name: base, which ./setup builds;
+// python, base with the data stack, Flask for web apps, and Jupyter's
 // ipykernel, which python code contexts run on (matplotlib's figures come back as PNG
-// through it; its fonts come with python-matplotlib-data). Deno and Bun
-// come from their npm packages, which carry their official binaries;
-// Deno's Jupyter kernel serves javascript and typescript contexts.
+// through it; its fonts come with python-matplotlib-data); browser, base
+// with Chromium and agent-browser, a CLI that drives it for agents
+// (`agent-browser open URL && agent-browser snapshot`); and agent, the
+// browser with Claude Code. Deno and Bun come from their npm packages,
+// which carry their official binaries; Deno's Jupyter kernel serves
+// javascript and typescript contexts. agent-browser's and Claude Code's
+// npm packages carry theirs too, so Debian's older Node.js, which their
+// package.json says is too old, only installs them.
 var recipes = map[string]Recipe{
 	"base": {Packages: basePackages, NpmPackages: []string{"deno", "bun"}, Programs: basePrograms},
 	"python": {
@@ -33,11 +38,28 @@ var recipes = map[string]Recipe{
 		NpmPackages: []string{"deno", "bun"},
 		Programs:    basePrograms,
 	},
+	"browser": {
+		Packages:    append(append([]string{}, basePackages...), browserPackages...),
+		NpmPackages: []string{"deno", "bun", "agent-browser"},
+		Programs:    basePrograms,
+	},
+	"agent": {
+		Packages:    append(append([]string{}, basePackages...), browserPackages...),
+		NpmPackages: []string{"deno", "bun", "agent-browser", "@anthropic-ai/claude-code"},
+		Programs:    basePrograms,
+	},
 }
+
+// browserPackages are Debian's Chromium and Liberation, fonts of the
+// metrics of the Arial, Times New Roman and Courier New that pages name.
+// agent-browser finds chromium on PATH; Debian's launcher of it runs it
+// without Chromium's own sandbox in a template (see letChromiumRun).
+var browserPackages = []string{"chromium", "fonts-liberation"}
 
 var basePrograms = []string{"bash", "sh", "python3", "node", "deno", "bun"}
 
-// RecipeFor returns the recipe of a default template (base, python).
+// RecipeFor returns the recipe of a default template (base, python,
+// browser, agent).
 func RecipeFor(name string) (Recipe, bool) {
 	r, ok := recipes[name]
 	return r, ok

@@ -106,11 +106,11 @@ func mirrorAddress(mirror string) (string, error) {
 }
 
 // aptInstall installs Debian packages with apt-get, run in a sandbox of the
-// root that reaches only the mirror: dpkg's maintainer scripts run there,
+// root that reaches only the archives (host:port): dpkg's maintainer scripts run there,
 // not on the host. Packages in cacheDir are not downloaded again; the ones
 // downloaded are kept there by cleanPackageCaches.
-func aptInstall(ctx context.Context, root string, packages []string, mirror, cacheDir string, run Runner, progress func(Progress)) error {
-	progress(Progress{Step: "index", Message: "Reading the package lists of " + mirror})
+func aptInstall(ctx context.Context, root string, packages, archives []string, cacheDir string, run Runner, progress func(Progress)) error {
+	progress(Progress{Step: "index", Message: "Reading the package lists of " + strings.Join(archives, " and ")})
 	if err := seedPackageCache(root, cacheDir); err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ apt-get -q install -y --no-install-recommends -o APT::Status-Fd=3 -o Dpkg::Use-P
 	err := run(ctx, root, RunStep{
 		Argv:   append([]string{"/bin/sh", "-c", script, "apt-install"}, packages...),
 		Env:    map[string]string{"HOME": "/root", "LC_ALL": "C.UTF-8"},
-		Allow:  []string{mirror},
+		Allow:  archives,
 		Output: func(line string) { aptProgress(line, progress) },
 	})
 	if err != nil {

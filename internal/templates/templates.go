@@ -173,7 +173,7 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 
 // Build builds a template from Debian and makes it the current version of
 // its name. progress hears each step. A request with no packages for a
-// default template's name (base, python) builds its recipe.
+// default template's name (base, python, browser, agent) builds its recipe.
 func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(template.Progress)) (Info, error) {
 	if req.Hutchfile != "" {
 		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Image != "" || req.Suite != "" || req.Mirror != "" {

@@ -115,14 +115,3 @@ func browserSandbox(t *testing.T, d *daemon) {
 		t.Errorf("the browser sandbox: %+v", all[i])
 	}
 }
-
-// TestScreenshot builds the browser template and checks screenshots under
-// both runtimes.
-func TestScreenshot(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	if out, stderr, code := d.cli("", "template", "build", "browser"); code != 0 || !strings.HasPrefix(out, "browser ") {
-		t.Fatalf("template build browser: %d %q\n%s", code, out, tail(stderr, 2000))
-	}
-	forEachRuntime(t, func(t *testing.T, runtime string) { screenshots(t, d, runtime) })
-}
