@@ -276,7 +276,10 @@ func TestWatchDirEvents(t *testing.T) {
 							t.Errorf("step %d: no %q in %q", n, w, got)
 						}
 					}
-				case !slices.Equal(got, s.want):
+				// inotify merges an event into the same one before it only
+				// while that is unread: a truncate and a write may come as
+				// one WRITE or two, as the reader keeps up.
+				case !slices.Equal(slices.Compact(got), s.want):
 					t.Errorf("step %d: events %q, want %q", n, got, s.want)
 				}
 			}
