@@ -49,6 +49,8 @@ type Config struct {
 	PreviewLinks  *download.Signer
 	// Screenshots takes screenshots of services' pages; nil: none.
 	Screenshots Screenshots
+	// E2B is where E2B's SDKs reach the daemon (GET /v1/e2b).
+	E2B client.E2BInfo
 	// PublicURL is how callers reach the daemon: previews' URLs start
 	// with it.
 	PublicURL string
@@ -75,6 +77,7 @@ type Server struct {
 	access    PreviewAccess
 	links     *download.Signer
 	shots     Screenshots
+	e2b       client.E2BInfo
 	publicURL string
 	key       string
 	version   string
@@ -87,7 +90,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -108,6 +111,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /v1/health", s.health},
+		{"GET /v1/e2b", s.e2bInfo},
 		{"GET /v1/openapi.yaml", s.openapi},
 		{"POST /v1/sandboxes", s.createSandbox},
 		{"GET /v1/sandboxes", s.listSandboxes},
@@ -203,6 +207,11 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return s.identify(s.previewHosts(mux, requireKey), requireKey)
+}
+
+// e2bInfo says where E2B's SDKs reach the daemon (internal/e2b).
+func (s *Server) e2bInfo(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.e2b)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

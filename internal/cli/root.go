@@ -109,6 +109,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newProcessCmd(),
 		a.newServiceCmd(),
 		a.newContextCmd(),
+		a.newE2BCmd(),
 		a.newSnapshotCmd(),
 		a.newForkCmd(),
 		a.newVolumeCmd(),

@@ -35,7 +35,7 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
@@ -71,6 +71,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "TCP address of the REST API")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "how callers reach the API, for the download URLs it makes (default: http:// and --listen)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", cfg.PreviewDomain, "serve a sandbox's port at {port}-{sandbox}.DOMAIN on --listen too (browsers resolve *.localhost themselves; another domain needs a wildcard DNS record); \"\": path routing only")
+	f.StringVar(&cfg.E2BListen, "e2b-listen", cfg.E2BListen, "TCP address of the E2B sandbox front (E2B_SANDBOX_URL; E2B's control plane is on --listen under /e2b; `hutch e2b env` prints both); \"\": none")
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")

@@ -35,6 +35,10 @@ type Config struct {
 	// themselves; another needs a wildcard DNS record pointing at the
 	// daemon. Empty: path routing only.
 	PreviewDomain string `toml:"preview_domain"`
+	// E2BListen is the TCP address of the E2B sandbox front
+	// (E2B_SANDBOX_URL; internal/e2b); E2B's control plane is served on
+	// Listen under /e2b. Empty: no front.
+	E2BListen string `toml:"e2b_listen"`
 	// ToolsMode is the sandbox mode of tool calls that name none: all
 	// (the default), selective or off. ToolsHostDir is where calls run on
 	// the host in the last two, which are refused without it: trusted
@@ -106,6 +110,7 @@ func Default() Config {
 		Version:        1,
 		Listen:         "127.0.0.1:7070",
 		PreviewDomain:  preview.DefaultDomain,
+		E2BListen:      "127.0.0.1:49983",
 		DataDir:        defaultDataDir,
 		Runc:           "runc",
 		Runsc:          "runsc",

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/audit"
@@ -29,6 +30,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backend/oci"
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/download"
+	"github.com/hutchdev/hutch/internal/e2b"
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
 	"github.com/hutchdev/hutch/internal/preview"
@@ -171,7 +173,18 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	defer auditLog.Close() // before the database's: what is queued is written
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Logger: log})
 	execs := exec.New(mgr, db, log)
-	srv := api.New(api.Config{Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
+	// E2B's sandbox front listens first: the API tells its address.
+	var e2bLn net.Listener
+	e2bInfo := client.E2BInfo{APIURL: cfg.publicURL() + e2bPrefix}
+	if cfg.E2BListen != "" {
+		if e2bLn, err = net.Listen("tcp", cfg.E2BListen); err != nil {
+			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
+		}
+		defer e2bLn.Close()
+		_, port, _ := net.SplitHostPort(e2bLn.Addr().String())
+		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
+	}
+	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -181,11 +194,22 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		tcp.Close()
 		return err
 	}
+	// E2B's control plane is a dialect of the API: it calls the API as
+	// its callers' keys (internal/e2b).
+	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
+	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	servers := []*http.Server{
-		{Handler: srv.Handler(true), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
-		{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
+		{Handler: withE2B(srv.Handler(true), controlPlane), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog},
+		{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog},
 	}
 	listeners := []net.Listener{tcp, unixLn}
+	if e2bLn != nil {
+		front := e2b.NewFront(e2b.FrontConfig{
+			Manager: mgr, Previews: previews, Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
+		})
+		servers = append(servers, &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
+		listeners = append(listeners, e2bLn)
+	}
 	log.Info("hutch serving", "listen", tcp.Addr().String(), "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -218,6 +242,22 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		return nil
 	})
 	return g.Wait()
+}
+
+// e2bPrefix is where E2B's control plane is served on the API's listener
+// (E2B_API_URL keeps a path).
+const e2bPrefix = "/e2b"
+
+// withE2B serves E2B's control plane under e2bPrefix, and api elsewhere.
+func withE2B(api, controlPlane http.Handler) http.Handler {
+	cp := http.StripPrefix(e2bPrefix, controlPlane)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, e2bPrefix+"/") {
+			cp.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
 }
 
 // listenUnix listens on a unix socket only root can use, replacing a stale
