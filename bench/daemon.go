@@ -48,7 +48,8 @@ func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) 
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }() // the daemon has its own copy
-	args := []string{"serve", "--listen", addr, "--data-dir", d.dataDir, "--run-dir", d.runDir}
+	// Its own E2B front, on a free port: a live daemon holds the default.
+	args := []string{"serve", "--listen", addr, "--e2b-listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--run-dir", d.runDir}
 	if runsc != "" {
 		args = append(args, "--runsc", runsc)
 	}

@@ -62,7 +62,7 @@ func TestTwoDaemons(t *testing.T) {
 		{"A's data dir", []string{"--data-dir", a.dataDir}, "in use by another hutch daemon (pid " + strconv.Itoa(a.cmd.Process.Pid) + ")"},
 		{"A's run dir", []string{"--data-dir", filepath.Join(other, "data"), "--run-dir", a.runDir}, "belongs to the daemon of data dir " + a.dataDir},
 	} {
-		cmd := exec.CommandContext(t.Context(), hutchBin, append([]string{"serve", "--listen", freeAddr(t), "--pool", "host=0"}, tc.args...)...)
+		cmd := exec.CommandContext(t.Context(), hutchBin, append([]string{"serve", "--listen", freeAddr(t), "--e2b-listen", "", "--pool", "host=0"}, tc.args...)...)
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {
 			t.Errorf("%s: %v, output %q; want a refusal saying %q", tc.name, err, out, tc.want)
