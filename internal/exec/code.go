@@ -124,6 +124,10 @@ func (s *Service) missingRuntime(ctx context.Context, id, lang, program string) 
 		return errdefs.FailedPrecondition("%s code needs %s, which template %s of sandbox %s does not have, nor does any default template: build one with it (hutch template build NAME -p <its Debian package>)",
 			lang, program, tmpl, id)
 	}
-	return errdefs.FailedPrecondition("%s code needs %s, which template %s of sandbox %s does not have; template %s has it: create the sandbox with \"template\": %q",
-		lang, program, tmpl, id, strings.Join(with, " and "), with[0])
+	which := "template " + with[0] + " has it"
+	if len(with) > 1 {
+		which = "templates " + strings.Join(with[:len(with)-1], ", ") + " and " + with[len(with)-1] + " have it"
+	}
+	return errdefs.FailedPrecondition("%s code needs %s, which template %s of sandbox %s does not have; %s: create the sandbox with \"template\": %q",
+		lang, program, tmpl, id, which, with[0])
 }

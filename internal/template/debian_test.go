@@ -461,3 +461,20 @@ func TestAddSecuritySource(t *testing.T) {
 		t.Error("an ftp archive was taken")
 	}
 }
+
+// Every default template is named in the order suggestions take, the
+// smallest first.
+func TestRecipeOrder(t *testing.T) {
+	t.Parallel()
+	if len(recipeOrder) != len(recipes) {
+		t.Errorf("recipeOrder %v, recipes %d", recipeOrder, len(recipes))
+	}
+	for _, name := range recipeOrder {
+		if _, ok := recipes[name]; !ok {
+			t.Errorf("recipeOrder names %q, which is no recipe", name)
+		}
+	}
+	if got := RecipesWith("deno"); len(got) == 0 || got[0] != "base" {
+		t.Errorf("RecipesWith(deno) = %v, want base first", got)
+	}
+}

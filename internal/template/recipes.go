@@ -65,14 +65,18 @@ func RecipeFor(name string) (Recipe, bool) {
 	return r, ok
 }
 
-// RecipesWith names the default templates that have program, sorted.
+// recipeOrder is the default templates from the smallest: the order
+// RecipesWith names them in, the first the one to suggest.
+var recipeOrder = []string{"base", "python", "browser", "agent"}
+
+// RecipesWith names the default templates that have program, the
+// smallest first.
 func RecipesWith(program string) []string {
 	var names []string
-	for name, r := range recipes {
-		if slices.Contains(r.Programs, program) {
+	for _, name := range recipeOrder {
+		if slices.Contains(recipes[name].Programs, program) {
 			names = append(names, name)
 		}
 	}
-	slices.Sort(names)
 	return names
 }
