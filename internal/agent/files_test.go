@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -255,5 +258,305 @@ func TestHandedListener(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// postFiles sends POST /files?query with body and headers (name, value,
+// …), and returns the status, the answer's files and its error body.
+func postFiles(t *testing.T, hc *http.Client, query string, body io.Reader, headers ...string) (status int, files []fileResult, failure struct{ Code, Message string }) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://agent/files?"+query, body)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &files); err != nil {
+			t.Fatalf("answer %q: %v", raw, err)
+		}
+	} else {
+		_ = json.Unmarshal(raw, &failure)
+	}
+	return resp.StatusCode, files, failure
+}
+
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Without ?path, each part's file name is the file's whole path, as E2B's
+// files.write([{path, data}, …]) sends it: absolute or relative to the
+// user's home, with the missing directories made for the user.
+func TestFilesMultipartPaths(t *testing.T) {
+	a := startAgent(t)
+	hc := a.httpClient(t)
+	parts := []struct{ name, want, content string }{
+		{name: filepath.Join(a.home, "x/y/a.txt"), want: filepath.Join(a.home, "x/y/a.txt"), content: "A"},
+		{name: "rel/dir/b.txt", want: filepath.Join(a.home, "rel/dir/b.txt"), content: "B"},
+		{name: "~/tilde/c.txt", want: filepath.Join(a.home, "tilde/c.txt"), content: "C"},
+		{name: filepath.Join(a.home, "x/y/ü n.txt"), want: filepath.Join(a.home, "x/y/ü n.txt"), content: "D"},
+	}
+	build := func() (*bytes.Buffer, string) {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for _, p := range parts {
+			fw, err := mw.CreateFormFile("file", p.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = fw.Write([]byte(p.content))
+		}
+		_ = mw.Close()
+		return &body, mw.FormDataContentType()
+	}
+
+	check := func(t *testing.T, status int, files []fileResult) {
+		t.Helper()
+		if status != http.StatusOK || len(files) != len(parts) {
+			t.Fatalf("status %d, answer %+v", status, files)
+		}
+		for i, p := range parts {
+			if want := (fileResult{Name: filepath.Base(p.want), Type: "file", Path: p.want}); files[i] != want {
+				t.Errorf("answer %d = %+v, want %+v", i, files[i], want)
+			}
+			if b, err := os.ReadFile(p.want); err != nil || string(b) != p.content {
+				t.Errorf("%s: %q, %v", p.want, b, err)
+			}
+			for d := p.want; d != a.home; d = filepath.Dir(d) {
+				if uid, gid, _ := owner(t, d); uid != testUID || gid != testUID {
+					t.Errorf("%s belongs to %d:%d", d, uid, gid)
+				}
+			}
+		}
+		if _, err := os.Stat(filepath.Join(a.home, "a.txt")); err == nil {
+			t.Error("a part landed in home under its base name")
+		}
+	}
+
+	t.Run("plain", func(t *testing.T) {
+		body, ct := build()
+		status, files, _ := postFiles(t, hc, "", body, "Content-Type", ct, "Authorization", "Basic dXNlcjo=")
+		check(t, status, files)
+	})
+	t.Run("gzipped", func(t *testing.T) {
+		body, ct := build()
+		for _, p := range parts {
+			_ = os.Remove(p.want)
+		}
+		status, files, _ := postFiles(t, hc, "", bytes.NewReader(gzipped(t, body.Bytes())), "Content-Type", ct, "Content-Encoding", "gzip")
+		check(t, status, files)
+	})
+}
+
+// A raw body (application/octet-stream, E2B's SDK for streams and gzip) is
+// the file, written as it arrives.
+func TestFilesOctetStream(t *testing.T) {
+	a := startAgent(t)
+	hc := a.httpClient(t)
+	data := make([]byte, 3<<20+17)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	const octets = "application/octet-stream"
+
+	t.Run("streamed", func(t *testing.T) {
+		want := filepath.Join(a.home, "deep/new/raw.bin")
+		pr, pw := io.Pipe()
+		type answer struct {
+			status int
+			files  []fileResult
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			status, files, _ := postFiles(t, hc, "path=deep/new/raw.bin", pr, "Content-Type", octets)
+			answered <- answer{status, files}
+		}()
+		half := len(data) / 2
+		if _, err := pw.Write(data[:half]); err != nil {
+			t.Fatal(err)
+		}
+		// The first half reaches the disk before the rest is sent.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			tmps, _ := filepath.Glob(filepath.Join(a.home, "deep/new/.raw.bin.upload-*"))
+			if len(tmps) == 1 {
+				if fi, err := os.Stat(tmps[0]); err == nil && fi.Size() >= int64(half)-64<<10 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the upload is not being written as it arrives: %v", tmps)
+			}
+		}
+		if _, err := pw.Write(data[half:]); err != nil {
+			t.Fatal(err)
+		}
+		_ = pw.Close()
+		got := <-answered
+		if got.status != http.StatusOK || len(got.files) != 1 || got.files[0] != (fileResult{Name: "raw.bin", Type: "file", Path: want}) {
+			t.Fatalf("status %d, answer %+v", got.status, got.files)
+		}
+		if b, _ := os.ReadFile(want); !bytes.Equal(b, data) {
+			t.Errorf("wrote %d bytes, differing from the %d sent", len(b), len(data))
+		}
+		if uid, _, _ := owner(t, filepath.Join(a.home, "deep")); uid != testUID {
+			t.Errorf("directory made for uid %d", uid)
+		}
+	})
+
+	t.Run("gzipped", func(t *testing.T) {
+		want := filepath.Join(a.home, "unzipped.bin")
+		status, files, _ := postFiles(t, hc, "path="+url.QueryEscape(want), bytes.NewReader(gzipped(t, data)), "Content-Type", octets, "Content-Encoding", "gzip")
+		if status != http.StatusOK || len(files) != 1 || files[0].Path != want {
+			t.Fatalf("status %d, answer %+v", status, files)
+		}
+		if b, _ := os.ReadFile(want); !bytes.Equal(b, data) {
+			t.Errorf("wrote %d bytes, differing from the %d sent", len(b), len(data))
+		}
+	})
+
+	tests := []struct {
+		name     string
+		body     []byte
+		encoding string
+		msg      string
+	}{
+		{name: "not gzip", body: []byte("plain"), encoding: "gzip", msg: "gzipped body"},
+		{name: "corrupt gzip", body: gzipped(t, data)[:1000], encoding: "gzip", msg: "read upload of " + filepath.Join(a.home, "bad.bin")},
+		{name: "unknown encoding", body: []byte("x"), encoding: "br", msg: `content encoding "br" is not supported`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, failure := postFiles(t, hc, "path=bad.bin", bytes.NewReader(tt.body), "Content-Type", octets, "Content-Encoding", tt.encoding)
+			if status != http.StatusBadRequest || failure.Code != "invalid_argument" || !strings.Contains(failure.Message, tt.msg) {
+				t.Errorf("%d %+v, want 400 invalid_argument %q", status, failure, tt.msg)
+			}
+			if _, err := os.Stat(filepath.Join(a.home, "bad.bin")); err == nil {
+				t.Error("a failed upload left its file")
+			}
+		})
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(a.home, ".*upload-*")); len(tmps) != 0 {
+		t.Errorf("temporary files left: %v", tmps)
+	}
+}
+
+// A full disk answers 507, as envd's does, and leaves nothing behind.
+func TestFilesDiskFull(t *testing.T) {
+	a := startAgent(t)
+	small := filepath.Join(a.home, "small")
+	if err := os.Mkdir(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("mount a small tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(small, unix.MNT_DETACH) })
+	target := filepath.Join(small, "big.bin")
+	status, _, failure := postFiles(t, a.httpClient(t), "path="+url.QueryEscape(target), bytes.NewReader(make([]byte, 1<<20)), "Content-Type", "application/octet-stream")
+	if status != http.StatusInsufficientStorage || failure.Code != "resource_exhausted" || failure.Message != target+": no space left on device" {
+		t.Errorf("%d %+v, want 507 resource_exhausted naming %s", status, failure, target)
+	}
+	if entries, _ := os.ReadDir(small); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
+
+// GET /files answers gzip when asked (E2B's read({gzip: true})), and the
+// bytes as they are otherwise and for ranges.
+func TestFilesReadGzip(t *testing.T) {
+	a := startAgent(t)
+	hc := a.httpClient(t)
+	data := bytes.Repeat([]byte("compressible "), 100_000)
+	path := filepath.Join(a.home, "text.txt")
+	writeFile(t, path, string(data))
+	tests := []struct {
+		name     string
+		headers  []string
+		status   int
+		encoding string
+		want     []byte
+	}{
+		{name: "gzip", headers: []string{"Accept-Encoding", "gzip"}, status: 200, encoding: "gzip", want: data},
+		{name: "gzip among others", headers: []string{"Accept-Encoding", "br;q=1.0, gzip;q=0.8, deflate"}, status: 200, encoding: "gzip", want: data},
+		{name: "gzip refused", headers: []string{"Accept-Encoding", "gzip;q=0"}, status: 200, want: data},
+		{name: "no encoding asked", status: 200, want: data},
+		{name: "range", headers: []string{"Accept-Encoding", "gzip", "Range", "bytes=13-25"}, status: 206, want: data[13:26]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://agent/files?path="+url.QueryEscape(path), nil)
+			for i := 0; i+1 < len(tt.headers); i += 2 {
+				req.Header.Set(tt.headers[i], tt.headers[i+1])
+			}
+			// Set by hand, Accept-Encoding makes the transport leave the
+			// answer as it comes.
+			if req.Header.Get("Accept-Encoding") == "" {
+				req.Header.Set("Accept-Encoding", "identity")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			wire := &countingReader{r: resp.Body}
+			var body io.Reader = wire
+			if resp.Header.Get("Content-Encoding") == "gzip" {
+				zr, err := gzip.NewReader(wire)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body = zr
+			}
+			got, err := io.ReadAll(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tt.status || resp.Header.Get("Content-Encoding") != tt.encoding || !bytes.Equal(got, tt.want) {
+				t.Errorf("%d, encoding %q, %d bytes; want %d, %q, %d bytes", resp.StatusCode, resp.Header.Get("Content-Encoding"), len(got), tt.status, tt.encoding, len(tt.want))
+			}
+			if tt.encoding == "gzip" && wire.n >= len(data)/10 {
+				t.Errorf("gzipped answer of %d bytes for %d compressible ones", wire.n, len(data))
+			}
+		})
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// GET /health answers 204 to anyone: no Authorization is needed.
+func TestHealthNoAuth(t *testing.T) {
+	a := startAgent(t)
+	resp, err := a.httpClient(t).Get("http://agent/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+		t.Errorf("%d %q, want 204 and no body", resp.StatusCode, body)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -53,18 +55,25 @@ func newProcessService(srv *server) *processService {
 // unless its envs say otherwise. Hutch adds one thing envd refuses: with
 // no cmd, the command is the user's login shell, started as a login shell
 // (argv[0] "-bash") when it has no args either, else given them (-c CMD).
+// The stream's Connect-Timeout-Ms is the command's lifetime (see
+// processLifetime).
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	msg := req.Msg
 	acct, err := p.srv.requestUser(req.Header(), "")
 	if err != nil {
 		return err
 	}
+	lifetime, err := processLifetime(req.Header())
+	if err != nil {
+		return err
+	}
 	start := startRequest{
-		acct:   acct,
-		config: msg.GetProcess(),
-		tag:    msg.Tag,
-		stdin:  msg.Stdin == nil || *msg.Stdin,
-		grace:  defaultKillGrace,
+		acct:    acct,
+		config:  msg.GetProcess(),
+		tag:     msg.Tag,
+		stdin:   msg.Stdin == nil || *msg.Stdin,
+		timeout: lifetime,
+		grace:   0, // SIGKILL at the deadline, as envd
 	}
 	if msg.Pty != nil {
 		if start.tty, err = terminalSize(msg.GetPty().GetSize()); err != nil {
@@ -75,6 +84,29 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
 }
+
+// processLifetime is how long envd's Start lets its command live: the
+// stream's Connect-Timeout-Ms, 0 (no limit) when absent or 0. envd makes
+// the header the command's lifetime and SIGKILLs the command at the deadline
+// (its start.go runs the command under context.WithTimeout), and E2B's SDKs
+// rely on that: their timeoutMs, 60 s unless set, bounds the command, not
+// only the stream. connect-go ends the stream at the same deadline; a client
+// that goes away before it still does not end the command.
+func processLifetime(h http.Header) (time.Duration, error) {
+	v := h.Get(connectTimeoutHeader)
+	if v == "" {
+		return 0, nil
+	}
+	// connect-go has refused a malformed value before the handler runs.
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 || len(v) > 10 {
+		return 0, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %q is not a count of milliseconds", connectTimeoutHeader, v))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// connectTimeoutHeader is the Connect protocol's request timeout.
+const connectTimeoutHeader = "Connect-Timeout-Ms"
 
 // startRequest is a Start of either service (envd's or Hutch's), its user
 // resolved.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -607,5 +609,88 @@ func TestShutdownWithUnusedConnection(t *testing.T) {
 	}
 	if took := time.Since(began); took > 3*time.Second {
 		t.Errorf("shutdown took %s with an unused connection open", took)
+	}
+}
+
+// Connect-Timeout-Ms on envd's Start is the command's lifetime, as in envd:
+// at the deadline the stream ends with deadline_exceeded and the command's
+// whole tree is SIGKILLed.
+func TestStartConnectTimeoutIsLifetime(t *testing.T) {
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		// Long enough for the child to print its pid on a loaded host.
+		const lifetime = 2 * time.Second
+		req := sh(`sh -c 'echo $$; exec sleep 1000' & exec sleep 1000`)
+		req.Header().Set("Connect-Timeout-Ms", strconv.Itoa(int(lifetime.Milliseconds())))
+		began := time.Now()
+		p := a.start(t, req)
+		pids := append(parsePids(t, p.readLine(t)), int(p.pid))
+		killOnCleanup(t, pids)
+		_, err := p.rest(nil)
+		if connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+			t.Errorf("stream ended with %v, want deadline_exceeded", err)
+		}
+		if took := time.Since(began); took < lifetime-100*time.Millisecond {
+			t.Errorf("stream ended after %s, before the %s deadline", took, lifetime)
+		}
+		waitGone(t, pids)
+		// The agent sees the end a moment after the processes are gone.
+		for deadline := time.Now().Add(5 * time.Second); len(a.list(t)) != 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("List after the deadline = %v", a.list(t))
+			}
+		}
+	})
+}
+
+// On Connect, Connect-Timeout-Ms bounds the stream only.
+func TestConnectTimeoutEndsStreamOnly(t *testing.T) {
+	a := startAgent(t)
+	p := a.start(t, sh("exec sleep 1000"))
+	killOnCleanup(t, []int{int(p.pid)})
+	req := connect.NewRequest(&process.ConnectRequest{Process: pidSelector(p.pid)})
+	req.Header().Set("Connect-Timeout-Ms", "100")
+	stream, err := a.process.Connect(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream.Receive() {
+	}
+	_ = stream.Close()
+	if connect.CodeOf(stream.Err()) != connect.CodeDeadlineExceeded {
+		t.Errorf("connect stream ended with %v, want deadline_exceeded", stream.Err())
+	}
+	time.Sleep(100 * time.Millisecond) // a kill would have landed by now
+	if !alive(int(p.pid)) {
+		t.Fatal("the timeout of a Connect stream killed the process")
+	}
+	a.kill(t, pidSelector(p.pid))
+	p.wait(t)
+}
+
+func TestProcessLifetime(t *testing.T) {
+	tests := []struct {
+		header string
+		want   time.Duration
+		fails  bool
+	}{
+		{header: "", want: 0},
+		{header: "0", want: 0},
+		{header: "60000", want: time.Minute},
+		{header: "-1", fails: true},
+		{header: "soon", fails: true},
+		{header: "12345678901", fails: true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.header), func(t *testing.T) {
+			h := http.Header{}
+			if tt.header != "" {
+				h.Set("Connect-Timeout-Ms", tt.header)
+			}
+			got, err := processLifetime(h)
+			if got != tt.want || (err != nil) != tt.fails || (err != nil && connect.CodeOf(err) != connect.CodeInvalidArgument) {
+				t.Errorf("processLifetime = %s, %v; want %s, failing %v", got, err, tt.want, tt.fails)
+			}
+		})
 	}
 }

@@ -13,8 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
-	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -83,8 +82,8 @@ func NewFront(cfg FrontConfig) *Front {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Front{cfg: cfg, tokens: newTokens(cfg.DaemonKey), log: log, envd: http.NewServeMux()}
-	f.envd.Handle(processconnect.NewProcessHandler(envdProcess{f: f}))
-	f.envd.Handle(filesystemconnect.NewFilesystemHandler(envdFilesystem{f: f}))
+	services := (&agentclient.EnvdFront{Target: f.target, Redactor: f.streamRedactor()}).Handler()
+	f.envd.Handle("/", services)
 	f.envd.HandleFunc("/files", f.serveFiles)
 	return f
 }

@@ -52,9 +52,11 @@ type Session struct {
 }
 
 // StartSession starts cmd through envd's process service and returns once
-// the agent reports it running. ctx bounds the stream, not the command,
-// which runs on when the stream ends: Signal with SIGKILL ends it. Errors
-// are Start's.
+// the agent reports it running. ctx bounds the stream; a deadline on it is
+// also the command's lifetime (connect-go sends it as Connect-Timeout-Ms,
+// at which the agent, as envd, SIGKILLs the command). Cancelling ctx
+// leaves the command running: Signal with SIGKILL ends it. Errors are
+// Start's.
 func (c *Client) StartSession(ctx context.Context, cmd SessionCommand) (*Session, error) {
 	// No cmd is the agent's word for the user's login shell.
 	cfg := &process.ProcessConfig{Envs: cmd.Env}
