@@ -42,6 +42,7 @@ type config struct {
 	memN    int    // sandboxes of the memory row
 	gvisorN int    // iterations of the gVisor rows, whose deletes take seconds
 	rows    string // the rows to measure, by letter; "": all
+	e2bSDK  string // where row (k) finds the e2b SDK's node_modules
 }
 
 func main() {
@@ -52,6 +53,7 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
 	flag.IntVar(&cfg.gvisorN, "gvisor-n", 20, "iterations of the gVisor rows (0: skip them)")
+	flag.StringVar(&cfg.e2bSDK, "e2b-sdk", "test/e2b", "the directory whose node_modules has the e2b SDK, for row (k)")
 	flag.StringVar(&cfg.rows, "rows", "", "measure only these rows, by letter (\"ah\": create and network); default all")
 	flag.Parse()
 	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
@@ -135,14 +137,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	measures := map[string]func(context.Context) (section, error){
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
 		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork, "i": b.measureCode,
-		"j": b.measurePreview,
+		"j": b.measurePreview, "k": b.measureE2B,
 	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, letter := range strings.Split("abcdefghij", "") {
+	for _, letter := range strings.Split("abcdefghijk", "") {
 		measure, ok := measures[letter]
 		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
 			continue

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,29 +32,58 @@ type jupyterKernel struct {
 
 // jupyterSpec is how one kind of Jupyter kernel starts and is spoken to.
 type jupyterSpec struct {
-	argv func(conn string) []string
+	// argv is the kernel's command, given its directory and its
+	// connection file there.
+	argv func(dir, conn string) []string
 	env  map[string]string
+	// files are written to the kernel's directory before it starts, by
+	// name, for the kernel's user to read.
+	files map[string][]byte
 	// bySignal: the kernel stops its cell on SIGINT (its interrupt_mode
 	// is signal); else it takes an interrupt_request.
 	bySignal bool
 	linger   time.Duration // see jupyter.Client.Linger
 }
 
+// kernelFormatters adds the display formatters of E2B's code interpreter
+// (e2b/chart for matplotlib's figures, e2b/data for pandas' DataFrames)
+// to every python kernel; see the file's own comment.
+//
+//go:embed kernel_formatters.py
+var kernelFormatters []byte
+
+// kernelFormattersFile is its name in the kernel's directory.
+const kernelFormattersFile = "hutch_formatters.py"
+
 func startIPyKernel(x *contexts, c *codeContext) (kernel, error) {
 	return startJupyterKernel(x, c, jupyterSpec{
-		argv: func(conn string) []string {
+		argv: func(dir, conn string) []string {
 			// No history database: every kernel would open the same SQLite
 			// file in the user's home, for nothing a context uses.
-			return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False", "--InteractiveShell.colors=NoColor"}
+			return []string{"python3", "-m", "ipykernel_launcher", "-f", conn, "--HistoryManager.enabled=False", "--InteractiveShell.colors=NoColor",
+				"--IPKernelApp.exec_lines=" + formattersLine(filepath.Join(dir, kernelFormattersFile))}
 		},
 		env:      map[string]string{"PYTHONUNBUFFERED": "1"},
+		files:    map[string][]byte{kernelFormattersFile: kernelFormatters},
 		bySignal: true,
 	})
 }
 
+// formattersLine is the line the kernel runs at its start to load the
+// formatters from path: runpy keeps them out of the user's namespace, and
+// IPKernelApp runs exec_lines unnumbered, so the first cell is still 1.
+// A line that fails is only logged by the kernel, which starts all the
+// same.
+func formattersLine(path string) string {
+	// The path is under /tmp/hutch-kernel-…, ASCII, which strconv quotes
+	// as Python does. No quote may end the line: traitlets would take it
+	// for a Python literal.
+	return "import runpy as _hutch_runpy; _hutch_runpy.run_path(" + strconv.Quote(path) + ", run_name='hutch_formatters'); del _hutch_runpy"
+}
+
 func startDenoKernel(x *contexts, c *codeContext) (kernel, error) {
 	return startJupyterKernel(x, c, jupyterSpec{
-		argv:   func(conn string) []string { return []string{"deno", "jupyter", "--kernel", "--conn", conn} },
+		argv:   func(_, conn string) []string { return []string{"deno", "jupyter", "--kernel", "--conn", conn} },
 		env:    map[string]string{"NO_COLOR": "1"},
 		linger: denoLinger,
 	})
@@ -78,7 +109,13 @@ func startJupyterKernel(x *contexts, c *codeContext, spec jupyterSpec) (kernel, 
 		removeAll(dir)
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	proc, err := x.startKernelProc(c, spec.argv(conn), spec.env, false, nil)
+	for name, data := range spec.files {
+		if err := writeUserFile(filepath.Join(dir, name), data, dir); err != nil {
+			removeAll(dir)
+			return nil, err
+		}
+	}
+	proc, err := x.startKernelProc(c, spec.argv(dir, conn), spec.env, false, nil)
 	if err != nil {
 		removeAll(dir)
 		return nil, err

@@ -205,7 +205,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	listeners := []net.Listener{tcp, unixLn}
 	if e2bLn != nil {
 		front := e2b.NewFront(e2b.FrontConfig{
-			Manager: mgr, Previews: previews, Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
+			Manager: mgr, Previews: previews, Interpreter: e2b.NewInterpreter(execs, redactor, log),
+			Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
 		})
 		servers = append(servers, &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
 		listeners = append(listeners, e2bLn)
