@@ -37,7 +37,9 @@ import (
 // (E2B-Traffic-Access-Token) or its access token. The front listens on
 // loopback unless told otherwise.
 
-// Headers of E2B's.
+// Headers of E2B's: names, not credentials.
+//
+// #nosec G101 -- header names
 const (
 	headerSandboxID    = "E2b-Sandbox-Id"
 	headerSandboxPort  = "E2b-Sandbox-Port"

@@ -129,6 +129,9 @@ type daemon struct {
 	dataDir string
 	runDir  string
 	addr    string
+	// e2bAddr is where its E2B sandbox front listens (--e2b-listen): a
+	// port of its own, since a daemon ./setup started holds the default.
+	e2bAddr string
 	key     string
 	cmd     *exec.Cmd
 	logPath string
@@ -215,6 +218,7 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 		dataDir: filepath.Join(base, "data"),
 		runDir:  filepath.Join(base, "run"),
 		addr:    freeAddr(t),
+		e2bAddr: freeAddr(t),
 		logPath: filepath.Join(base, "daemon.log"),
 		flags:   flags,
 	}
@@ -258,13 +262,13 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs the daemon process (again, after a kill) and waits for it.
-// The daemon's first start takes another port when its own was taken
+// The daemon's first start takes other ports when its own were taken
 // meanwhile: freeAddr only finds a port free, and a test beside this one
 // may bind it before the daemon does.
 func (d *daemon) start() {
 	d.t.Helper()
 	for tries := 1; !d.startOnce(d.client == nil && tries < 3); tries++ {
-		d.addr = freeAddr(d.t)
+		d.addr, d.e2bAddr = freeAddr(d.t), freeAddr(d.t)
 	}
 }
 
@@ -336,6 +340,7 @@ func (d *daemon) serveCommand() *exec.Cmd {
 	if runscBin != "" {
 		args = append(args, "--runsc", runscBin)
 	}
+	args = append(args, "--e2b-listen", d.e2bAddr)
 	return exec.Command(hutchBin, append(args, d.flags...)...)
 }
 
