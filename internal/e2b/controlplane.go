@@ -2,7 +2,9 @@ package e2b
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +100,7 @@ func NewControlPlane(cfg ControlPlaneConfig) *ControlPlane {
 		{"PUT /sandboxes/{id}/network", cp.updateNetwork},
 		{"POST /sandboxes/{id}/fork", cp.fork},
 		{"POST /sandboxes/{id}/snapshots", cp.snapshot},
+		{"GET /snapshots", cp.listSnapshots},
 		{"DELETE /templates/{id}", cp.deleteTemplate},
 	} {
 		cp.mux.HandleFunc(r.pattern, cp.serve(r.handle))
@@ -679,11 +682,58 @@ func (cp *ControlPlane) snapshot(c *call) error {
 	if err := decodeBody(c.r, &req); err != nil {
 		return err
 	}
+	if req.Name == "" { // E2B names it; Hutch's templates need a name
+		suffix := make([]byte, 4)
+		_, _ = rand.Read(suffix)
+		req.Name = "snapshot-" + c.r.PathValue("id") + "-" + hex.EncodeToString(suffix)
+	}
 	t, err := c.c.SnapshotSandbox(c.ctx, c.r.PathValue("id"), req.Name)
 	if err != nil {
 		return err
 	}
 	writeJSON(c.w, http.StatusCreated, map[string]any{"snapshotID": t.Name, "names": []string{t.Name}})
+	return nil
+}
+
+// listSnapshots lists the snapshots the key sees (templates made from a
+// sandbox), filtered by sandboxID and name, a page at a time.
+func (cp *ControlPlane) listSnapshots(c *call) error {
+	q := c.r.URL.Query()
+	limit := maxListLimit
+	if s := q.Get("limit"); s != "" {
+		var err error
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > maxListLimit {
+			return badRequest("limit must be from 1 to %d, got %q", maxListLimit, s)
+		}
+	}
+	all, err := c.c.ListTemplates(c.ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, t := range all {
+		if t.Sandbox != "" && (q.Get("sandboxID") == "" || t.Sandbox == q.Get("sandboxID")) && (q.Get("name") == "" || t.Name == q.Get("name")) {
+			names = append(names, t.Name)
+		}
+	}
+	slices.Sort(names)
+	if tok := q.Get("nextToken"); tok != "" {
+		after, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			return badRequest("nextToken %q is not one this API gave", tok)
+		}
+		i, _ := slices.BinarySearch(names, string(after)+"\x00")
+		names = names[i:]
+	}
+	if len(names) > limit {
+		names = names[:limit]
+		c.w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString([]byte(names[limit-1])))
+	}
+	out := []map[string]any{}
+	for _, n := range names {
+		out = append(out, map[string]any{"snapshotID": n, "names": []string{n}})
+	}
+	writeJSON(c.w, http.StatusOK, out)
 	return nil
 }
 

@@ -1,5 +1,5 @@
 // Fork: the fork starts from the sandbox's files, and the two go their
-// own ways after it.
+// own ways after it. Snapshots: made, listed, used and deleted.
 import { Sandbox } from 'e2b'
 import { print } from './facts.mjs'
 
@@ -21,4 +21,18 @@ print('fork', {
 })
 
 await fork.kill()
+
+// A snapshot: listed with its sandbox's, a sandbox made from it sees the
+// files, and it is deleted once (then not found).
+const snap = await sbx.createSnapshot()
+const listed = (await sbx.listSnapshots().nextItems()).map(s => s.snapshotId)
+const fromSnap = await Sandbox.create(snap.snapshotId)
+const snapSaw = await fromSnap.files.read('/home/user/state.txt')
+await fromSnap.kill()
+print('snapshot', {
+  listed: listed.includes(snap.snapshotId),
+  snapSaw,
+  deleted: await Sandbox.deleteSnapshot(snap.snapshotId),
+  again: await Sandbox.deleteSnapshot(snap.snapshotId),
+})
 await sbx.kill()

@@ -26,8 +26,9 @@ import (
 // prints, under each runtime. The scripts in test/e2b/ print each check's
 // facts as a JSON line; this test asserts them: the control plane
 // (create, list, getInfo, setTimeout, kill, pause and connect, fork,
-// updateNetwork), commands, files, a PTY, getHost, the code interpreter,
-// and the errors the SDK branches on, another workspace's included.
+// snapshots, updateNetwork), commands, files, a PTY, getHost, the code
+// interpreter, and the errors the SDK branches on, another workspace's
+// included.
 func TestE2BSDK(t *testing.T) {
 	t.Parallel()
 	if skipReason != "" {
@@ -160,6 +161,7 @@ func TestE2BSDK(t *testing.T) {
 				f.want(t, "fork", map[string]any{
 					"distinct": true, "forkSaw": "before the fork", "origin": "before the fork", "fork": "in the fork", "originRuns": "still here\n",
 				})
+				f.want(t, "snapshot", map[string]any{"listed": true, "snapSaw": "before the fork", "deleted": true, "again": false})
 			})
 
 			t.Run("updateNetwork", func(t *testing.T) {
