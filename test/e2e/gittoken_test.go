@@ -131,14 +131,27 @@ func TestGitToken(t *testing.T) {
 			t.Fatalf("the git host saw no request from the sandbox without the secret: %q", res.Stdout)
 		}
 		sent := map[string]bool{}
-		for _, r := range seen {
-			sent[r.password] = true
-			if r.status != http.StatusUnauthorized || r.password != "" && r.password != placeholder {
-				t.Errorf("the git host answered %d to %s %s with Authorization %q; want 401, and the placeholder or nothing", r.status, r.method, r.target, r.authorization)
+		note := func(seen []gitRequest) {
+			for _, r := range seen {
+				sent[r.password] = true
+				if r.status != http.StatusUnauthorized || r.password != "" && r.password != placeholder {
+					t.Errorf("the git host answered %d to %s %s with Authorization %q; want 401, and the placeholder or nothing", r.status, r.method, r.target, r.authorization)
+				}
 			}
 		}
+		note(seen)
+		// Under CI's load a clone has once (gVisor) ended before its
+		// second request, the one with the credential, reached the host:
+		// it is tried again, twice at most, before the check fails.
+		for try := 0; !sent[placeholder] && try < 2; try++ {
+			from := len(srv.requests())
+			retry := d.exec(without.ID, `export GIT_TERMINAL_PROMPT=0 GIT_SSL_CAINFO="$PWD/git-ca.pem"; `+
+				`git -c credential.helper=`+helper(placeholder)+` clone -q `+gitRepo+` with-placeholder 2>&1; echo "exit $?"`)
+			t.Logf("the host saw no placeholder; the clones said %q, and again %q", res.Stdout, retry.Stdout)
+			note(srv.requests()[from:])
+		}
 		if !sent[placeholder] || !sent[""] {
-			t.Errorf("the git host was sent passwords %v; want the placeholder as it is, and none", sent)
+			t.Errorf("the git host was sent passwords %v; want the placeholder as it is, and none (git said %q)", sent, res.Stdout)
 		}
 		if err := d.client.DeleteSandbox(ctx, without.ID); err != nil {
 			t.Fatal(err)
