@@ -42,8 +42,9 @@ func TestImports(t *testing.T) {
 // The agent's protobuf messages are its own and its client's: everything
 // else speaks Hutch's types, through the agent client (an E2B front will
 // proxy envd's services as bytes, not decode them).
+// Not parallel: go list is a child of the test process, which the
+// in-process agents of parallel tests reap as their own.
 func TestProtobufStaysInside(t *testing.T) {
-	t.Parallel()
 	deptest.CheckConfined(t, deptest.Confinement{
 		Tree:      "github.com/hutchdev/hutch/internal/agent/agentpb/...",
 		Importers: []string{"github.com/hutchdev/hutch/internal/agent/..."},

@@ -339,13 +339,17 @@ func BenchmarkExecute(b *testing.B) {
 // (as Deno's execute_result can be), and lost without.
 func TestLinger(t *testing.T) {
 	c := connect(t, startKernel(t))
-	late := "import threading\nthreading.Timer(0.05, lambda: print('late', flush=True)).start()"
-	if _, events := run(t, c, late); len(events) != 0 {
+	late := func(s string) string {
+		return "import threading\nthreading.Timer(" + s + ", lambda: print('late', flush=True)).start()"
+	}
+	// Half a second late: a loaded machine's kernel may take 50 ms to go
+	// idle after the cell, and the output would then come before it.
+	if _, events := run(t, c, late("0.5")); len(events) != 0 {
 		t.Errorf("without Linger: %+v", events)
 	}
-	run(t, c, "import time; time.sleep(0.2)") // the first Timer's output goes before this one's idle
+	run(t, c, "import time; time.sleep(1)") // the first Timer's output goes before this one's idle
 	c.Linger = 500 * time.Millisecond
-	if _, events := run(t, c, late); len(events) != 1 || events[0].Text != "late\n" {
+	if _, events := run(t, c, late("0.05")); len(events) != 1 || events[0].Text != "late\n" {
 		t.Errorf("with Linger: %+v", events)
 	}
 }
