@@ -560,10 +560,18 @@ func (cp *ControlPlane) pause(c *call) error {
 		writeError(c.w, http.StatusConflict, "sandbox "+id+" is already paused")
 		return nil
 	}
+	halt := c.c.SuspendSandbox
 	if req.Memory != nil && !*req.Memory {
-		_, err = c.c.StopSandbox(c.ctx, id)
-	} else {
-		_, err = c.c.SuspendSandbox(c.ctx, id)
+		halt = c.c.StopSandbox
+	}
+	// A call the SDK just made may hold the sandbox a moment after its
+	// answer (its connection's end): Hutch refuses to halt under it, and
+	// E2B's pause waits instead.
+	for deadline := time.Now().Add(pauseWait); ; time.Sleep(10 * time.Millisecond) {
+		_, err = halt(c.ctx, id)
+		if !client.IsConflict(err) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if err != nil {
 		return err
@@ -571,6 +579,9 @@ func (cp *ControlPlane) pause(c *call) error {
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// pauseWait bounds how long a pause waits for the calls in flight.
+const pauseWait = 5 * time.Second
 
 // connect wakes a paused sandbox (201) or finds it running (200), and
 // extends its timeout when the body gives one (never shortens it).
