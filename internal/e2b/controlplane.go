@@ -409,11 +409,9 @@ func (cp *ControlPlane) list(c *call) error {
 			return badRequest("startedAfter must be an RFC 3339 time, got %q", s)
 		}
 	}
-	limit := maxListLimit
-	if s := q.Get("limit"); s != "" {
-		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > maxListLimit {
-			return badRequest("limit must be from 1 to %d, got %q", maxListLimit, s)
-		}
+	limit, err := listLimit(q.Get("limit"))
+	if err != nil {
+		return err
 	}
 	all, err := c.c.ListSandboxes(c.ctx)
 	if err != nil {
@@ -455,6 +453,19 @@ func (cp *ControlPlane) list(c *call) error {
 	}
 	writeJSON(c.w, http.StatusOK, out)
 	return nil
+}
+
+// listLimit is a page's size, from a list's limit parameter ("": the
+// most).
+func listLimit(s string) (int, error) {
+	if s == "" {
+		return maxListLimit, nil
+	}
+	limit, err := strconv.Atoi(s)
+	if err != nil || limit < 1 || limit > maxListLimit {
+		return 0, badRequest("limit must be from 1 to %d, got %q", maxListLimit, s)
+	}
+	return limit, nil
 }
 
 // metadataFilter decodes list's metadata filter as E2B does: the SDK
@@ -517,15 +528,21 @@ func (cp *ControlPlane) setTimeout(c *call) error {
 	if err != nil {
 		return err
 	}
-	upd := client.UpdateSandboxRequest{IdleTimeoutS: req.Timeout}
-	if sb.Metadata[metaAutoPause] != "true" && sb.IdleAction == client.IdleDelete {
-		upd.MaxLifetimeS = req.Timeout
-	}
-	if _, err := c.c.UpdateSandbox(c.ctx, id, upd); err != nil {
+	if _, err := c.c.UpdateSandbox(c.ctx, id, timeoutUpdate(sb, req.Timeout)); err != nil {
 		return err
 	}
 	c.w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// timeoutUpdate sets sb's end seconds from now: its idle timeout, and its
+// lifetime unless it pauses at the end.
+func timeoutUpdate(sb *client.Sandbox, seconds int64) client.UpdateSandboxRequest {
+	upd := client.UpdateSandboxRequest{IdleTimeoutS: seconds}
+	if sb.Metadata[metaAutoPause] != "true" && sb.IdleAction == client.IdleDelete {
+		upd.MaxLifetimeS = seconds
+	}
+	return upd
 }
 
 // refresh is E2B's keepalive: the idle timer starts again.
@@ -613,11 +630,7 @@ func (cp *ControlPlane) connect(c *call) error {
 		return err
 	}
 	if req.Timeout != nil && *req.Timeout > sb.IdleTimeoutS {
-		upd := client.UpdateSandboxRequest{IdleTimeoutS: *req.Timeout}
-		if sb.Metadata[metaAutoPause] != "true" && sb.IdleAction == client.IdleDelete {
-			upd.MaxLifetimeS = *req.Timeout
-		}
-		if sb, err = c.c.UpdateSandbox(c.ctx, id, upd); err != nil {
+		if sb, err = c.c.UpdateSandbox(c.ctx, id, timeoutUpdate(sb, *req.Timeout)); err != nil {
 			return err
 		}
 	}
@@ -710,12 +723,9 @@ func (cp *ControlPlane) snapshot(c *call) error {
 // sandbox), filtered by sandboxID and name, a page at a time.
 func (cp *ControlPlane) listSnapshots(c *call) error {
 	q := c.r.URL.Query()
-	limit := maxListLimit
-	if s := q.Get("limit"); s != "" {
-		var err error
-		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > maxListLimit {
-			return badRequest("limit must be from 1 to %d, got %q", maxListLimit, s)
-		}
+	limit, err := listLimit(q.Get("limit"))
+	if err != nil {
+		return err
 	}
 	all, err := c.c.ListTemplates(c.ctx)
 	if err != nil {

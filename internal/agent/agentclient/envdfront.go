@@ -145,20 +145,7 @@ func (p envdProcess) Start(ctx context.Context, req *connect.Request[process.Sta
 	if err != nil {
 		return err
 	}
-	defer func() { _ = in.Close() }()
-	red := p.f.outputRedactor()
-	for in.Receive() {
-		ev := in.Msg()
-		for _, held := range red.event(ev.Event) {
-			if err := stream.Send(&process.StartResponse{Event: held}); err != nil {
-				return err
-			}
-		}
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
-	return in.Err()
+	return relayEvents(in, stream, func(ev *process.ProcessEvent) *process.StartResponse { return &process.StartResponse{Event: ev} }, p.f.outputRedactor())
 }
 
 // Connect streams the events of a running process, output redacted.
@@ -174,12 +161,21 @@ func (p envdProcess) Connect(ctx context.Context, req *connect.Request[process.C
 	if err != nil {
 		return err
 	}
+	return relayEvents(in, stream, func(ev *process.ProcessEvent) *process.ConnectResponse { return &process.ConnectResponse{Event: ev} }, p.f.outputRedactor())
+}
+
+// relayEvents sends a process's events from in to stream, until in ends,
+// its output redacted by red; wrap makes a message of an event, for what
+// red held back until the end.
+func relayEvents[Res any, P interface {
+	*Res
+	GetEvent() *process.ProcessEvent
+}](in *connect.ServerStreamForClient[Res], stream *connect.ServerStream[Res], wrap func(*process.ProcessEvent) P, red *outputRedactor) error {
 	defer func() { _ = in.Close() }()
-	red := p.f.outputRedactor()
 	for in.Receive() {
-		ev := in.Msg()
-		for _, held := range red.event(ev.Event) {
-			if err := stream.Send(&process.ConnectResponse{Event: held}); err != nil {
+		ev := P(in.Msg())
+		for _, held := range red.event(ev.GetEvent()) {
+			if err := stream.Send(wrap(held)); err != nil {
 				return err
 			}
 		}
