@@ -17,6 +17,9 @@ type Health struct {
 	// Pools are the warm pools: sandboxes made ahead of time that a create
 	// of the default shape takes.
 	Pools []PoolHealth `json:"pools"`
+	// Deleting is how many deleted sandboxes are still being torn down
+	// in the background (their mounts, files and runtime state go then).
+	Deleting int `json:"deleting"`
 }
 
 // PoolHealth is how full one warm pool is.

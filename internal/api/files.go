@@ -31,6 +31,19 @@ func entryJSON(e files.Entry) client.FileEntry {
 	return out
 }
 
+// boolQuery reads query parameter name, true or false; def when absent.
+func boolQuery(r *http.Request, name string, def bool) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errdefs.InvalidArgument("%s must be true or false, got %q", name, v)
+	}
+	return b, nil
+}
+
 // pathQuery returns the path and user query parameters.
 func pathQuery(r *http.Request) (path, user string) {
 	q := r.URL.Query()
@@ -83,6 +96,9 @@ func (s *Server) uploadFiles(w http.ResponseWriter, r *http.Request) {
 			part, err := mr.NextPart()
 			if errors.Is(err, io.EOF) {
 				return nil
+			}
+			if errdefs.Kind(err) != nil {
+				return err // too large, or too slow
 			}
 			if err != nil {
 				return errdefs.InvalidArgument("malformed multipart body: %v", err)
@@ -196,16 +212,13 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 // path: {"path": ..., "op": ...}. It lasts until the client leaves.
 func (s *Server) watchFiles(w http.ResponseWriter, r *http.Request) {
 	path, user := pathQuery(r)
-	recursive := false
-	if v := r.URL.Query().Get("recursive"); v != "" {
-		var err error
-		if recursive, err = strconv.ParseBool(v); err != nil {
-			writeError(w, r, s.log, errdefs.InvalidArgument("recursive must be true or false, got %q", v))
-			return
-		}
+	recursive, err := boolQuery(r, "recursive", false)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	sse := &sseWriter{w: w}
-	err := s.files.Watch(r.Context(), r.PathValue("id"), path, user, recursive, func(ev files.WatchEvent) error {
+	err = s.files.Watch(r.Context(), r.PathValue("id"), path, user, recursive, func(ev files.WatchEvent) error {
 		return sse.event(ev.Op, client.FileEvent{Path: ev.Path, Op: ev.Op})
 	})
 	if err != nil && !sse.started {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -53,13 +52,10 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 // the process with ?follow=true; else one JSON object.
 func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 	id, name := r.PathValue("id"), r.PathValue("name")
-	follow := false
-	if v := r.URL.Query().Get("follow"); v != "" {
-		var err error
-		if follow, err = strconv.ParseBool(v); err != nil {
-			writeError(w, r, s.log, errdefs.InvalidArgument("follow must be true or false, got %q", v))
-			return
-		}
+	follow, err := boolQuery(r, "follow", false)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	if !acceptsEvents(r) {
 		if follow {
@@ -76,7 +72,7 @@ func (s *Server) processLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	sse := &sseWriter{w: w}
 	text := s.outputEvents(sse)
-	err := s.execs.ProcessLogs(r.Context(), id, name, follow, text.send)
+	err = s.execs.ProcessLogs(r.Context(), id, name, follow, text.send)
 	if err == nil {
 		err = text.flush()
 	}

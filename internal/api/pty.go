@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -111,12 +110,10 @@ func (s *Server) pty(w http.ResponseWriter, r *http.Request) {
 // tty (default true), cols and rows (default 80x24).
 func ptyQuery(r *http.Request) (exec.TerminalRequest, error) {
 	q := r.URL.Query()
-	req := exec.TerminalRequest{Command: q.Get("cmd"), Cwd: q.Get("cwd"), User: q.Get("user"), TTY: true}
-	if v := q.Get("tty"); v != "" {
-		var err error
-		if req.TTY, err = strconv.ParseBool(v); err != nil {
-			return req, errdefs.InvalidArgument("tty must be true or false, got %q", v)
-		}
+	req := exec.TerminalRequest{Command: q.Get("cmd"), Cwd: q.Get("cwd"), User: q.Get("user")}
+	var err error
+	if req.TTY, err = boolQuery(r, "tty", true); err != nil {
+		return req, err
 	}
 	for _, kv := range q["env"] {
 		k, v, ok := strings.Cut(kv, "=")
@@ -128,7 +125,6 @@ func ptyQuery(r *http.Request) (exec.TerminalRequest, error) {
 		}
 		req.Env[k] = v
 	}
-	var err error
 	if req.Cols, err = intParam(r, "cols", defaultCols); err != nil {
 		return req, err
 	}

@@ -39,7 +39,7 @@ func sandboxJSON(c caller, sb *sandbox.Sandbox) client.Sandbox {
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req client.CreateSandboxRequest
-	if err := decodeLimit(r, &req, maxCreateBody); err != nil {
+	if err := decode(r, &req); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -160,8 +160,17 @@ func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// deleteSandbox answers once the sandbox is gone to every caller and
+// nothing runs in it; with ?wait=true, once its teardown has ended too.
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.m.Delete(r.Context(), r.PathValue("id")); err != nil {
+	del := s.m.Delete
+	if wait, err := boolQuery(r, "wait", false); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	} else if wait {
+		del = s.m.DeleteAndWait
+	}
+	if err := del(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

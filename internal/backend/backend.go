@@ -99,6 +99,17 @@ type Watcher interface {
 	Watch(ctx context.Context, h Handle, ended func(reason string)) error
 }
 
+// Killer is a backend that can end a sandbox's processes at once, ahead
+// of its Destroy: a delete answers when nothing runs in the sandbox any
+// more and leaves the slower teardown (the runtime's own delete, unmounts,
+// removing its files) to the background.
+type Killer interface {
+	// Kill sends SIGKILL to what runs in the sandbox and returns without
+	// waiting for it to end. A sandbox with nothing running (stopped,
+	// suspended, never started) is not an error. Destroy still follows.
+	Kill(ctx context.Context, h Handle) error
+}
+
 // Snapshotter copies what a running sandbox changed into a root of its
 // own, without stopping it: snapshots and forks start from that root.
 type Snapshotter interface {

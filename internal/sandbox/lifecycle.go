@@ -197,44 +197,8 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	recs = slices.DeleteFunc(recs, func(r *store.Sandbox) bool { return r.State == lifecycle.Deleting })
 	return views(recs), nil
-}
-
-// Delete destroys a sandbox and forgets it, ending what runs in it. A
-// sandbox whose destruction fails stays listed in state error with the
-// reason.
-func (m *Manager) Delete(ctx context.Context, id string) error {
-	unlock, err := m.locks.lock(ctx, id)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
-	}
-	// Destruction must finish even if the caller goes away.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := m.transition(dctx, id, lifecycle.Deleting, "deleted", rec.State); err != nil {
-		return err
-	}
-	if inst := m.takeLive(id); inst != nil {
-		inst.close(true)
-	}
-	defer m.dropNet(id)
-	if be, ok := m.backends[rec.Backend]; ok {
-		h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-		if err := be.Destroy(dctx, h); err != nil {
-			m.mustTransition(dctx, id, lifecycle.Error, "delete failed: "+err.Error(), lifecycle.Deleting)
-			return fmt.Errorf("delete sandbox %s: %w", id, err)
-		}
-	}
-	if err := m.store.DeleteSandbox(dctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return err
-	}
-	m.log.Info("sandbox deleted", attrSandbox, id)
-	return nil
 }
 
 // Stats reads what a running sandbox uses. Reading it is not activity: a

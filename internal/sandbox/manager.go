@@ -115,6 +115,8 @@ type Manager struct {
 	nets    map[string]*sandboxNet // sandboxes' network state (see network.go)
 	reaping map[string]bool        // idle sandboxes being suspended or deleted
 	reaps   sync.WaitGroup         // of those, for Close
+	// teardowns are deleted sandboxes' teardowns (see teardown.go).
+	teardowns *teardowns
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
 	// goroutine only).
 	lastExpiry time.Time
@@ -143,6 +145,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		nets:      map[string]*sandboxNet{},
 		reaping:   map[string]bool{},
 		pool:      newWarmPool(cfg.Pools, cfg.Default),
+		teardowns: newTeardowns(),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)

@@ -54,7 +54,7 @@ func TestPauseAndWake(t *testing.T) {
 	if _, err := d.m.Pause(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.m.Delete(ctx, sb.ID); err != nil {
+	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
 		t.Fatalf("Delete of a paused sandbox: %v", err)
 	}
 	if d.listed(t, sb.ID) {
@@ -108,7 +108,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.m.Delete(ctx, sb.ID); err != nil {
+	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
 		t.Fatalf("Delete of a suspended sandbox: %v", err)
 	}
 	if d.listed(t, sb.ID) {

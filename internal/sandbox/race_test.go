@@ -107,7 +107,7 @@ func TestRaceDelete(t *testing.T) {
 			for range raceRounds {
 				sb := d.create(t, CreateOptions{})
 				race(
-					func() { expect(t, "Delete", d.m.Delete(ctx, sb.ID)) },
+					func() { expect(t, "Delete", d.m.DeleteAndWait(ctx, sb.ID)) },
 					func() {
 						expect(t, name, other(sb.ID), errdefs.ErrNotFound, errdefs.ErrFailedPrecondition, errdefs.ErrConflict)
 					},

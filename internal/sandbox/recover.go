@@ -266,7 +266,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 		return
 	}
 	m.log.Info("deleting idle sandbox", attrSandbox, id)
-	if err := m.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := m.DeleteAndWait(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
 	}
 }
@@ -280,19 +280,20 @@ func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 		return
 	}
 	for _, rec := range recs {
-		if rec.ExpiresAt.IsZero() || now.Before(rec.ExpiresAt) {
+		if rec.ExpiresAt.IsZero() || now.Before(rec.ExpiresAt) || rec.State == lifecycle.Deleting {
 			continue
 		}
 		m.inBackground(rec.ID, func() {
 			m.log.Info("deleting sandbox at the end of its max lifetime", attrSandbox, rec.ID, "expired_at", rec.ExpiresAt)
-			if err := m.Delete(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			if err := m.DeleteAndWait(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				m.log.Error("delete expired sandbox", attrSandbox, rec.ID, "error", err)
 			}
 		})
 	}
 }
 
-// Close destroys the warm pools' sandboxes and drops agent connections.
+// Close finishes the teardowns of deleted sandboxes, destroys the warm
+// pools' sandboxes and drops agent connections.
 // Users' sandboxes keep running: the next daemon recovers them.
 func (m *Manager) Close() {
 	m.mu.Lock()
@@ -302,7 +303,8 @@ func (m *Manager) Close() {
 		inst.unwatch() // the next daemon watches them
 	}
 	m.reaps.Wait()
-	m.unobserve() // a closed core hears of templates no more
+	m.teardowns.running.Wait() // or the next daemon would finish them
+	m.unobserve()              // a closed core hears of templates no more
 	m.drainPools()
 	for _, inst := range live {
 		inst.agent.CloseIdleConnections()

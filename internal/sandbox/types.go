@@ -93,5 +93,8 @@ func (m *Manager) get(ctx context.Context, id string) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rec.State == lifecycle.Deleting {
+		return nil, deletedError(id) // gone to everyone, though still torn down
+	}
 	return view(rec), nil
 }

@@ -22,7 +22,9 @@ type Store interface {
 	// ChangeState applies a change of a sandbox's state if its stored
 	// state is one of c.From: ErrNotFound if it is absent, ErrConflict
 	// (saying what it is) if its state is another. Nothing else of the
-	// record changes but what c names.
+	// record changes but what c names, except that a sandbox going to
+	// deleting gives up its key: a get-or-create with that key after a
+	// delete makes a new sandbox while the old one is torn down.
 	ChangeState(ctx context.Context, c StateChange) error
 	// SetTimers sets a sandbox's idle timeout, idle action and end of
 	// life, and nothing else; ErrNotFound if absent.

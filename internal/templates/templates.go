@@ -154,11 +154,22 @@ func (s *Service) Get(ctx context.Context, name string) (Info, error) {
 	return Info{Info: info, Sandboxes: len(users[name])}, nil
 }
 
-// Delete removes a template no sandbox uses.
+// Delete removes a template no sandbox uses. A sandbox deleted a moment
+// ago uses it until its teardown ends: that is waited for.
 func (s *Service) Delete(ctx context.Context, name string) error {
 	users, err := s.users(ctx)
 	if err != nil {
 		return err
+	}
+	if ids := users[name]; len(ids) > 0 {
+		for _, id := range ids {
+			if err := s.core.AwaitTeardown(ctx, id); err != nil {
+				return err
+			}
+		}
+		if users, err = s.users(ctx); err != nil {
+			return err
+		}
 	}
 	if ids := users[name]; len(ids) > 0 {
 		slices.Sort(ids)

@@ -42,20 +42,27 @@ type Info struct {
 	Sandboxes []string
 }
 
+// Teardowns tell when a deleted sandbox is wholly gone (sandbox.Manager
+// does): until then it still mounts its volumes.
+type Teardowns interface {
+	AwaitTeardown(ctx context.Context, id string) error
+}
+
 // Service makes, lists and removes volumes.
 type Service struct {
-	store Store
-	dir   string
-	log   *slog.Logger
+	store     Store
+	teardowns Teardowns
+	dir       string
+	log       *slog.Logger
 }
 
 // New returns a Service over s keeping the volumes' files in dir ("": the
-// daemon has none, and Create refuses); log may be nil.
-func New(s Store, dir string, log *slog.Logger) *Service {
+// daemon has none, and Create refuses); teardowns and log may be nil.
+func New(s Store, teardowns Teardowns, dir string, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: s, dir: dir, log: log}
+	return &Service{store: s, teardowns: teardowns, dir: dir, log: log}
 }
 
 // Create makes an empty volume, its root the sandbox user's.
@@ -108,11 +115,22 @@ func (s *Service) List(ctx context.Context) ([]Info, error) {
 }
 
 // Delete removes a volume and its files; one that a sandbox mounts,
-// running or suspended, is a conflict.
+// running or suspended, is a conflict. A sandbox deleted a moment ago
+// mounts it until its teardown ends: that is waited for.
 func (s *Service) Delete(ctx context.Context, name string) error {
 	users, err := s.users(ctx)
 	if err != nil {
 		return err
+	}
+	if ids := users[name]; len(ids) > 0 && s.teardowns != nil {
+		for _, id := range ids {
+			if err := s.teardowns.AwaitTeardown(ctx, id); err != nil {
+				return err
+			}
+		}
+		if users, err = s.users(ctx); err != nil {
+			return err
+		}
 	}
 	if ids := users[name]; len(ids) > 0 {
 		return errdefs.Conflict("volume %s is mounted by sandbox(es) %s: delete them first", name, strings.Join(ids, ", "))

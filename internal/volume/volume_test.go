@@ -37,7 +37,7 @@ func TestVolumes(t *testing.T) {
 	}
 	db := openDB(t)
 	dir := t.TempDir()
-	s := New(db, dir, nil)
+	s := New(db, nil, dir, nil)
 	ctx := t.Context()
 
 	made, err := s.Create(ctx, "data")
@@ -110,7 +110,7 @@ func TestCreateRefused(t *testing.T) {
 			if tt.dir {
 				dir = t.TempDir()
 			}
-			if _, err := New(db, dir, nil).Create(t.Context(), tt.vol); !errors.Is(err, tt.kind) {
+			if _, err := New(db, nil, dir, nil).Create(t.Context(), tt.vol); !errors.Is(err, tt.kind) {
 				t.Errorf("Create(%q): %v, want %v", tt.vol, err, tt.kind)
 			}
 			if vols, err := db.ListVolumes(t.Context()); err != nil || len(vols) != 0 {

@@ -400,6 +400,9 @@ func (d *daemon) assertNothingLeft() {
 	t := d.t
 	t.Helper()
 	running := d.cmd != nil && d.cmd.ProcessState == nil
+	if running {
+		d.awaitTeardowns()
+	}
 	// pooled says whether path, a disk's mount point or image, is of a
 	// disk in the pool (see disk.Pool for the layout).
 	pooled := func(path string) bool {
@@ -463,6 +466,21 @@ func (d *daemon) assertNothingLeft() {
 	}
 	if procs := processesOf(t, d.sandboxIDs); len(procs) > 0 {
 		t.Errorf("processes left behind: %v", procs)
+	}
+}
+
+// awaitTeardowns waits until the daemon tears down no deleted sandbox
+// any more: a delete answers before its teardown ends.
+func (d *daemon) awaitTeardowns() {
+	d.t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		h, err := d.client.Health(context.Background())
+		if err == nil && h.Deleting == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("teardowns still under way after 60 s: %+v, %v", h, err)
+		}
 	}
 }
 

@@ -116,6 +116,7 @@ func assertNoTemplateBuilds(t *testing.T, d *daemon) {
 		t.Errorf("a failed build left its name's directory: %v", err)
 	}
 	// Build steps' sandboxes are gone with them.
+	d.awaitTeardowns()
 	if left, _ := os.ReadDir(filepath.Join(d.dataDir, "sandboxes")); len(left) > 0 {
 		t.Errorf("build sandboxes left: %v", left)
 	}

@@ -58,6 +58,9 @@ const (
 // directory see the same sandboxes, as a restarted daemon's backend would.
 type Backend struct {
 	dir string
+	// BeforeDestroy, when set, is called at the start of every Destroy:
+	// a test holds a teardown there.
+	BeforeDestroy func(h backend.Handle)
 }
 
 // New returns a Backend keeping its sandboxes in dir (see TempDir).
@@ -204,6 +207,9 @@ func (b *Backend) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, er
 func (b *Backend) Destroy(_ context.Context, h backend.Handle) error {
 	if !validID(h.ID) {
 		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	if b.BeforeDestroy != nil {
+		b.BeforeDestroy(h)
 	}
 	if err := b.stop(h.ID, syscall.SIGTERM); err != nil {
 		return err

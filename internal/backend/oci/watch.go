@@ -14,7 +14,10 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
-var _ backend.Watcher = (*Runtime)(nil)
+var (
+	_ backend.Watcher = (*Runtime)(nil)
+	_ backend.Killer  = (*Runtime)(nil)
+)
 
 // The process a sandbox lives by is the one the runtime writes to the pid
 // file (--pid-file) when it starts or restores the container: runc's
@@ -37,13 +40,7 @@ func (r *Runtime) Watch(ctx context.Context, h backend.Handle, ended func(reason
 	if err != nil {
 		return fmt.Errorf("watch sandbox %s: %w", h.ID, err)
 	}
-	// The pid is this sandbox's process while that process is in the
-	// sandbox's cgroup: a pid is another process's once its own has gone.
-	cgroup := "/hutch/" + h.ID
-	alive := func() bool {
-		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup")) // #nosec G304 -- a /proc path built from a pid
-		return err == nil && strings.Contains(string(b), cgroup+"\n")
-	}
+	alive := func() bool { return inSandbox(pid, h.ID) }
 	before, _ := r.LimitHits(ctx, h)
 	what := "its agent"
 	if r.cfg.KernelCountsProcesses {
@@ -63,5 +60,40 @@ func (r *Runtime) Watch(ctx context.Context, h backend.Handle, ended func(reason
 		}
 		ended(reason)
 	}()
+	return nil
+}
+
+// inSandbox reports whether pid is sandbox id's process: the pid in its
+// pid file is while that process is in the sandbox's cgroup, since a pid
+// is another process's once its own has gone.
+func inSandbox(pid int, id string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup")) // #nosec G304 -- a /proc path built from a pid
+	return err == nil && strings.Contains(string(b), "/hutch/"+id+"\n")
+}
+
+// Kill sends SIGKILL to the sandbox's process (see backend.Killer): under
+// runc the container's init, the agent, whose end takes every process of
+// its pid namespace with it; under gVisor the sandbox process, the kernel
+// every process of the sandbox runs in. The signal goes through a pidfd
+// opened before the cgroup check, so a pid reused meanwhile is not hit.
+func (r *Runtime) Kill(_ context.Context, h backend.Handle) error {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	pid, err := readPid(r.layout(h.ID).pidFile())
+	if err != nil {
+		return nil // never started, or halted: nothing runs
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil // gone already
+	}
+	defer unix.Close(fd)
+	if !inSandbox(pid, h.ID) {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+		return fmt.Errorf("kill sandbox %s: %w", h.ID, err)
+	}
 	return nil
 }

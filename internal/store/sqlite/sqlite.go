@@ -171,13 +171,13 @@ func (d *DB) ChangeState(ctx context.Context, c store.StateChange) error {
 	if c.Handle != nil {
 		handle = c.Handle
 	}
-	args := []any{string(c.To), c.Reason, c.At.UnixNano(), handle, c.ID}
+	args := []any{string(c.To), c.Reason, c.At.UnixNano(), handle, c.To == lifecycle.Deleting, c.ID}
 	for _, f := range c.From {
 		args = append(args, string(f))
 	}
 	// #nosec G202 -- only placeholders are added, one per state to change from
 	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_reason = ?, updated_at = ?,
-		handle = coalesce(?, handle)
+		handle = coalesce(?, handle), key = CASE WHEN ? THEN NULL ELSE key END
 		WHERE id = ? AND state IN (?`+strings.Repeat(", ?", len(c.From)-1)+`)`, args...)
 	if err != nil {
 		return fmt.Errorf("change state of sandbox %s: %w", c.ID, err)
