@@ -24,6 +24,11 @@ const (
 	// CodeBadGateway: a preview's server in the sandbox gave no answer
 	// (nothing listens on its port, or it closed the connection).
 	CodeBadGateway = "bad_gateway"
+	// CodeTooLarge: a request's body, URL or headers are over a limit.
+	CodeTooLarge = "too_large"
+	// CodeRateLimited: the key made more requests than its rate allows;
+	// try again after the Retry-After the answer gives.
+	CodeRateLimited = "rate_limited"
 )
 
 // Error is an error answered by the daemon. StatusCode is 0 for an error

@@ -144,16 +144,24 @@ func (c caller) filter(r *http.Request) string {
 	return c.workspace
 }
 
-// guard is a route's handler behind the check of the sandbox it names,
-// if it names one ({id}): a sandbox the caller may not see is not found.
-// Every route goes through it (see Handler), and through the audit log.
-func (s *Server) guard(rt route) http.HandlerFunc {
+// guard is a route's handler behind the limits (see limits.go; the
+// rate and streams of keys when limited) and the check of the sandbox it
+// names, if it names one ({id}): a sandbox the caller may not see is not
+// found. Every route goes through it (see Handler), and through the audit
+// log.
+func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 	namesSandbox := strings.Contains(rt.pattern, "{id}")
 	recorded := audited(rt.pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := callerOf(r.Context())
+		done, err := s.limit(w, r, rt, c, limited)
 		rec, r := s.auditing(w, r, rt.pattern, recorded, c)
 		defer rec.done()
+		if err != nil {
+			writeError(rec, r, s.log, err)
+			return
+		}
+		defer done()
 		if namesSandbox {
 			if err := s.mayReach(r.Context(), c, r.PathValue("id")); err != nil {
 				writeError(rec, r, s.log, err)

@@ -44,6 +44,10 @@ func statusOf(err error) (int, string) {
 		return http.StatusForbidden, kind.Error()
 	case errdefs.ErrBadGateway:
 		return http.StatusBadGateway, kind.Error()
+	case errdefs.ErrTooLarge:
+		return http.StatusRequestEntityTooLarge, kind.Error()
+	case errdefs.ErrRateLimited:
+		return http.StatusTooManyRequests, kind.Error()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout, "timeout"

@@ -29,6 +29,8 @@ func TestErrorMapping(t *testing.T) {
 		{"unavailable", errdefs.Unavailable("agent unavailable"), 503, "unavailable", "agent unavailable"},
 		{"unauthenticated", errdefs.Unauthenticated("missing key"), 401, "unauthenticated", "missing key"},
 		{"bad gateway", errdefs.BadGateway("nothing listens on port 3000 in the sandbox"), 502, "bad_gateway", "nothing listens on port 3000 in the sandbox"},
+		{"too large", errdefs.TooLarge("the body is over 8 MiB"), 413, "too_large", "the body is over 8 MiB"},
+		{"rate limited", errdefs.RateLimited("slow down"), 429, "rate_limited", "slow down"},
 		{"deadline", fmt.Errorf("destroy: %w", context.DeadlineExceeded), 504, "timeout", "Gateway Timeout"},
 		{"internal detail stays in the log", errors.New("mount /var/lib/hutch/secret: EPERM"), 500, "internal", "internal error; the daemon's log has the details"},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // Config wires a Server.
@@ -54,6 +55,8 @@ type Config struct {
 	// PublicURL is how callers reach the daemon: previews' URLs start
 	// with it.
 	PublicURL string
+	// Limits bound what each key may ask (see limits.go).
+	Limits Limits
 	// APIKey is the bearer token TCP clients must present.
 	APIKey  string
 	Version string
@@ -77,6 +80,7 @@ type Server struct {
 	access    PreviewAccess
 	links     *download.Signer
 	shots     Screenshots
+	limiter   *limiter
 	e2b       client.E2BInfo
 	publicURL string
 	key       string
@@ -90,7 +94,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -193,13 +197,13 @@ func (s *Server) routes() []route {
 func (s *Server) Handler(requireKey bool) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.guard(rt))
+		mux.HandleFunc(rt.pattern, s.guard(rt, requireKey))
 	}
 	if h, err := s.mcpHandler(); err != nil {
 		s.log.Error("MCP at /mcp is off", "error", err)
 	} else {
 		// Every method of the protocol's: audited and redacted as a route.
-		mux.Handle(mcpPath, s.guard(route{pattern: "* " + mcpPath, handler: h.ServeHTTP}))
+		mux.Handle(mcpPath, s.guard(route{pattern: "* " + mcpPath, handler: h.ServeHTTP}, requireKey))
 	}
 	// Every method, not audited (see preview.go).
 	mux.HandleFunc(previewPattern, s.previewByPath(requireKey))
@@ -215,7 +219,7 @@ func (s *Server) e2bInfo(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := client.Health{Status: "ok", Version: s.version}
+	h := client.Health{Status: "ok", Version: s.version, Deleting: s.m.Deleting()}
 	core := s.m.Health(r.Context())
 	h.DefaultRuntime, h.DefaultReason = core.Default, core.DefaultReason
 	for _, b := range core.Backends {
@@ -233,27 +237,42 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(hutchapi.OpenAPI)
 }
 
-// maxJSONBody bounds request bodies that are JSON.
+// maxJSONBody bounds request bodies that are JSON, unless their route
+// says more (see maxBodyOf).
 const maxJSONBody = 8 << 20
 
 // maxCreateBody bounds a create's body, which may carry files_tar: 32 MiB
-// base64-encoded, and room for the rest.
+// base64-encoded, and room for the rest; a tool call's arguments too.
 const maxCreateBody = 48 << 20
 
-// decode reads a JSON request body strictly into v.
-func decode(r *http.Request, v any) error { return decodeLimit(r, v, maxJSONBody) }
+// maxBodyOf is the bound of a route's request body (see boundedBody).
+func maxBodyOf(pattern string) int64 {
+	switch pattern {
+	case "POST /v1/sandboxes", "POST /v1/sandboxes/{id}/tools/{name}":
+		return maxCreateBody
+	case "POST /v1/templates":
+		// A Hutchfile's context comes in the body, base64: 4/3 of its
+		// 64 MiB.
+		return template.MaxContext*4/3 + 1<<20
+	case "PUT /v1/sandboxes/{id}/files", "POST /v1/sandboxes/{id}/files/upload":
+		return maxFileBody
+	case "POST /v1/templates/{name}/import":
+		return maxImportBody
+	}
+	return maxJSONBody
+}
 
-// decodeLimit is decode of a body of at most limit bytes.
-func decodeLimit(r *http.Request, v any, limit int64) error {
-	body := &io.LimitedReader{R: r.Body, N: limit + 1}
-	dec := json.NewDecoder(body)
+// decode reads a JSON request body strictly into v. Its size is bounded
+// by its route's (maxBodyOf).
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return errdefs.InvalidArgument("the request body is empty; it must be a JSON object")
 		}
-		if body.N == 0 {
-			return errdefs.InvalidArgument("the request body is over %d MiB", limit>>20)
+		if errdefs.Kind(err) != nil {
+			return err // too large, or too slow
 		}
 		return errdefs.InvalidArgument("malformed JSON body: %v", err)
 	}

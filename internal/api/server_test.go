@@ -82,7 +82,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
 	cfg := Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
-		Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, t.TempDir(), nil),
+		Templates: templates.New(templates.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, m, t.TempDir(), nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: m, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
 	}

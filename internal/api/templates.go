@@ -120,8 +120,7 @@ func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 // stops the build.
 func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	var req client.BuildTemplateRequest
-	// A Hutchfile's context comes in the body, base64: 4/3 of its 64 MiB.
-	if err := decodeLimit(r, &req, template.MaxContext*4/3+1<<20); err != nil {
+	if err := decode(r, &req); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

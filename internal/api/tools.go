@@ -56,15 +56,15 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 // tool.message, a client.ToolResult, at the end.
 func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	args, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
+	args, err := io.ReadAll(r.Body) // bounded by maxBodyOf
 	if err != nil {
-		writeError(w, r, s.log, errdefs.InvalidArgument("read the arguments: %v", err))
+		writeError(w, r, s.log, errdefs.Prefix(err, "read the arguments"))
 		return
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = []byte("{}")
 	}
-	if len(args) > maxCreateBody || !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
+	if !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
 		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", maxCreateBody>>20))
 		return
 	}

@@ -45,6 +45,15 @@ func newServeCmd() *cobra.Command {
 						*p = f.Value.String()
 					}
 				})
+				if f := cmd.Flags(); f.Changed("rate-limit") {
+					fileCfg.RateLimit = cfg.RateLimit
+				}
+				if f := cmd.Flags(); f.Changed("rate-burst") {
+					fileCfg.RateBurst = cfg.RateBurst
+				}
+				if f := cmd.Flags(); f.Changed("max-streams") {
+					fileCfg.MaxStreams = cfg.MaxStreams
+				}
 				cfg = fileCfg
 			}
 			if cmd.Flags().Changed("pool") {
@@ -87,5 +96,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.NetworkDefault, "network-default", cfg.NetworkDefault, "network mode of sandboxes created without a policy: none, allowlist or full")
 	f.StringVar(&cfg.NetworkNetns, "network-netns", "", "network namespace (a path) to connect from for sandboxes (default: the daemon's own)")
 	f.StringVar(&cfg.NetworkDNS, "network-dns", "", "DNS server (host:port) resolving sandboxes' names (default: the one in /etc/resolv.conf)")
+	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests a second each API key may make on average (default 1000; negative: no limit)")
+	f.IntVar(&cfg.RateBurst, "rate-burst", 0, "requests each API key may make at once above its rate (default 2000)")
+	f.IntVar(&cfg.MaxStreams, "max-streams", 0, "event streams and WebSockets each API key may hold open (default 256; negative: no limit)")
 	return cmd
 }

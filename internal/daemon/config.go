@@ -87,6 +87,14 @@ type Config struct {
 	// when it connects to a proxy-injected secret's host itself (besides
 	// the system's): an internal CA, say.
 	EgressRootsFile string `toml:"egress_roots_file"`
+	// RateLimit is how many requests a second each API key may make on
+	// average, RateBurst how many at once above that, and MaxStreams how
+	// many event streams and WebSockets it may hold open (internal/api's
+	// limits.go). 0: the default; a negative RateLimit or MaxStreams: no
+	// limit. The root-only unix socket has none.
+	RateLimit  float64 `toml:"rate_limit"`
+	RateBurst  int     `toml:"rate_burst"`
+	MaxStreams int     `toml:"max_streams"`
 	// MasterKey, when not empty, is the master key itself (base64), from
 	// the environment variable HUTCH_MASTER_KEY: it wins over the file.
 	// Never in a config file.
@@ -162,6 +170,9 @@ func (c Config) Validate() error {
 		if fi, err := os.Stat(c.ToolsHostDir); err != nil || !fi.IsDir() || !filepath.IsAbs(c.ToolsHostDir) {
 			errs = append(errs, fmt.Errorf("tools_host_dir must be an absolute path to a directory, got %q", c.ToolsHostDir))
 		}
+	}
+	if c.RateBurst < 0 {
+		errs = append(errs, fmt.Errorf("rate_burst must be 0 (the default) or more, got %d", c.RateBurst))
 	}
 	for name, dir := range map[string]string{"data_dir": c.DataDir, "run_dir": c.RunDir} {
 		if !filepath.IsAbs(dir) && (name == "data_dir" || dir != "") {

@@ -184,7 +184,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		_, port, _ := net.SplitHostPort(e2bLn.Addr().String())
 		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
 	}
-	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log})
+	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -198,17 +199,20 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// its callers' keys (internal/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	servers := []*http.Server{
-		{Handler: withE2B(srv.Handler(true), controlPlane), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog},
-		{Handler: srv.Handler(false), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog},
+	// A client that sends its header slowly, or keeps an idle connection,
+	// holds it for a bounded time; bodies are bounded in pace by the API
+	// itself (internal/api's limits.go).
+	server := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
 	}
+	servers := []*http.Server{server(withE2B(srv.Handler(true), controlPlane)), server(srv.Handler(false))}
 	listeners := []net.Listener{tcp, unixLn}
 	if e2bLn != nil {
 		front := e2b.NewFront(e2b.FrontConfig{
 			Manager: mgr, Previews: previews, Interpreter: e2b.NewInterpreter(execs, redactor, log),
 			Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
 		})
-		servers = append(servers, &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
+		servers = append(servers, server(front))
 		listeners = append(listeners, e2bLn)
 	}
 	log.Info("hutch serving", "listen", tcp.Addr().String(), "socket", cfg.socketPath(), "data_dir", cfg.DataDir)

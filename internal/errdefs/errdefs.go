@@ -25,12 +25,17 @@ var (
 	// ErrBadGateway: a server the daemon passes a request on to (a
 	// sandbox's port, for a preview) gave no answer.
 	ErrBadGateway = errors.New("bad_gateway")
+	// ErrTooLarge: a request (its body, URL or headers) is over a limit.
+	ErrTooLarge = errors.New("too_large")
+	// ErrRateLimited: a caller made more requests than its rate allows;
+	// it may try again shortly.
+	ErrRateLimited = errors.New("rate_limited")
 )
 
 var kinds = []error{
 	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrConflict, ErrResourceExhausted, ErrUnavailable, ErrNotImplemented,
-	ErrUnauthenticated, ErrPermissionDenied, ErrBadGateway,
+	ErrUnauthenticated, ErrPermissionDenied, ErrBadGateway, ErrTooLarge, ErrRateLimited,
 }
 
 // Error is an error whose message is meant for the user of the API, with the
@@ -74,6 +79,10 @@ func PermissionDenied(format string, args ...any) error {
 	return newf(ErrPermissionDenied, format, args...)
 }
 func BadGateway(format string, args ...any) error { return newf(ErrBadGateway, format, args...) }
+func TooLarge(format string, args ...any) error   { return newf(ErrTooLarge, format, args...) }
+func RateLimited(format string, args ...any) error {
+	return newf(ErrRateLimited, format, args...)
+}
 
 // Kind returns the kind err belongs to, or nil when it has none (an internal
 // error).
