@@ -14,7 +14,7 @@ BIN      := bin/hutch
 RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
 RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
 
-.PHONY: build runsc test bench lint generate clean
+.PHONY: build runsc test bench lint generate clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
@@ -32,7 +32,8 @@ $(RUNSC_STAMP):
 # the one that measures CPU use, and the hostile workloads (each checks that
 # the daemon and a neighbour answer within a bound while it runs, which
 # the rest of the suite beside it would decide instead: a health call took
-# 2.7 s with it). Then everything else at once: the other end-to-end tests,
+# 2.7 s with it). Then everything else at once: the fuzz targets briefly
+# (see fuzz below), the other end-to-end tests,
 # 8 at a time (go test would take them last), the other packages, and the
 # lifecycle's race tests again under the race detector (cgo: it needs gcc,
 # which ./setup installs). Each part's output is printed whole when it
@@ -46,11 +47,40 @@ test: build
 	echo "make test: the hostile and CPU tests, alone, took $$(( $$(date +%s) - began )) s"; began=$$(date +%s); \
 	$(GO) test -count=1 -timeout 25m -parallel 8 -skip '$(ALONE)' $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
 	$(GO) test -count=1 -timeout 10m -race -run 'TestRace' ./internal/sandbox/ > bin/race.log 2>&1 & race=$$!; \
+	$(MAKE) --no-print-directory fuzz-short > bin/fuzz.log 2>&1 & fuzz=$$!; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
 	wait $$race || status=1; cat bin/race.log; \
+	wait $$fuzz || status=1; cat bin/fuzz.log; \
 	wait $$e2e || status=1; cat bin/e2e.log; \
 	echo "make test: the rest, at once, took $$(( $$(date +%s) - began )) s"; \
 	exit $$status
+
+# The fuzz targets (go test -fuzz): path confinement of the files of a
+# create (the tar reader) and of template imports (the layer reader), of
+# the agent's paths and of archived symlinks; the patch parser; Hutchfiles;
+# every JSON body of the API; the redaction stream. make fuzz runs each for
+# FUZZTIME and keeps what it found in the package's testdata/fuzz (go test
+# runs that corpus every time); make test runs each for FUZZTIME_SHORT.
+FUZZ := ./internal/sandbox:FuzzWorkspaceFiles ./internal/template:FuzzUntar \
+	./internal/agent:FuzzResolvePath ./internal/tools:FuzzLinkStaysInside \
+	./internal/tools:FuzzPatch ./internal/template:FuzzParseHutchfile \
+	./internal/api:FuzzDecodeBodies ./internal/secrets/redact:FuzzStream
+FUZZTIME ?= 10m
+FUZZTIME_SHORT ?= 10s
+fuzz:
+	@cache=$$($(GO) env GOCACHE)/fuzz; for t in $(FUZZ); do \
+		pkg=$${t%%:*}; name=$${t##*:}; began=$$(date +%s); \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 10s $$pkg || exit 1; \
+		from=$$cache/$$($(GO) list $$pkg)/$$name; mkdir -p $$pkg/testdata/fuzz/$$name; \
+		if [ -d $$from ]; then cp -n $$from/* $$pkg/testdata/fuzz/$$name/ 2>/dev/null; fi; \
+		echo "make fuzz: $$name ran $$(( $$(date +%s) - began )) s; its corpus has $$(ls $$pkg/testdata/fuzz/$$name | wc -l) inputs"; \
+	done
+
+fuzz-short:
+	@for t in $(FUZZ); do pkg=$${t%%:*}; name=$${t##*:}; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME_SHORT) -fuzzminimizetime 2s $$pkg 2>&1) || { echo "$$out"; exit 1; }; \
+		echo "$$name: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1), no crash"; \
+	done
 
 bench: build
 	$(GO) run ./bench -hutch $(BIN)
