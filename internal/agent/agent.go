@@ -124,6 +124,7 @@ type server struct {
 	procs    *processService
 	fs       *filesystemService
 	contexts *contexts
+	accounts accountFiles
 }
 
 func newServer(cfg Config) *server {

@@ -6,14 +6,17 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 )
 
 // account is a user of the sandbox as /etc/passwd describes it.
@@ -44,7 +47,11 @@ func (s *server) lookupUser(name string) (account, error) {
 	if name == "" {
 		name = s.cfg.DefaultUser
 	}
-	return lookupAccount(s.cfg.PasswdFile, name)
+	data, err := s.accounts.read(s.cfg.PasswdFile)
+	if err != nil {
+		return account{}, connect.NewError(connect.CodeInternal, fmt.Errorf("read %s: %w", s.cfg.PasswdFile, err))
+	}
+	return lookupAccount(data, s.cfg.PasswdFile, name)
 }
 
 // basicUser extracts the username from a Basic authorization header value,
@@ -62,12 +69,8 @@ func basicUser(v string) string {
 	return name
 }
 
-func lookupAccount(passwdFile, name string) (account, error) {
-	// #nosec G304 -- the agent serves the sandbox's own files; paths resolve inside it
-	data, err := os.ReadFile(passwdFile)
-	if err != nil {
-		return account{}, connect.NewError(connect.CodeInternal, fmt.Errorf("read %s: %w", passwdFile, err))
-	}
+// lookupAccount finds user name in data, the passwd file passwdFile.
+func lookupAccount(data []byte, passwdFile, name string) (account, error) {
 	for line := range bytes.Lines(data) {
 		f := strings.Split(strings.TrimRight(string(line), "\r\n"), ":")
 		if len(f) < 6 || f[0] != name {
@@ -108,19 +111,17 @@ type idNames struct {
 // loadIDNames reads the passwd and group files; a file it cannot read just
 // leaves IDs unnamed.
 func (s *server) loadIDNames() idNames {
-	return idNames{users: readIDFile(s.cfg.PasswdFile), groups: readIDFile(s.cfg.GroupFile)}
+	return idNames{users: s.readIDFile(s.cfg.PasswdFile), groups: s.readIDFile(s.cfg.GroupFile)}
 }
 
 // readIDFile parses name:x:id:… lines, the shape passwd and group share.
-func readIDFile(path string) map[uint32]string {
+func (s *server) readIDFile(path string) map[uint32]string {
 	m := map[uint32]string{}
-	// #nosec G304 -- the agent serves the sandbox's own files; paths resolve inside it
-	f, err := os.Open(path)
+	data, err := s.accounts.read(path)
 	if err != nil {
 		return m
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		fields := strings.SplitN(sc.Text(), ":", 4)
 		if len(fields) < 3 {
@@ -135,6 +136,48 @@ func readIDFile(path string) map[uint32]string {
 		}
 	}
 	return m
+}
+
+// accountFiles keeps the account files (passwd, group) that nearly every
+// call reads, read again only when they change: under gVisor an open costs
+// ~1.5 ms here (a round trip to its gofer) and a stat ~0.15 ms. A file is
+// taken as changed when its inode, size, modification or change time
+// differ: useradd and its kin replace the file by a rename, a new inode.
+type accountFiles struct {
+	mu    sync.Mutex
+	files map[string]accountFile
+}
+
+type accountFile struct {
+	stat unix.Stat_t
+	data []byte
+}
+
+// read returns the contents of path, from the cache while the file is
+// unchanged.
+func (a *accountFiles) read(path string) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	a.mu.Lock()
+	f, ok := a.files[path]
+	a.mu.Unlock()
+	if ok && f.stat.Ino == st.Ino && f.stat.Dev == st.Dev && f.stat.Size == st.Size && f.stat.Mtim == st.Mtim && f.stat.Ctim == st.Ctim {
+		return f.data, nil
+	}
+	// Read after the stat: a change in between makes the next stat differ.
+	data, err := os.ReadFile(path) // #nosec G304 -- the agent serves the sandbox's own files; paths resolve inside it
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if a.files == nil {
+		a.files = map[string]accountFile{}
+	}
+	a.files[path] = accountFile{stat: st, data: data}
+	a.mu.Unlock()
+	return data, nil
 }
 
 func (n idNames) user(id uint32) string  { return nameOr(n.users, id) }
