@@ -4,7 +4,7 @@
 //
 //	(a) create → first output: Hutch vs `runc run` of the same bundle vs unshare
 //	(b) exec round trip: Hutch vs `runc exec` into the same sandbox vs fork/exec
-//	(c) memory per idle sandbox: cgroup usage, agent PSS, daemon RSS growth
+//	(c) memory per idle sandbox, runc and gVisor: cgroup usage, agent PSS, daemon RSS growth, density in 8 GiB
 //	(d), (e): (a) and (b) with gVisor
 //	(f) create → first output from a warm pool, runc and gVisor
 //	(g) suspend, resume → first output and fork → first output, runc and gVisor, beside a cold create
