@@ -260,3 +260,18 @@ func (d *daemon) logTail() string {
 	}
 	return "\ndaemon log (end):\n" + string(b)
 }
+
+// logErrors are the first n lines of the daemon's log at level ERROR.
+func (d *daemon) logErrors(n int) []string {
+	b, err := os.ReadFile(d.logPath)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, "level=ERROR") && len(out) < n {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}

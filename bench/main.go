@@ -43,6 +43,9 @@ type config struct {
 	gvisorN int    // iterations of the gVisor rows, whose deletes take seconds
 	rows    string // the rows to measure, by letter; "": all
 	e2bSDK  string // where row (k) finds the e2b SDK's node_modules
+	// soakMode runs the soak (soak.go) instead of the rows.
+	soakMode bool
+	soak     soakConfig
 }
 
 func main() {
@@ -55,13 +58,28 @@ func main() {
 	flag.IntVar(&cfg.gvisorN, "gvisor-n", 20, "iterations of the gVisor rows (0: skip them)")
 	flag.StringVar(&cfg.e2bSDK, "e2b-sdk", "test/e2b", "the directory whose node_modules has the e2b SDK, for row (k)")
 	flag.StringVar(&cfg.rows, "rows", "", "measure only these rows, by letter (\"ah\": create and network); default all")
+	flag.BoolVar(&cfg.soakMode, "soak", false, "run the soak (make soak) instead of the rows")
+	flag.IntVar(&cfg.soak.n, "soak-n", 2000, "soak: lifecycles of each runc phase")
+	flag.IntVar(&cfg.soak.c, "soak-c", 20, "soak: concurrent clients")
+	flag.Float64Var(&cfg.soak.gvisor, "soak-gvisor", 0.1, "soak: gVisor's lifecycles, as a share of -soak-n")
+	flag.Float64Var(&cfg.soak.hostile, "soak-hostile", 0.05, "soak: share of full lifecycles with a hostile workload")
+	flag.Float64Var(&cfg.soak.suspend, "soak-suspend", 0.1, "soak: share of full lifecycles suspended and woken")
 	flag.Parse()
 	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup and -gvisor-n at least 0")
 		os.Exit(2)
 	}
 
+	if cfg.soak.n < 1 || cfg.soak.c < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -soak-n and -soak-c must be at least 1")
+		os.Exit(2)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	run := run
+	if cfg.soakMode {
+		run = runSoak
+	}
 	err := run(ctx, cfg, os.Stdout)
 	if ctx.Err() != nil {
 		err = errors.Join(errors.New("interrupted"), err)

@@ -27,14 +27,18 @@ func median[T number](v []T) T {
 
 // p90 is the 90th percentile of v by the nearest-rank method: the smallest
 // value that at least 90% of the values are no greater than.
-func p90[T number](v []T) T {
+func p90[T number](v []T) T { return percentile(v, 0.9) }
+
+// percentile is the q-th quantile of v (0 < q ≤ 1) by the nearest-rank
+// method.
+func percentile[T number](v []T, q float64) T {
 	if len(v) == 0 {
 		return 0
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	rank := int(math.Ceil(0.9 * float64(len(s))))
-	return s[max(rank, 1)-1]
+	rank := int(math.Ceil(q * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
 }
 
 // ratio is a/b, or NaN when b is zero.

@@ -43,6 +43,10 @@ type Client struct {
 	user, workspace string
 }
 
+// CloseIdleConnections closes the connections kept open for the next
+// call; the next call opens a new one.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Option configures a Client.
 type Option func(*Client)
 

@@ -20,6 +20,9 @@ type Health struct {
 	// Deleting is how many deleted sandboxes are still being torn down
 	// in the background (their mounts, files and runtime state go then).
 	Deleting int `json:"deleting"`
+	// Goroutines is the daemon's goroutine count, for leak checks (make
+	// soak compares it before and after).
+	Goroutines int `json:"goroutines"`
 }
 
 // PoolHealth is how full one warm pool is.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
@@ -219,7 +220,7 @@ func (s *Server) e2bInfo(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := client.Health{Status: "ok", Version: s.version, Deleting: s.m.Deleting()}
+	h := client.Health{Status: "ok", Version: s.version, Deleting: s.m.Deleting(), Goroutines: runtime.NumGoroutine()}
 	core := s.m.Health(r.Context())
 	h.DefaultRuntime, h.DefaultReason = core.Default, core.DefaultReason
 	for _, b := range core.Backends {

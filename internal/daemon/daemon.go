@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,7 +206,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	server := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
 	}
-	servers := []*http.Server{server(withE2B(srv.Handler(true), controlPlane)), server(srv.Handler(false))}
+	servers := []*http.Server{server(withE2B(srv.Handler(true), controlPlane)), server(withProfiles(srv.Handler(false)))}
 	listeners := []net.Listener{tcp, unixLn}
 	if e2bLn != nil {
 		front := e2b.NewFront(e2b.FrontConfig{
@@ -367,4 +368,18 @@ func besideExecutable(exe, name string) string {
 		return beside
 	}
 	return name
+}
+
+// withProfiles serves Go's profiles (net/http/pprof) under /debug/pprof/
+// beside h: only on the root-only unix socket, for an operator who wants
+// to see where the daemon's time goes (curl --unix-socket
+// /run/hutch/hutch.sock http://hutch/debug/pprof/profile?seconds=30).
+func withProfiles(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", h)
+	return mux
 }

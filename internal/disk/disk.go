@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"strings"
 	"time"
 
@@ -137,6 +138,9 @@ func copySparse(dst, src *os.File) error {
 	}
 }
 
+// attaching serialises this process's attaches (see attach).
+var attaching sync.Mutex
+
 // attach binds image file f to a free loop device and returns the device,
 // open. The device detaches itself at its last close (autoclear): once its
 // filesystem is mounted, when that is unmounted, so an unmount is all
@@ -147,8 +151,12 @@ func attach(f *os.File) (*os.File, error) {
 		return nil, fmt.Errorf("open loop control: %w", err)
 	}
 	defer ctl.Close()
-	// Another process may take the free device between asking and
-	// configuring it: ask again.
+	// The kernel names the same free device to everyone who asks until
+	// one configures it: the daemon's own attaches go one at a time (20
+	// creates at once ran out of tries), and another process that takes
+	// the device between asking and configuring it is asked around.
+	attaching.Lock()
+	defer attaching.Unlock()
 	for range 10 {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {

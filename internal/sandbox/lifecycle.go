@@ -45,6 +45,11 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		}
 	}
 	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
+	// What deleted sandboxes still hold is bounded: a new one waits for
+	// their teardowns when too many are behind.
+	if err := m.teardowns.waitBacklog(ctx); err != nil {
+		return nil, err
+	}
 	policy, err := m.checkNetwork(opts.Network)
 	if err != nil {
 		return nil, err

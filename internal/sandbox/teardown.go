@@ -28,15 +28,52 @@ import (
 // slows the creates beside them.
 const maxTeardowns = 4
 
+// maxBacklog is how many deleted sandboxes may wait for their teardown
+// before a create waits for the backlog to shrink: a deleted sandbox
+// holds its disk, mounts, cgroups and id range until then, and creates
+// faster than teardowns would pile them up without bound.
+const maxBacklog = 4 * maxTeardowns
+
 // teardowns are the teardowns under way and waiting (see Delete).
 type teardowns struct {
 	slots   chan struct{}
 	running sync.WaitGroup
 	mu      sync.Mutex
 	pending int
+	// fewer is closed, and replaced, when pending goes down.
+	fewer chan struct{}
 }
 
-func newTeardowns() *teardowns { return &teardowns{slots: make(chan struct{}, maxTeardowns)} }
+func newTeardowns() *teardowns {
+	return &teardowns{slots: make(chan struct{}, maxTeardowns), fewer: make(chan struct{})}
+}
+
+func (t *teardowns) add(n int) {
+	t.mu.Lock()
+	t.pending += n
+	if n < 0 {
+		close(t.fewer)
+		t.fewer = make(chan struct{})
+	}
+	t.mu.Unlock()
+}
+
+// waitBacklog returns once fewer than maxBacklog teardowns are pending.
+func (t *teardowns) waitBacklog(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		pending, fewer := t.pending, t.fewer
+		t.mu.Unlock()
+		if pending < maxBacklog {
+			return nil
+		}
+		select {
+		case <-fewer:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // Deleting is how many deleted sandboxes are still being torn down.
 func (m *Manager) Deleting() int {
@@ -124,19 +161,15 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 	m.dropNet(id)
 	out := make(chan error, 1)
 	t := m.teardowns
-	t.mu.Lock()
-	t.pending++
-	t.mu.Unlock()
+	t.add(1)
 	t.running.Add(1)
 	go func() {
 		defer t.running.Done()
 		t.slots <- struct{}{}
 		err := m.teardown(ctx, be, h)
 		<-t.slots
-		t.mu.Lock()
-		t.pending--
-		t.mu.Unlock()
 		unlock()
+		t.add(-1)
 		out <- err
 	}()
 	return out, nil

@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -83,5 +85,38 @@ func TestTeardownFinishedAfterRestart(t *testing.T) {
 	}
 	if d.listed(t, sb.ID) {
 		t.Error("the backend still has the deleted sandbox")
+	}
+}
+
+// Creates wait while maxBacklog teardowns are behind, and go on when one
+// ends: what deleted sandboxes hold stays bounded.
+func TestCreateWaitsForTeardownBacklog(t *testing.T) {
+	t.Parallel()
+	d := newDaemonState(t).start(t)
+	ctx := t.Context()
+	release := make(chan struct{})
+	d.backend.BeforeDestroy = func(backend.Handle) { <-release }
+	for range maxBacklog {
+		sb := d.create(t, CreateOptions{})
+		if err := d.m.Delete(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	made := make(chan error, 1)
+	go func() {
+		sb, err := d.m.create(ctx, CreateOptions{})
+		if err == nil {
+			err = d.m.Delete(context.WithoutCancel(ctx), sb.ID)
+		}
+		made <- err
+	}()
+	select {
+	case err := <-made:
+		t.Fatalf("a create with %d teardowns behind did not wait: %v", maxBacklog, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-made; err != nil {
+		t.Fatalf("the create after the backlog shrank: %v", err)
 	}
 }

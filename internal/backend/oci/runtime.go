@@ -758,7 +758,12 @@ func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) 
 // and removes its cgroups, waiting until its processes are gone. A missing
 // container is fine.
 func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
-	st, _ := r.state(ctx, id) // for the init pid; a missing container is fine
+	// The init pid, to wait for, is the pid file's while that process is
+	// the sandbox's (asking the runtime is a process more per delete).
+	pid, err := readPid(r.layout(id).pidFile())
+	if err != nil || !inSandbox(pid, id) {
+		pid = 0
+	}
 	var stderr bytes.Buffer
 	cmd := r.command(ctx, "delete", "--force", containerID(id))
 	cmd.Stderr = &stderr
@@ -766,10 +771,10 @@ func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
 	if err := cmd.Run(); err != nil && !strings.Contains(stderr.String(), "does not exist") {
 		errs = append(errs, fmt.Errorf("%s delete %s: %w: %s", r.cfg.Name, id, err, strings.TrimSpace(stderr.String())))
 	}
-	if st.Pid > 0 {
+	if pid > 0 {
 		// delete --force sends SIGKILL; the caller is promised that the
 		// processes are gone, not dying.
-		if err := waitExited(ctx, st.Pid); err != nil {
+		if err := waitExited(ctx, pid); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
 		}
 	}
