@@ -14,7 +14,7 @@ BIN      := bin/hutch
 RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
 RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
 
-.PHONY: build runsc test bench lint generate clean fuzz
+.PHONY: build runsc test bench soak lint generate clean fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
@@ -84,6 +84,18 @@ fuzz-short:
 
 bench: build
 	$(GO) run ./bench -hutch $(BIN)
+
+# The soak and the crash matrix, long (about 20 minutes here; not part of
+# make test, which runs the crash matrix once per step): SOAK's lifecycles
+# by SOAK_CLIENTS clients under runc and a tenth as many under gVisor, with
+# hostile workloads, then each crash step CRASH_ROUNDS times. The full
+# figure: make soak SOAK=10000 SOAK_CLIENTS=50.
+SOAK ?= 2000
+SOAK_CLIENTS ?= 20
+CRASH_ROUNDS ?= 20
+soak: build runsc
+	$(GO) run ./bench -hutch $(BIN) -soak -soak-n $(SOAK) -soak-c $(SOAK_CLIENTS)
+	$(GO) test -count=1 -timeout 60m -run '^TestCrashMatrix$$' $(E2E) -crash-rounds $(CRASH_ROUNDS)
 
 # gosec's G104 (unchecked errors) is errcheck's job here, with the
 # exclusions listed in .errcheck-excludes; every other finding is fixed or
