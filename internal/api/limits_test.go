@@ -157,7 +157,9 @@ func TestSlowBodyIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/secrets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", testKey)
+	if _, err := fmt.Fprintf(conn, "POST /v1/secrets HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", testKey); err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	closed := make(chan error, 1)
 	go func() {
