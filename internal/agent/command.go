@@ -150,8 +150,8 @@ func pipes(withStdin bool) (s stdio, err error) {
 	if err != nil {
 		return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
 	}
-	stdoutR, stdoutW, err1 := os.Pipe()
-	stderrR, stderrW, err2 := os.Pipe()
+	stdoutR, stdoutW, err1 := newOutputPipeFiles()
+	stderrR, stderrW, err2 := newOutputPipeFiles()
 	s.theirs = [3]*os.File{stdinR, stdoutW, stderrW}
 	s.outputs = []*outputPipe{newOutputPipe(stdoutR, outStdout), newOutputPipe(stderrR, outStderr)}
 	if err := errors.Join(err1, err2); err != nil {
@@ -159,6 +159,24 @@ func pipes(withStdin bool) (s stdio, err error) {
 		return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create pipes: %w", err))
 	}
 	return s, nil
+}
+
+// newOutputPipeFiles is a pipe for a command's output: the agent's end polled,
+// the command's end blocking from the start. os.Pipe makes both ends
+// non-blocking and polled, and handing over the command's end makes it
+// blocking again: a dozen system calls more per command, each slow under
+// gVisor.
+func newOutputPipeFiles() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		_ = unix.Close(fds[0])
+		_ = unix.Close(fds[1])
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 
 // closeTheirs closes the command's ends, once it (or its shim) has its
