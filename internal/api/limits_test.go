@@ -42,7 +42,7 @@ func call(t *testing.T, method, url, key string, body io.Reader, header map[stri
 // rate_limited and a Retry-After, and another key is not slowed by it.
 func TestRateLimitPerKey(t *testing.T) {
 	t.Parallel()
-	s := newTestServer(t, func(c *Config) { c.Limits = Limits{Rate: 0.5, Burst: 3} })
+	s := newTestServer(t, func(c *Config) { c.Limits = Limits{Rate: 0.01, Burst: 3} })
 	other, err := s.client.CreateAPIKey(t.Context(), "other", "") // 1 of 3
 	if err != nil {
 		t.Fatal(err)
