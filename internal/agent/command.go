@@ -357,6 +357,10 @@ func (c *command) supervise(outputs []*outputPipe) {
 	c.finish()
 }
 
+// killWait bounds how long the end of a timed-out command waits for its
+// tree to be killed.
+const killWait = 2 * time.Second
+
 // mainExited publishes the end of a command whose main process exited,
 // once its output is read: to EOF when nothing of its tree is left (EOF is
 // then only the pumps' scheduling away); else for eofWait, and on while a
@@ -370,8 +374,19 @@ func (c *command) mainExited(end *process.ProcessEvent_EndEvent, treeGone bool, 
 	if timedOut {
 		errTimeout := "timeout"
 		end.Error = &errTimeout
-		// The timeout kills the whole tree, also what survived the SIGTERM.
-		go c.kill()
+		// The timeout kills the whole tree, also what survived the SIGTERM,
+		// before the end is told: the caller's next command must not find
+		// it still there. A tree that takes long to die (a process in
+		// uninterruptible sleep) holds the end back 2 s at most.
+		killed := make(chan struct{})
+		go func() {
+			c.kill()
+			close(killed)
+		}()
+		select {
+		case <-killed:
+		case <-time.After(killWait):
+		}
 	}
 	awaitOutput(treeGone, pipes)
 	c.out.end(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: end}})

@@ -634,16 +634,23 @@ func tailOf(path string) string {
 // runc thaws the cgroup again), so it is tried a few times.
 func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
 	var err error
-	for range freezeTries {
+	for try := range freezeTries {
 		if err = r.pauseCommand(ctx, h, "pause"); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
 			return err
+		}
+		// A moment for the busy host before the next try (CI's, with
+		// ten daemons beside, lost three tries in a row).
+		select {
+		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return err
 }
 
 // freezeTries is how many times Pause asks the runtime to freeze.
-const freezeTries = 3
+const freezeTries = 6
 
 // Unpause thaws what Pause froze.
 func (r *Runtime) Unpause(ctx context.Context, h backend.Handle) error {
