@@ -56,18 +56,6 @@ func newProcessService(srv *server) *processService {
 // no cmd, the command is the user's login shell, started as a login shell
 // (argv[0] "-bash") when it has no args either, else given them (-c CMD).
 // The stream's Connect-Timeout-Ms is the command's lifetime (see
-// badDir is the error of a command that did not start: its working
-// directory's, when that is what is wrong. It is looked at only then: a
-// stat under gVisor costs ~0.15 ms here, which every command would pay.
-func badDir(dir string, err error) error {
-	if fi, serr := os.Stat(dir); serr != nil {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s: %w", dir, unwrapPathError(serr)))
-	} else if !fi.IsDir() {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s is not a directory", dir))
-	}
-	return err
-}
-
 // processLifetime).
 func (p *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	msg := req.Msg
@@ -95,6 +83,18 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	return p.start(ctx, start, func(_ *command, ev *process.ProcessEvent) error {
 		return stream.Send(&process.StartResponse{Event: ev})
 	})
+}
+
+// badDir is the error of a command that did not start: its working
+// directory's, when that is what is wrong. It is looked at only then: a
+// stat under gVisor costs ~0.15 ms here, which every command would pay.
+func badDir(dir string, err error) error {
+	if fi, serr := os.Stat(dir); serr != nil {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s: %w", dir, unwrapPathError(serr)))
+	} else if !fi.IsDir() {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("working directory %s is not a directory", dir))
+	}
+	return err
 }
 
 // processLifetime is how long envd's Start lets its command live: the

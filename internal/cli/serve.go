@@ -45,13 +45,13 @@ func newServeCmd() *cobra.Command {
 						*p = f.Value.String()
 					}
 				})
-				if f := cmd.Flags(); f.Changed("rate-limit") {
+				if cmd.Flags().Changed("rate-limit") {
 					fileCfg.RateLimit = cfg.RateLimit
 				}
-				if f := cmd.Flags(); f.Changed("rate-burst") {
+				if cmd.Flags().Changed("rate-burst") {
 					fileCfg.RateBurst = cfg.RateBurst
 				}
-				if f := cmd.Flags(); f.Changed("max-streams") {
+				if cmd.Flags().Changed("max-streams") {
 					fileCfg.MaxStreams = cfg.MaxStreams
 				}
 				cfg = fileCfg

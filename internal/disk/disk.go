@@ -30,8 +30,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"

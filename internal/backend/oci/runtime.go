@@ -638,6 +638,9 @@ func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
 		if err = r.pauseCommand(ctx, h, "pause"); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
 			return err
 		}
+		if try == freezeTries-1 {
+			break
+		}
 		// A moment for the busy host before the next try (CI's, with
 		// ten daemons beside, lost three tries in a row).
 		select {
