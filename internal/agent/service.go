@@ -82,6 +82,19 @@ func (a *agentService) Signal(_ context.Context, req *connect.Request[hutchagent
 	return connect.NewResponse(&hutchagent.SignalResponse{}), nil
 }
 
+func (a *agentService) ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error) {
+	v, err := reclaimMemory()
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	if v.pid != 0 {
+		a.srv.log.Warn("process killed: the sandbox is out of memory", "pid", v.pid, "name", v.name, "rss_bytes", v.rss)
+	}
+	return connect.NewResponse(&hutchagent.ReclaimMemoryResponse{
+		Pid: uint32(v.pid), Name: v.name, RssBytes: v.rss, // #nosec G115 -- a pid
+	}), nil
+}
+
 func (a *agentService) RunTool(_ context.Context, req *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error) {
 	acct, err := a.srv.lookupUser(req.Msg.GetUser())
 	if err != nil {

@@ -99,6 +99,18 @@ type Watcher interface {
 	Watch(ctx context.Context, h Handle, ended func(reason string)) error
 }
 
+// MemoryWatcher is a backend whose sandboxes have no OOM killer of their
+// own inside (gVisor): past its limit, a sandbox meets the host's, which
+// may end the whole sandbox. It tells when a sandbox nears its memory
+// limit, so that the daemon has the process inside that holds the most
+// memory killed first, as a kernel's OOM killer would.
+type MemoryWatcher interface {
+	// WatchMemory calls full, from a goroutine of its own, each time the
+	// running container of h goes past one of the marks set below its
+	// host limit, while ctx lasts. Call it when the container runs.
+	WatchMemory(ctx context.Context, h Handle, full func()) error
+}
+
 // Killer is a backend that can end a sandbox's processes at once, ahead
 // of its Destroy: a delete answers when nothing runs in the sandbox any
 // more and leaves the slower teardown (the runtime's own delete, unmounts,

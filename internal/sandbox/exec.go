@@ -224,6 +224,7 @@ func (m *Manager) blameLimits(ctx context.Context, inst *instance, res *ExecResu
 		m.log.Warn("read limit hits", attrSandbox, inst.id, "error", err)
 		return
 	}
+	hits.OOMKills += inst.reclaims.Load()
 	inst.mu.Lock()
 	prev := inst.limitHits
 	inst.limitHits = hits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/agent/agentclient"
@@ -33,6 +34,11 @@ type instance struct {
 	lastActive time.Time
 	running    int               // calls in flight (see hold)
 	limitHits  backend.LimitHits // limit hits already put down to a command
+	// reclaims counts the processes killed for the sandbox's memory by
+	// the daemon (see reclaimMemory), which LimitHits cannot count;
+	// reclaiming is set while one is being killed.
+	reclaims   atomic.Int64
+	reclaiming atomic.Bool
 	// The last CPU sample (see sampleCPU), and the share of a CPU used
 	// between it and the one before.
 	cpuAt    time.Time

@@ -254,6 +254,24 @@ func (c *Client) Signal(ctx context.Context, p Selector, sig syscall.Signal) err
 	return err
 }
 
+// Reclaimed is the process ReclaimMemory killed.
+type Reclaimed struct {
+	Pid      uint32
+	Name     string
+	RSSBytes uint64
+}
+
+// ReclaimMemory has the agent kill the process holding the most memory,
+// as a kernel's OOM killer would; a zero Reclaimed when there was none to
+// kill.
+func (c *Client) ReclaimMemory(ctx context.Context) (Reclaimed, error) {
+	res, err := c.agent.ReclaimMemory(ctx, connect.NewRequest(&hutchagent.ReclaimMemoryRequest{}))
+	if err != nil {
+		return Reclaimed{}, err
+	}
+	return Reclaimed{Pid: res.Msg.GetPid(), Name: res.Msg.GetName(), RSSBytes: res.Msg.GetRssBytes()}, nil
+}
+
 // Input writes data to the stdin of the running command p names, which
 // was started with StdinOpen (else FailedPrecondition); no such command is
 // NotFound.

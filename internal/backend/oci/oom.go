@@ -37,13 +37,21 @@ package oci
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/errdefs"
 )
+
+var _ backend.MemoryWatcher = (*Runtime)(nil)
 
 // gvisorMemoryHeadroom is what the host limit of a gVisor sandbox has over
 // the sandbox's memory limit.
@@ -149,4 +157,83 @@ func readPid(path string) (int, error) {
 		return 0, fmt.Errorf("bad pid file %s: %q", path, b)
 	}
 	return pid, nil
+}
+
+// The marks below a gVisor sandbox's host limit where the daemon has the
+// agent kill the process that holds the most memory (backend.MemoryWatcher):
+// the sandbox's own limit plus a quarter, a half and three quarters of the
+// headroom. gVisor's kernel uses some 14 MiB of the headroom idle, so a
+// process gets about the limit it was given before the first mark. The
+// host's OOM killer acts only at the limit, after the last: a process
+// whose memory gVisor's kernel writes for it (a read from a pipe, a file)
+// is not charged to its stub on the host, and the host's choice there is
+// gVisor's kernel, which holds that memory mapped.
+var memoryMarks = []int64{gvisorMemoryHeadroom / 4, gvisorMemoryHeadroom / 2, 3 * gvisorMemoryHeadroom / 4}
+
+// WatchMemory calls full each time sandbox h's memory goes past one of
+// its marks (see memoryMarks), while ctx lasts. The host tells through
+// cgroup v1's usage thresholds; on cgroup v2 there are none, and it is
+// not implemented.
+func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()) error {
+	if !r.cfg.StubsTakeOOMKills {
+		return errdefs.NotImplemented("runtime %s has an OOM killer inside its sandboxes", r.cfg.Name)
+	}
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	dir := filepath.Join(cgroupRoot, "memory", "hutch", h.ID)
+	limit, err := readInt(filepath.Join(dir, "memory.limit_in_bytes"))
+	if errors.Is(err, os.ErrNotExist) {
+		return errdefs.NotImplemented("sandbox %s has no cgroup v1 memory controller, whose usage thresholds tell when it nears its limit", h.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if limit < 2*gvisorMemoryHeadroom || limit >= 1<<62 {
+		return nil // no limit (or none worth a mark): the host's memory is the bound
+	}
+	usage, err := os.Open(filepath.Join(dir, "memory.usage_in_bytes"))
+	if err != nil {
+		return err
+	}
+	defer usage.Close()
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("watch memory of sandbox %s: %w", h.ID, err)
+	}
+	events := os.NewFile(uintptr(efd), "memory-marks")
+	control := filepath.Join(dir, "cgroup.event_control")
+	for _, m := range memoryMarks {
+		mark := limit - gvisorMemoryHeadroom + m
+		line := fmt.Sprintf("%d %d %d", efd, usage.Fd(), mark)
+		if err := os.WriteFile(control, []byte(line), 0); err != nil {
+			events.Close()
+			return fmt.Errorf("watch memory of sandbox %s: set a mark at %d bytes: %w", h.ID, mark, err)
+		}
+	}
+	first := limit - gvisorMemoryHeadroom + memoryMarks[0]
+	stop := context.AfterFunc(ctx, func() { _ = events.Close() })
+	go func() {
+		defer stop()
+		defer events.Close()
+		buf := make([]byte, 8)
+		for {
+			// Each crossing of a mark, up or down, and the cgroup's
+			// removal, wake this read.
+			if _, err := events.Read(buf); err != nil {
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			used, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+			if err != nil {
+				return // the cgroup is gone
+			}
+			if used >= first {
+				full()
+			}
+		}
+	}()
+	return nil
 }

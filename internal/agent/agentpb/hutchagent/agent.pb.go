@@ -831,6 +831,105 @@ func (*SignalResponse) Descriptor() ([]byte, []int) {
 	return file_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
+type ReclaimMemoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimMemoryRequest) Reset() {
+	*x = ReclaimMemoryRequest{}
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimMemoryRequest) ProtoMessage() {}
+
+func (x *ReclaimMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimMemoryRequest.ProtoReflect.Descriptor instead.
+func (*ReclaimMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+}
+
+type ReclaimMemoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The process killed; 0 when there was none to kill.
+	Pid uint32 `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Its command name (comm).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Its resident memory when it was chosen.
+	RssBytes      uint64 `protobuf:"varint,3,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimMemoryResponse) Reset() {
+	*x = ReclaimMemoryResponse{}
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimMemoryResponse) ProtoMessage() {}
+
+func (x *ReclaimMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimMemoryResponse.ProtoReflect.Descriptor instead.
+func (*ReclaimMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReclaimMemoryResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ReclaimMemoryResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReclaimMemoryResponse) GetRssBytes() uint64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
 type RunToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -845,7 +944,7 @@ type RunToolRequest struct {
 
 func (x *RunToolRequest) Reset() {
 	*x = RunToolRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +956,7 @@ func (x *RunToolRequest) String() string {
 func (*RunToolRequest) ProtoMessage() {}
 
 func (x *RunToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +969,7 @@ func (x *RunToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunToolRequest.ProtoReflect.Descriptor instead.
 func (*RunToolRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunToolRequest) GetName() string {
@@ -912,7 +1011,7 @@ type RunToolResponse struct {
 
 func (x *RunToolResponse) Reset() {
 	*x = RunToolResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1023,7 @@ func (x *RunToolResponse) String() string {
 func (*RunToolResponse) ProtoMessage() {}
 
 func (x *RunToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1036,7 @@ func (x *RunToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunToolResponse.ProtoReflect.Descriptor instead.
 func (*RunToolResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RunToolResponse) GetResult() []byte {
@@ -965,7 +1064,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1076,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1089,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolError) GetKind() string {
@@ -1019,7 +1118,7 @@ type ArchiveRequest struct {
 
 func (x *ArchiveRequest) Reset() {
 	*x = ArchiveRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1130,7 @@ func (x *ArchiveRequest) String() string {
 func (*ArchiveRequest) ProtoMessage() {}
 
 func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1143,7 @@ func (x *ArchiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveRequest.ProtoReflect.Descriptor instead.
 func (*ArchiveRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ArchiveRequest) GetPath() string {
@@ -1077,7 +1176,7 @@ type ArchiveResponse struct {
 
 func (x *ArchiveResponse) Reset() {
 	*x = ArchiveResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1188,7 @@ func (x *ArchiveResponse) String() string {
 func (*ArchiveResponse) ProtoMessage() {}
 
 func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1201,7 @@ func (x *ArchiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArchiveResponse.ProtoReflect.Descriptor instead.
 func (*ArchiveResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ArchiveResponse) GetData() []byte {
@@ -1129,7 +1228,7 @@ type CreateContextRequest struct {
 
 func (x *CreateContextRequest) Reset() {
 	*x = CreateContextRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1240,7 @@ func (x *CreateContextRequest) String() string {
 func (*CreateContextRequest) ProtoMessage() {}
 
 func (x *CreateContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1253,7 @@ func (x *CreateContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateContextRequest.ProtoReflect.Descriptor instead.
 func (*CreateContextRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateContextRequest) GetLanguage() string {
@@ -1206,7 +1305,7 @@ type CodeContext struct {
 
 func (x *CodeContext) Reset() {
 	*x = CodeContext{}
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1317,7 @@ func (x *CodeContext) String() string {
 func (*CodeContext) ProtoMessage() {}
 
 func (x *CodeContext) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1330,7 @@ func (x *CodeContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodeContext.ProtoReflect.Descriptor instead.
 func (*CodeContext) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CodeContext) GetId() string {
@@ -1277,7 +1376,7 @@ type ListContextsRequest struct {
 
 func (x *ListContextsRequest) Reset() {
 	*x = ListContextsRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1388,7 @@ func (x *ListContextsRequest) String() string {
 func (*ListContextsRequest) ProtoMessage() {}
 
 func (x *ListContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1401,7 @@ func (x *ListContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContextsRequest.ProtoReflect.Descriptor instead.
 func (*ListContextsRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 type ListContextsResponse struct {
@@ -1314,7 +1413,7 @@ type ListContextsResponse struct {
 
 func (x *ListContextsResponse) Reset() {
 	*x = ListContextsResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1425,7 @@ func (x *ListContextsResponse) String() string {
 func (*ListContextsResponse) ProtoMessage() {}
 
 func (x *ListContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1438,7 @@ func (x *ListContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContextsResponse.ProtoReflect.Descriptor instead.
 func (*ListContextsResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListContextsResponse) GetContexts() []*CodeContext {
@@ -1358,7 +1457,7 @@ type ContextRequest struct {
 
 func (x *ContextRequest) Reset() {
 	*x = ContextRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1469,7 @@ func (x *ContextRequest) String() string {
 func (*ContextRequest) ProtoMessage() {}
 
 func (x *ContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1482,7 @@ func (x *ContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRequest.ProtoReflect.Descriptor instead.
 func (*ContextRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ContextRequest) GetId() string {
@@ -1401,7 +1500,7 @@ type DeleteContextResponse struct {
 
 func (x *DeleteContextResponse) Reset() {
 	*x = DeleteContextResponse{}
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1512,7 @@ func (x *DeleteContextResponse) String() string {
 func (*DeleteContextResponse) ProtoMessage() {}
 
 func (x *DeleteContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1525,7 @@ func (x *DeleteContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteContextResponse.ProtoReflect.Descriptor instead.
 func (*DeleteContextResponse) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 type RunCodeRequest struct {
@@ -1444,7 +1543,7 @@ type RunCodeRequest struct {
 
 func (x *RunCodeRequest) Reset() {
 	*x = RunCodeRequest{}
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1555,7 @@ func (x *RunCodeRequest) String() string {
 func (*RunCodeRequest) ProtoMessage() {}
 
 func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1568,7 @@ func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCodeRequest.ProtoReflect.Descriptor instead.
 func (*RunCodeRequest) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunCodeRequest) GetContextId() string {
@@ -1517,7 +1616,7 @@ type CodeEvent struct {
 
 func (x *CodeEvent) Reset() {
 	*x = CodeEvent{}
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1628,7 @@ func (x *CodeEvent) String() string {
 func (*CodeEvent) ProtoMessage() {}
 
 func (x *CodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1641,7 @@ func (x *CodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodeEvent.ProtoReflect.Descriptor instead.
 func (*CodeEvent) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CodeEvent) GetEvent() isCodeEvent_Event {
@@ -1662,7 +1761,7 @@ type CodeResult struct {
 
 func (x *CodeResult) Reset() {
 	*x = CodeResult{}
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1773,7 @@ func (x *CodeResult) String() string {
 func (*CodeResult) ProtoMessage() {}
 
 func (x *CodeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1786,7 @@ func (x *CodeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodeResult.ProtoReflect.Descriptor instead.
 func (*CodeResult) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CodeResult) GetData() []byte {
@@ -1722,7 +1821,7 @@ type CodeError struct {
 
 func (x *CodeError) Reset() {
 	*x = CodeError{}
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1833,7 @@ func (x *CodeError) String() string {
 func (*CodeError) ProtoMessage() {}
 
 func (x *CodeError) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1846,7 @@ func (x *CodeError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodeError.ProtoReflect.Descriptor instead.
 func (*CodeError) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CodeError) GetName() string {
@@ -1789,7 +1888,7 @@ type CodeEnd struct {
 
 func (x *CodeEnd) Reset() {
 	*x = CodeEnd{}
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1900,7 @@ func (x *CodeEnd) String() string {
 func (*CodeEnd) ProtoMessage() {}
 
 func (x *CodeEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1913,7 @@ func (x *CodeEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodeEnd.ProtoReflect.Descriptor instead.
 func (*CodeEnd) Descriptor() ([]byte, []int) {
-	return file_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CodeEnd) GetExecutionCount() uint32 {
@@ -1908,7 +2007,12 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\x03tag\x18\x02 \x01(\tH\x00R\x03tag\x12\x16\n" +
 	"\x06signal\x18\x03 \x01(\rR\x06signalB\t\n" +
 	"\aprocess\"\x10\n" +
-	"\x0eSignalResponse\"^\n" +
+	"\x0eSignalResponse\"\x16\n" +
+	"\x14ReclaimMemoryRequest\"Z\n" +
+	"\x15ReclaimMemoryResponse\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\rR\x03pid\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\trss_bytes\x18\x03 \x01(\x04R\brssBytes\"^\n" +
 	"\x0eRunToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12\x10\n" +
@@ -1977,12 +2081,13 @@ const file_agent_v1_agent_proto_rawDesc = "" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x1c\n" +
 	"\trestarted\x18\x03 \x01(\bR\trestarted\x12\x14\n" +
 	"\x05files\x18\x04 \x03(\tR\x05files\x12'\n" +
-	"\x0ffiles_truncated\x18\x05 \x01(\bR\x0efilesTruncated2\xd3\x06\n" +
+	"\x0ffiles_truncated\x18\x05 \x01(\bR\x0efilesTruncated2\xb1\a\n" +
 	"\x05Agent\x12G\n" +
 	"\x06Health\x12\x1d.hutch.agent.v1.HealthRequest\x1a\x1e.hutch.agent.v1.HealthResponse\x12>\n" +
 	"\x05Start\x12\x1c.hutch.agent.v1.StartRequest\x1a\x15.hutch.agent.v1.Event0\x01\x12@\n" +
 	"\x06Replay\x12\x1d.hutch.agent.v1.ReplayRequest\x1a\x15.hutch.agent.v1.Event0\x01\x12G\n" +
-	"\x06Signal\x12\x1d.hutch.agent.v1.SignalRequest\x1a\x1e.hutch.agent.v1.SignalResponse\x12J\n" +
+	"\x06Signal\x12\x1d.hutch.agent.v1.SignalRequest\x1a\x1e.hutch.agent.v1.SignalResponse\x12\\\n" +
+	"\rReclaimMemory\x12$.hutch.agent.v1.ReclaimMemoryRequest\x1a%.hutch.agent.v1.ReclaimMemoryResponse\x12J\n" +
 	"\aRunTool\x12\x1e.hutch.agent.v1.RunToolRequest\x1a\x1f.hutch.agent.v1.RunToolResponse\x12L\n" +
 	"\aArchive\x12\x1e.hutch.agent.v1.ArchiveRequest\x1a\x1f.hutch.agent.v1.ArchiveResponse0\x01\x12R\n" +
 	"\rCreateContext\x12$.hutch.agent.v1.CreateContextRequest\x1a\x1b.hutch.agent.v1.CodeContext\x12Y\n" +
@@ -2003,7 +2108,7 @@ func file_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_agent_v1_agent_proto_rawDescData
 }
 
-var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_agent_v1_agent_proto_goTypes = []any{
 	(*HealthRequest)(nil),         // 0: hutch.agent.v1.HealthRequest
 	(*HealthResponse)(nil),        // 1: hutch.agent.v1.HealthResponse
@@ -2017,63 +2122,67 @@ var file_agent_v1_agent_proto_goTypes = []any{
 	(*KeepAlive)(nil),             // 9: hutch.agent.v1.KeepAlive
 	(*SignalRequest)(nil),         // 10: hutch.agent.v1.SignalRequest
 	(*SignalResponse)(nil),        // 11: hutch.agent.v1.SignalResponse
-	(*RunToolRequest)(nil),        // 12: hutch.agent.v1.RunToolRequest
-	(*RunToolResponse)(nil),       // 13: hutch.agent.v1.RunToolResponse
-	(*ToolError)(nil),             // 14: hutch.agent.v1.ToolError
-	(*ArchiveRequest)(nil),        // 15: hutch.agent.v1.ArchiveRequest
-	(*ArchiveResponse)(nil),       // 16: hutch.agent.v1.ArchiveResponse
-	(*CreateContextRequest)(nil),  // 17: hutch.agent.v1.CreateContextRequest
-	(*CodeContext)(nil),           // 18: hutch.agent.v1.CodeContext
-	(*ListContextsRequest)(nil),   // 19: hutch.agent.v1.ListContextsRequest
-	(*ListContextsResponse)(nil),  // 20: hutch.agent.v1.ListContextsResponse
-	(*ContextRequest)(nil),        // 21: hutch.agent.v1.ContextRequest
-	(*DeleteContextResponse)(nil), // 22: hutch.agent.v1.DeleteContextResponse
-	(*RunCodeRequest)(nil),        // 23: hutch.agent.v1.RunCodeRequest
-	(*CodeEvent)(nil),             // 24: hutch.agent.v1.CodeEvent
-	(*CodeResult)(nil),            // 25: hutch.agent.v1.CodeResult
-	(*CodeError)(nil),             // 26: hutch.agent.v1.CodeError
-	(*CodeEnd)(nil),               // 27: hutch.agent.v1.CodeEnd
-	nil,                           // 28: hutch.agent.v1.Command.EnvEntry
-	nil,                           // 29: hutch.agent.v1.CreateContextRequest.EnvEntry
+	(*ReclaimMemoryRequest)(nil),  // 12: hutch.agent.v1.ReclaimMemoryRequest
+	(*ReclaimMemoryResponse)(nil), // 13: hutch.agent.v1.ReclaimMemoryResponse
+	(*RunToolRequest)(nil),        // 14: hutch.agent.v1.RunToolRequest
+	(*RunToolResponse)(nil),       // 15: hutch.agent.v1.RunToolResponse
+	(*ToolError)(nil),             // 16: hutch.agent.v1.ToolError
+	(*ArchiveRequest)(nil),        // 17: hutch.agent.v1.ArchiveRequest
+	(*ArchiveResponse)(nil),       // 18: hutch.agent.v1.ArchiveResponse
+	(*CreateContextRequest)(nil),  // 19: hutch.agent.v1.CreateContextRequest
+	(*CodeContext)(nil),           // 20: hutch.agent.v1.CodeContext
+	(*ListContextsRequest)(nil),   // 21: hutch.agent.v1.ListContextsRequest
+	(*ListContextsResponse)(nil),  // 22: hutch.agent.v1.ListContextsResponse
+	(*ContextRequest)(nil),        // 23: hutch.agent.v1.ContextRequest
+	(*DeleteContextResponse)(nil), // 24: hutch.agent.v1.DeleteContextResponse
+	(*RunCodeRequest)(nil),        // 25: hutch.agent.v1.RunCodeRequest
+	(*CodeEvent)(nil),             // 26: hutch.agent.v1.CodeEvent
+	(*CodeResult)(nil),            // 27: hutch.agent.v1.CodeResult
+	(*CodeError)(nil),             // 28: hutch.agent.v1.CodeError
+	(*CodeEnd)(nil),               // 29: hutch.agent.v1.CodeEnd
+	nil,                           // 30: hutch.agent.v1.Command.EnvEntry
+	nil,                           // 31: hutch.agent.v1.CreateContextRequest.EnvEntry
 }
 var file_agent_v1_agent_proto_depIdxs = []int32{
-	28, // 0: hutch.agent.v1.Command.env:type_name -> hutch.agent.v1.Command.EnvEntry
+	30, // 0: hutch.agent.v1.Command.env:type_name -> hutch.agent.v1.Command.EnvEntry
 	2,  // 1: hutch.agent.v1.StartRequest.command:type_name -> hutch.agent.v1.Command
 	6,  // 2: hutch.agent.v1.Event.started:type_name -> hutch.agent.v1.Started
 	7,  // 3: hutch.agent.v1.Event.output:type_name -> hutch.agent.v1.Output
 	8,  // 4: hutch.agent.v1.Event.exited:type_name -> hutch.agent.v1.Exited
 	9,  // 5: hutch.agent.v1.Event.keepalive:type_name -> hutch.agent.v1.KeepAlive
-	14, // 6: hutch.agent.v1.RunToolResponse.error:type_name -> hutch.agent.v1.ToolError
-	29, // 7: hutch.agent.v1.CreateContextRequest.env:type_name -> hutch.agent.v1.CreateContextRequest.EnvEntry
-	18, // 8: hutch.agent.v1.ListContextsResponse.contexts:type_name -> hutch.agent.v1.CodeContext
-	25, // 9: hutch.agent.v1.CodeEvent.result:type_name -> hutch.agent.v1.CodeResult
-	26, // 10: hutch.agent.v1.CodeEvent.error:type_name -> hutch.agent.v1.CodeError
-	27, // 11: hutch.agent.v1.CodeEvent.end:type_name -> hutch.agent.v1.CodeEnd
+	16, // 6: hutch.agent.v1.RunToolResponse.error:type_name -> hutch.agent.v1.ToolError
+	31, // 7: hutch.agent.v1.CreateContextRequest.env:type_name -> hutch.agent.v1.CreateContextRequest.EnvEntry
+	20, // 8: hutch.agent.v1.ListContextsResponse.contexts:type_name -> hutch.agent.v1.CodeContext
+	27, // 9: hutch.agent.v1.CodeEvent.result:type_name -> hutch.agent.v1.CodeResult
+	28, // 10: hutch.agent.v1.CodeEvent.error:type_name -> hutch.agent.v1.CodeError
+	29, // 11: hutch.agent.v1.CodeEvent.end:type_name -> hutch.agent.v1.CodeEnd
 	9,  // 12: hutch.agent.v1.CodeEvent.keepalive:type_name -> hutch.agent.v1.KeepAlive
 	0,  // 13: hutch.agent.v1.Agent.Health:input_type -> hutch.agent.v1.HealthRequest
 	3,  // 14: hutch.agent.v1.Agent.Start:input_type -> hutch.agent.v1.StartRequest
 	4,  // 15: hutch.agent.v1.Agent.Replay:input_type -> hutch.agent.v1.ReplayRequest
 	10, // 16: hutch.agent.v1.Agent.Signal:input_type -> hutch.agent.v1.SignalRequest
-	12, // 17: hutch.agent.v1.Agent.RunTool:input_type -> hutch.agent.v1.RunToolRequest
-	15, // 18: hutch.agent.v1.Agent.Archive:input_type -> hutch.agent.v1.ArchiveRequest
-	17, // 19: hutch.agent.v1.Agent.CreateContext:input_type -> hutch.agent.v1.CreateContextRequest
-	19, // 20: hutch.agent.v1.Agent.ListContexts:input_type -> hutch.agent.v1.ListContextsRequest
-	21, // 21: hutch.agent.v1.Agent.RestartContext:input_type -> hutch.agent.v1.ContextRequest
-	21, // 22: hutch.agent.v1.Agent.DeleteContext:input_type -> hutch.agent.v1.ContextRequest
-	23, // 23: hutch.agent.v1.Agent.RunCode:input_type -> hutch.agent.v1.RunCodeRequest
-	1,  // 24: hutch.agent.v1.Agent.Health:output_type -> hutch.agent.v1.HealthResponse
-	5,  // 25: hutch.agent.v1.Agent.Start:output_type -> hutch.agent.v1.Event
-	5,  // 26: hutch.agent.v1.Agent.Replay:output_type -> hutch.agent.v1.Event
-	11, // 27: hutch.agent.v1.Agent.Signal:output_type -> hutch.agent.v1.SignalResponse
-	13, // 28: hutch.agent.v1.Agent.RunTool:output_type -> hutch.agent.v1.RunToolResponse
-	16, // 29: hutch.agent.v1.Agent.Archive:output_type -> hutch.agent.v1.ArchiveResponse
-	18, // 30: hutch.agent.v1.Agent.CreateContext:output_type -> hutch.agent.v1.CodeContext
-	20, // 31: hutch.agent.v1.Agent.ListContexts:output_type -> hutch.agent.v1.ListContextsResponse
-	18, // 32: hutch.agent.v1.Agent.RestartContext:output_type -> hutch.agent.v1.CodeContext
-	22, // 33: hutch.agent.v1.Agent.DeleteContext:output_type -> hutch.agent.v1.DeleteContextResponse
-	24, // 34: hutch.agent.v1.Agent.RunCode:output_type -> hutch.agent.v1.CodeEvent
-	24, // [24:35] is the sub-list for method output_type
-	13, // [13:24] is the sub-list for method input_type
+	12, // 17: hutch.agent.v1.Agent.ReclaimMemory:input_type -> hutch.agent.v1.ReclaimMemoryRequest
+	14, // 18: hutch.agent.v1.Agent.RunTool:input_type -> hutch.agent.v1.RunToolRequest
+	17, // 19: hutch.agent.v1.Agent.Archive:input_type -> hutch.agent.v1.ArchiveRequest
+	19, // 20: hutch.agent.v1.Agent.CreateContext:input_type -> hutch.agent.v1.CreateContextRequest
+	21, // 21: hutch.agent.v1.Agent.ListContexts:input_type -> hutch.agent.v1.ListContextsRequest
+	23, // 22: hutch.agent.v1.Agent.RestartContext:input_type -> hutch.agent.v1.ContextRequest
+	23, // 23: hutch.agent.v1.Agent.DeleteContext:input_type -> hutch.agent.v1.ContextRequest
+	25, // 24: hutch.agent.v1.Agent.RunCode:input_type -> hutch.agent.v1.RunCodeRequest
+	1,  // 25: hutch.agent.v1.Agent.Health:output_type -> hutch.agent.v1.HealthResponse
+	5,  // 26: hutch.agent.v1.Agent.Start:output_type -> hutch.agent.v1.Event
+	5,  // 27: hutch.agent.v1.Agent.Replay:output_type -> hutch.agent.v1.Event
+	11, // 28: hutch.agent.v1.Agent.Signal:output_type -> hutch.agent.v1.SignalResponse
+	13, // 29: hutch.agent.v1.Agent.ReclaimMemory:output_type -> hutch.agent.v1.ReclaimMemoryResponse
+	15, // 30: hutch.agent.v1.Agent.RunTool:output_type -> hutch.agent.v1.RunToolResponse
+	18, // 31: hutch.agent.v1.Agent.Archive:output_type -> hutch.agent.v1.ArchiveResponse
+	20, // 32: hutch.agent.v1.Agent.CreateContext:output_type -> hutch.agent.v1.CodeContext
+	22, // 33: hutch.agent.v1.Agent.ListContexts:output_type -> hutch.agent.v1.ListContextsResponse
+	20, // 34: hutch.agent.v1.Agent.RestartContext:output_type -> hutch.agent.v1.CodeContext
+	24, // 35: hutch.agent.v1.Agent.DeleteContext:output_type -> hutch.agent.v1.DeleteContextResponse
+	26, // 36: hutch.agent.v1.Agent.RunCode:output_type -> hutch.agent.v1.CodeEvent
+	25, // [25:37] is the sub-list for method output_type
+	13, // [13:25] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -2099,7 +2208,7 @@ func file_agent_v1_agent_proto_init() {
 		(*SignalRequest_Pid)(nil),
 		(*SignalRequest_Tag)(nil),
 	}
-	file_agent_v1_agent_proto_msgTypes[24].OneofWrappers = []any{
+	file_agent_v1_agent_proto_msgTypes[26].OneofWrappers = []any{
 		(*CodeEvent_Stdout)(nil),
 		(*CodeEvent_Stderr)(nil),
 		(*CodeEvent_Result)(nil),
@@ -2113,7 +2222,7 @@ func file_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agent_v1_agent_proto_rawDesc), len(file_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,6 +58,8 @@ const (
 	AgentReplayProcedure = "/hutch.agent.v1.Agent/Replay"
 	// AgentSignalProcedure is the fully-qualified name of the Agent's Signal RPC.
 	AgentSignalProcedure = "/hutch.agent.v1.Agent/Signal"
+	// AgentReclaimMemoryProcedure is the fully-qualified name of the Agent's ReclaimMemory RPC.
+	AgentReclaimMemoryProcedure = "/hutch.agent.v1.Agent/ReclaimMemory"
 	// AgentRunToolProcedure is the fully-qualified name of the Agent's RunTool RPC.
 	AgentRunToolProcedure = "/hutch.agent.v1.Agent/RunTool"
 	// AgentArchiveProcedure is the fully-qualified name of the Agent's Archive RPC.
@@ -94,6 +96,13 @@ type AgentClient interface {
 	// SIGUSR2 and SIGTERM go to its main process only. not_found when no
 	// command matches.
 	Signal(context.Context, *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error)
+	// ReclaimMemory kills the process that holds the most memory, as a
+	// kernel's OOM killer would, for a sandbox whose kernel has none of its
+	// own (gVisor): the daemon calls it when the sandbox nears its memory
+	// limit, before the host's OOM killer would end the whole sandbox. The
+	// agent and its helpers are never chosen. An answer with no pid: no
+	// process to kill.
+	ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error)
 	// RunTool runs a file tool (package internal/tools) in the sandbox. The
 	// tool's own failure is an answer, not an error.
 	RunTool(context.Context, *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error)
@@ -154,6 +163,12 @@ func NewAgentClient(httpClient connect.HTTPClient, baseURL string, opts ...conne
 			connect.WithSchema(agentMethods.ByName("Signal")),
 			connect.WithClientOptions(opts...),
 		),
+		reclaimMemory: connect.NewClient[hutchagent.ReclaimMemoryRequest, hutchagent.ReclaimMemoryResponse](
+			httpClient,
+			baseURL+AgentReclaimMemoryProcedure,
+			connect.WithSchema(agentMethods.ByName("ReclaimMemory")),
+			connect.WithClientOptions(opts...),
+		),
 		runTool: connect.NewClient[hutchagent.RunToolRequest, hutchagent.RunToolResponse](
 			httpClient,
 			baseURL+AgentRunToolProcedure,
@@ -205,6 +220,7 @@ type agentClient struct {
 	start          *connect.Client[hutchagent.StartRequest, hutchagent.Event]
 	replay         *connect.Client[hutchagent.ReplayRequest, hutchagent.Event]
 	signal         *connect.Client[hutchagent.SignalRequest, hutchagent.SignalResponse]
+	reclaimMemory  *connect.Client[hutchagent.ReclaimMemoryRequest, hutchagent.ReclaimMemoryResponse]
 	runTool        *connect.Client[hutchagent.RunToolRequest, hutchagent.RunToolResponse]
 	archive        *connect.Client[hutchagent.ArchiveRequest, hutchagent.ArchiveResponse]
 	createContext  *connect.Client[hutchagent.CreateContextRequest, hutchagent.CodeContext]
@@ -232,6 +248,11 @@ func (c *agentClient) Replay(ctx context.Context, req *connect.Request[hutchagen
 // Signal calls hutch.agent.v1.Agent.Signal.
 func (c *agentClient) Signal(ctx context.Context, req *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error) {
 	return c.signal.CallUnary(ctx, req)
+}
+
+// ReclaimMemory calls hutch.agent.v1.Agent.ReclaimMemory.
+func (c *agentClient) ReclaimMemory(ctx context.Context, req *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error) {
+	return c.reclaimMemory.CallUnary(ctx, req)
 }
 
 // RunTool calls hutch.agent.v1.Agent.RunTool.
@@ -289,6 +310,13 @@ type AgentHandler interface {
 	// SIGUSR2 and SIGTERM go to its main process only. not_found when no
 	// command matches.
 	Signal(context.Context, *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error)
+	// ReclaimMemory kills the process that holds the most memory, as a
+	// kernel's OOM killer would, for a sandbox whose kernel has none of its
+	// own (gVisor): the daemon calls it when the sandbox nears its memory
+	// limit, before the host's OOM killer would end the whole sandbox. The
+	// agent and its helpers are never chosen. An answer with no pid: no
+	// process to kill.
+	ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error)
 	// RunTool runs a file tool (package internal/tools) in the sandbox. The
 	// tool's own failure is an answer, not an error.
 	RunTool(context.Context, *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error)
@@ -345,6 +373,12 @@ func NewAgentHandler(svc AgentHandler, opts ...connect.HandlerOption) (string, h
 		connect.WithSchema(agentMethods.ByName("Signal")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentReclaimMemoryHandler := connect.NewUnaryHandler(
+		AgentReclaimMemoryProcedure,
+		svc.ReclaimMemory,
+		connect.WithSchema(agentMethods.ByName("ReclaimMemory")),
+		connect.WithHandlerOptions(opts...),
+	)
 	agentRunToolHandler := connect.NewUnaryHandler(
 		AgentRunToolProcedure,
 		svc.RunTool,
@@ -397,6 +431,8 @@ func NewAgentHandler(svc AgentHandler, opts ...connect.HandlerOption) (string, h
 			agentReplayHandler.ServeHTTP(w, r)
 		case AgentSignalProcedure:
 			agentSignalHandler.ServeHTTP(w, r)
+		case AgentReclaimMemoryProcedure:
+			agentReclaimMemoryHandler.ServeHTTP(w, r)
 		case AgentRunToolProcedure:
 			agentRunToolHandler.ServeHTTP(w, r)
 		case AgentArchiveProcedure:
@@ -434,6 +470,10 @@ func (UnimplementedAgentHandler) Replay(context.Context, *connect.Request[hutcha
 
 func (UnimplementedAgentHandler) Signal(context.Context, *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.Signal is not implemented"))
+}
+
+func (UnimplementedAgentHandler) ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hutch.agent.v1.Agent.ReclaimMemory is not implemented"))
 }
 
 func (UnimplementedAgentHandler) RunTool(context.Context, *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error) {
