@@ -9,9 +9,12 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/client"
@@ -83,6 +86,14 @@ func runSoak(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := os.Chmod(base, 0o711); err != nil {
 		return err
 	}
+	// The runc peer of the floor phase: its bundles, state root and
+	// cgroups of its own, as in make bench.
+	b.cgroupParent = "hutch-soak-" + strconv.Itoa(os.Getpid())
+	b.dir, b.runcRoot = filepath.Join(base, "b"), filepath.Join(base, "b", "runc")
+	if err := errors.Join(os.Mkdir(b.dir, 0o711), os.Mkdir(b.runcRoot, 0o700)); err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cleanup(ctx, b.cleanupRunc)) }()
 	b.d, err = startDaemon(ctx, cfg.hutch, b.runsc, base, "--pool", "base=0")
 	if b.d != nil {
 		defer func() { err = errors.Join(err, b.d.stop()) }()
@@ -135,6 +146,7 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 	} else {
 		fmt.Fprintln(&report, "no gVisor phase: runsc is not beside the hutch binary nor in PATH (make runsc)")
 	}
+	var plain float64 // the create → exec → delete phase's rate
 	for _, p := range phases {
 		began := time.Now()
 		s.latency = map[string][]time.Duration{}
@@ -145,11 +157,18 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 			return s.plainLifecycle(ctx, p.runtime)
 		})
 		took := time.Since(began)
-		fmt.Fprintf(&report, "%s: %d lifecycles in %s, %.1f a second\n", p.name, p.n, took.Round(time.Millisecond), float64(p.n)/took.Seconds())
+		rate := float64(p.n) / took.Seconds()
+		if !p.full {
+			plain = rate
+		}
+		fmt.Fprintf(&report, "%s: %d lifecycles in %s, %.1f a second\n", p.name, p.n, took.Round(time.Millisecond), rate)
 		s.printLatency(&report)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+	}
+	if err := s.floor(ctx, &report, plain); err != nil {
+		return err
 	}
 	s.b.d.client.CloseIdleConnections()
 	time.Sleep(time.Second) // the daemon's ends of those connections close
@@ -177,6 +196,37 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 		return errors.New("the soak failed")
 	}
 	return nil
+}
+
+// floorN bounds the floor phase's lifecycles: its rate is steady well
+// before the soak's count.
+const floorN = 500
+
+// floor runs the runtime's floor beside the create → exec → delete phase
+// (plain, its rate): the very container Hutch runs (the bundle of one of
+// its sandboxes, made afresh each time: overlay, idmapped clones, config)
+// started with runc alone, running echo to its first output, then deleted,
+// by as many clients. It is what the runtime and the kernel cost for the
+// same isolation, with none of Hutch's (API, store, disk image, network,
+// agent); it prints both rates and their ratio.
+func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64) error {
+	ref, err := s.b.reference(ctx, "runc")
+	if err != nil {
+		return err
+	}
+	defer ref.close()
+	n := min(s.cfg.n, floorN)
+	var seq atomic.Int64
+	began := time.Now()
+	s.parallel(ctx, "runc alone", n, func(int) error {
+		_, err := s.b.runcRun(ctx, ref, int(seq.Add(1)))
+		return err
+	})
+	rate := float64(n) / time.Since(began).Seconds()
+	fmt.Fprintf(w, "floor: runc alone, the same container (run echo to its output, delete), %d clients: %d in %s, %.1f a second\n",
+		s.cfg.c, n, time.Since(began).Round(time.Millisecond), rate)
+	fmt.Fprintf(w, "  create → exec → delete through Hutch / runc alone: %.2f\n\n", plain/rate)
+	return ctx.Err()
 }
 
 func (s *soak) gvisorN() int { return max(1, int(float64(s.cfg.n)*s.cfg.gvisor)) }

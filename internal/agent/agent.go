@@ -248,7 +248,6 @@ func Run(ctx context.Context, cfg Config) error {
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	s.shims.prime()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	s.log.Info("agent serving", logSocket, ln.Addr().String())

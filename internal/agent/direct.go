@@ -17,8 +17,8 @@ import (
 // slot is taken and other commands run under shims.
 //
 // Why: a command in the slot neither waits for a spare shim (the first
-// command of a sandbox would otherwise wait for the one primed at start,
-// milliseconds of exec and page faults) nor pays the hop through the shim
+// command of a sandbox would otherwise wait for one to start, milliseconds
+// of exec and page faults) nor pays the hop through the shim
 // protocol.
 //
 // Why it is sound: every shim is a child subreaper, so the orphans the
@@ -99,6 +99,7 @@ func (d *directSlot) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32
 	}
 	// Its SIGCHLD may have come before round could know its pid.
 	d.srv.reaper.wake()
+	d.srv.shims.primeUnless(r.gone)
 	// #nosec G115 -- a pid is positive and at most pid_max (2^22)
 	return r, uint32(pid), nil
 }

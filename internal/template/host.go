@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,6 +24,15 @@ var hostSystemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "li
 // group, gshadow, sudoers, ssh), package manager credentials (npmrc,
 // pip.conf, apt auth), and host identity (hostname, hosts, machine-id);
 // passwd, group, hosts and hostname are made per sandbox instead.
+//
+// They are copied into the skeleton, not bound: some 700 files, 1 MB here,
+// where a bind each (35) made every sandbox's start 35 idmapped clones and
+// 35 mounts more, which the kernel serialises: 20 clients created and
+// deleted 1.6× fewer sandboxes a second with them (bench -soak's floor).
+// What is copied is what any host user may read (a directory such as
+// /etc/ssl/private is left out), and its content names the skeleton's
+// version: a host that changes it gets a new skeleton at the daemon's next
+// start, as one that gains or loses an entry does.
 var hostEtc = []string{
 	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
 	"debian_version", "environment", "ethertypes", "gai.conf", "host.conf",
@@ -69,8 +79,17 @@ var skeletonFiles = map[string]string{
 // its own directory named by its hash, built beside and renamed into place:
 // a crash never leaves half a template, and a root that running sandboxes use
 // as their lower layer is never changed under them.
-func ensureHost(dir, hostRoot string) (Template, error) {
+//
+// It also returns the binds that a snapshot made on a skeleton before
+// skeletonVersion 5 needs (see plan.etcBinds).
+func ensureHost(dir, hostRoot string) (_ Template, oldSnapshotBinds []backend.Bind, _ error) {
 	plan := hostPlan(hostRoot)
+	t, err := plan.ensure(dir)
+	return t, append(slices.Clone(plan.binds), plan.etcBinds...), err
+}
+
+// ensure makes the skeleton of plan under dir unless it is there.
+func (plan plan) ensure(dir string) (Template, error) {
 	final := filepath.Join(dir, plan.version())
 	t := Template{Name: HostName, Version: plan.version(), RootDir: filepath.Join(final, "rootfs"), Binds: plan.binds}
 	if _, err := os.Stat(final); err == nil {
@@ -98,13 +117,19 @@ func ensureHost(dir, hostRoot string) (Template, error) {
 // entry is one host path mirrored into the skeleton.
 type entry struct {
 	path   string // relative to the root
-	kind   string // "dir", "file" or "link"
+	kind   string // "dir", "file" (mount points), "link", "copydir" or "copy"
 	target string // symlink target
+	mode   os.FileMode
+	data   []byte // "copy": the content, as read when planning
 }
 
 type plan struct {
 	entries []entry
 	binds   []backend.Bind
+	// etcBinds are the binds of hostEtc's entries that skeletons before
+	// skeletonVersion 5 had instead of copies: snapshots made on one
+	// still need them (see Info.onHost).
+	etcBinds []backend.Bind
 }
 
 // hostPlan reads what the host has of the paths above.
@@ -137,20 +162,62 @@ func hostPlan(hostRoot string) plan {
 	etc := append([]string(nil), hostEtc...)
 	sort.Strings(etc)
 	for _, e := range etc {
-		add("etc/" + e)
+		rel := "etc/" + e
+		p.copyTree(hostRoot, rel)
+		if fi, err := os.Lstat(filepath.Join(hostRoot, rel)); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+			p.etcBinds = append(p.etcBinds, backend.Bind{Source: filepath.Join(hostRoot, rel), Destination: "/" + rel})
+		}
 	}
 	return p
 }
 
+// copyTree plans the copy of the host's rel and what is below it: symlinks
+// as they are, and the files and directories any host user may read.
+func (p *plan) copyTree(hostRoot, rel string) {
+	_ = filepath.WalkDir(filepath.Join(hostRoot, rel), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone meanwhile, or unreadable: not copied
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		r, err := filepath.Rel(hostRoot, path)
+		if err != nil {
+			return err
+		}
+		perm := fi.Mode().Perm()
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(path); err == nil {
+				p.entries = append(p.entries, entry{path: r, kind: "link", target: target})
+			}
+		case fi.IsDir():
+			if perm&0o005 != 0o005 {
+				return filepath.SkipDir // not everyone's: /etc/ssl/private
+			}
+			p.entries = append(p.entries, entry{path: r, kind: "copydir", mode: perm})
+		case fi.Mode().IsRegular() && perm&0o004 != 0:
+			data, err := os.ReadFile(path) // #nosec G304 -- a world-readable file of hostEtc on the host
+			if err == nil {
+				p.entries = append(p.entries, entry{path: r, kind: "copy", mode: perm, data: data})
+			}
+		}
+		return nil
+	})
+}
+
 // skeletonVersion changes whenever the skeleton's fixed parts change.
-const skeletonVersion = "4"
+// 5: hostEtc copied, not bound.
+const skeletonVersion = "5"
 
 // version names the plan: equal plans make equal roots.
 func (p plan) version() string {
 	h := sha256.New()
 	_, _ = fmt.Fprintln(h, skeletonVersion) // a hash takes every write
 	for _, e := range p.entries {
-		_, _ = fmt.Fprintln(h, e.path, e.kind, e.target)
+		_, _ = fmt.Fprintln(h, e.path, e.kind, e.target, e.mode, len(e.data))
+		_, _ = h.Write(e.data)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -191,6 +258,14 @@ func (p plan) build(root string) error {
 		case "file":
 			// #nosec G306 -- a mount point sandbox users read through
 			err = os.WriteFile(path, nil, 0o644)
+		case "copydir":
+			if err = os.Mkdir(path, e.mode); err == nil {
+				err = os.Chmod(path, e.mode) // past the umask
+			}
+		case "copy":
+			if err = os.WriteFile(path, e.data, e.mode); err == nil {
+				err = os.Chmod(path, e.mode)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("skeleton %s: %w", strings.TrimPrefix(e.path, "/"), err)

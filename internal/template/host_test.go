@@ -23,8 +23,17 @@ func fakeHost(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"etc/ld.so.cache", "etc/passwd", "etc/shadow", "etc/npmrc", "etc/hostname"} {
+	for _, f := range []string{"etc/ld.so.cache", "etc/ssl/certs/ca.pem", "etc/passwd", "etc/shadow", "etc/npmrc", "etc/hostname"} {
 		if err := os.WriteFile(filepath.Join(root, f), []byte("host"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What only the host's root may read is never copied.
+	if err := os.Mkdir(filepath.Join(root, "etc/ssl/private"), 0o710); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"etc/ssl/private/host.key", "etc/ssl/unreadable.pem"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("secret"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +46,7 @@ func TestHostTemplate(t *testing.T) {
 	}
 	host := fakeHost(t)
 	dir := t.TempDir()
-	tmpl, err := ensureHost(dir, host)
+	tmpl, _, err := ensureHost(dir, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,18 +58,28 @@ func TestHostTemplate(t *testing.T) {
 		}
 		binds[b.Destination] = true
 	}
-	for _, want := range []string{"/usr", "/etc/ssl", "/etc/alternatives", "/etc/ld.so.cache"} {
-		if !binds[want] {
-			t.Errorf("%s is not bound from the host", want)
-		}
-	}
-	for _, secret := range []string{"/etc/passwd", "/etc/shadow", "/etc/npmrc", "/etc/hostname", "/bin", "/lib"} {
-		if binds[secret] {
-			t.Errorf("%s is bound from the host", secret)
-		}
+	if !binds["/usr"] || len(binds) != 1 {
+		t.Errorf("binds %v; want the host's /usr alone (the /etc it shows is copied)", binds)
 	}
 
 	root := tmpl.RootDir
+	// The part of /etc a sandbox sees is a copy of the host's.
+	for _, f := range []string{"etc/ld.so.cache", "etc/ssl/certs/ca.pem"} {
+		if b, err := os.ReadFile(filepath.Join(root, f)); err != nil || string(b) != "host" {
+			t.Errorf("%s in the skeleton: %q, %v; want the host's copy", f, b, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, "etc/alternatives")); err != nil || !fi.IsDir() {
+		t.Errorf("etc/alternatives in the skeleton: %v; want the host's directory", err)
+	}
+	for _, f := range []string{"etc/shadow", "etc/npmrc", "etc/ssl/private", "etc/ssl/unreadable.pem"} {
+		if _, err := os.Lstat(filepath.Join(root, f)); err == nil {
+			t.Errorf("%s is in the skeleton; the host's is not for sandboxes", f)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc/hostname")); err != nil || len(b) != 0 {
+		t.Errorf("etc/hostname in the skeleton: %q, %v; want the empty file each sandbox writes its own into", b, err)
+	}
 	if target, err := os.Readlink(filepath.Join(root, "bin")); err != nil || target != "usr/bin" {
 		t.Errorf("bin is %q, %v; want the host's symlink to usr/bin", target, err)
 	}
@@ -83,7 +102,7 @@ func TestHostTemplate(t *testing.T) {
 	}
 
 	// The same host gives the same root; nothing is rebuilt.
-	again, err := ensureHost(dir, host)
+	again, _, err := ensureHost(dir, host)
 	if err != nil || again.RootDir != tmpl.RootDir {
 		t.Fatalf("second ensure = %q, %v; want %q", again.RootDir, err, tmpl.RootDir)
 	}
@@ -92,11 +111,50 @@ func TestHostTemplate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(host, "etc/services"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	changed, err := ensureHost(dir, host)
+	changed, _, err := ensureHost(dir, host)
 	if err != nil || changed.RootDir == tmpl.RootDir {
 		t.Fatalf("after a host change: %q, %v; want a new root", changed.RootDir, err)
 	}
 	if _, err := os.Stat(tmpl.RootDir); err != nil {
 		t.Fatalf("the old root went away: %v", err)
+	}
+	// So does a change of a copied file's content.
+	if err := os.WriteFile(filepath.Join(host, "etc/ssl/certs/ca.pem"), []byte("renewed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	renewed, _, err := ensureHost(dir, host)
+	if err != nil || renewed.RootDir == changed.RootDir {
+		t.Fatalf("after a certificate changed: %q, %v; want a new root", renewed.RootDir, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(renewed.RootDir, "etc/ssl/certs/ca.pem")); err != nil || string(b) != "renewed" {
+		t.Errorf("the new root's certificate: %q, %v", b, err)
+	}
+}
+
+// A snapshot made on a skeleton that had /etc's entries as mount points
+// (before skeletonVersion 5) still gets them bound; one made since gets
+// the host template's binds.
+func TestOldHostSnapshotBinds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making the skeleton chowns the user's home: needs root")
+	}
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(info Info) map[string]bool {
+		m := map[string]bool{}
+		for _, b := range s.template(info).Binds {
+			m[b.Destination] = true
+		}
+		return m
+	}
+	old := bound(Info{Name: "old", Version: "v", Source: SourceSnapshot, Parent: HostName + "@" + s.host.Version})
+	if !old["/usr"] || !old["/etc/ssl"] || !old["/etc/ld.so.cache"] {
+		t.Errorf("an old snapshot's binds: %v; want /usr and /etc's entries", old)
+	}
+	current := bound(Info{Name: "new", Version: "v", Source: SourceSnapshot, Parent: HostName + "@" + s.host.Version, Skeleton: skeletonVersion})
+	if !current["/usr"] || current["/etc/ssl"] {
+		t.Errorf("a snapshot's binds: %v; want the host template's, without /etc", current)
 	}
 }

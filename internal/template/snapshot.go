@@ -48,7 +48,7 @@ func (s *Store) Snapshot(ctx context.Context, name string, parent Template, sand
 	}
 	info := Info{
 		Source: SourceSnapshot, Parent: parent.Name + "@" + parent.Version, Sandbox: sandboxID,
-		Env: parentInfo.Env, Suite: parentInfo.Suite, Mirror: parentInfo.Mirror,
+		Env: parentInfo.Env, Suite: parentInfo.Suite, Mirror: parentInfo.Mirror, Skeleton: parentInfo.Skeleton,
 	}
 	if saved {
 		info.MemoryRuntime = runtime

@@ -77,6 +77,9 @@ type Info struct {
 	// runtime whose memory image of it the snapshot holds, if any.
 	Sandbox       string `json:"sandbox,omitempty"`
 	MemoryRuntime string `json:"memory_runtime,omitempty"`
+	// Skeleton is the host skeleton's version (skeletonVersion) that a
+	// snapshot standing on the host template was made on; "" before 5.
+	Skeleton string `json:"skeleton,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
@@ -124,6 +127,9 @@ type Store struct {
 	dir  string
 	host Template
 	info Info // the host template's
+	// oldSnapshotBinds are the binds of a snapshot made on a host
+	// skeleton before skeletonVersion 5.
+	oldSnapshotBinds []backend.Bind
 
 	mu       sync.Mutex
 	building map[string]bool // names with a build under way
@@ -150,12 +156,12 @@ func Open(dir string) (*Store, error) {
 			return nil, fmt.Errorf("remove an interrupted build: %w", err)
 		}
 	}
-	host, err := ensureHost(filepath.Join(dir, HostName), "/")
+	host, oldSnapshotBinds, err := ensureHost(filepath.Join(dir, HostName), "/")
 	if err != nil {
 		return nil, fmt.Errorf("prepare host template: %w", err)
 	}
-	s := &Store{dir: dir, host: host, building: map[string]bool{}}
-	s.info = Info{Name: HostName, Version: host.Version, Source: SourceHost}
+	s := &Store{dir: dir, host: host, oldSnapshotBinds: oldSnapshotBinds, building: map[string]bool{}}
+	s.info = Info{Name: HostName, Version: host.Version, Source: SourceHost, Skeleton: skeletonVersion}
 	if fi, err := os.Stat(filepath.Dir(host.RootDir)); err == nil {
 		s.info.Created = fi.ModTime().UTC()
 	}
@@ -329,7 +335,10 @@ func (s *Store) template(info Info) Template {
 	if info.MemoryRuntime != "" {
 		t.Memory, t.MemoryRuntime = filepath.Join(dir, "memory"), info.MemoryRuntime
 	}
-	if info.onHost() {
+	switch {
+	case info.onHost() && info.Skeleton == "":
+		t.Binds = s.oldSnapshotBinds // its root has mount points for /etc's binds
+	case info.onHost():
 		t.Binds = s.host.Binds
 	}
 	return t
