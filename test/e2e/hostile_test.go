@@ -407,7 +407,8 @@ func testKilledByTellsWhy(t *testing.T) {
 // symlink to a host path, one through /proc/1/root, one to the daemon's
 // data dir, and a path climbing out with .. reach the sandbox's own files
 // of those names. The host's files stay as they were, also those the
-// sandbox sees read-only (the agent's binary, /usr, /etc/profile.d).
+// sandbox sees read-only (the agent's binary, /usr) and those it has a
+// copy of (/etc/profile.d).
 func testFilesStayInsideTheSandbox(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := startDaemon(t)
@@ -471,7 +472,9 @@ func testFilesStayInsideTheSandbox(t *testing.T) {
 			{"a symlink to the daemon's data dir", "data/api.key", client.UserRoot, ""},
 			{"the agent's binary, the host's hutch", "/.hutch/hutch", client.UserRoot, ""},
 			{"the host's /usr", "/usr/lib/hutch-e2e-probe", client.UserRoot, ""},
-			{"the host's /etc/profile.d", "/etc/profile.d/hutch-e2e-probe", client.UserRoot, ""},
+			// The sandbox's /etc/profile.d is its own copy of the host's: the
+			// write lands there, and the host's stays as it was.
+			{"the copy of the host's /etc/profile.d", "/etc/profile.d/hutch-e2e-probe", client.UserRoot, "/etc/profile.d/hutch-e2e-probe"},
 		}
 		for i, tt := range writes {
 			t.Run("write "+tt.name, func(t *testing.T) {
