@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/internal/egress"
@@ -27,9 +28,10 @@ const (
 	MaxHosts = 32
 )
 
+// Compiled on first use, not at start (see workspace's validName).
 var (
-	nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	userRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
+	userRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`) })
 )
 
 // PlaceholderPrefix begins every proxy secret's placeholder.
@@ -51,7 +53,7 @@ func checkWorkspace(workspace string) error {
 }
 
 func checkUser(user string) error {
-	if user != "" && !userRE.MatchString(user) {
+	if user != "" && !userRE().MatchString(user) {
 		return errdefs.InvalidArgument("user %q is not a user id: up to 128 letters, digits, '.', '_', '@' or '-', beginning with a letter or digit", clip(user))
 	}
 	return nil
@@ -59,7 +61,7 @@ func checkUser(user string) error {
 
 // checkName checks a secret's name: the environment variable it becomes.
 func checkName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return errdefs.InvalidArgument("secret name %q is not an environment variable name: up to 128 letters, digits or '_', not beginning with a digit (such as OPENAI_API_KEY)", clip(name))
 	}
 	return nil

@@ -108,12 +108,14 @@ const (
 // validName is what a template may be called: it is a directory name and
 // part of the CLI, so lower case, digits and . _ - only; a workspace's own
 // templates are kept qualified with its name, NAME~WORKSPACE (see
-// internal/workspace).
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}(~[a-z0-9][a-z0-9-]{0,62})?$`)
+// internal/workspace). Compiled on first use (see workspace's validName).
+var validName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}(~[a-z0-9][a-z0-9-]{0,62})?$`)
+})
 
 // CheckName says why name cannot be a new template's name, or nil.
 func CheckName(name string) error {
-	if !validName.MatchString(name) {
+	if !validName().MatchString(name) {
 		return errdefs.InvalidArgument("template name %q: use 1 to 63 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", name)
 	}
 	if name == HostName {
@@ -196,7 +198,7 @@ func (s *Store) Version(name, version string) (Template, error) {
 
 // versionInfo reads what one version of a template is.
 func (s *Store) versionInfo(name, version string) (Info, error) {
-	if !validName.MatchString(name) || !validVersion(version) {
+	if !validName().MatchString(name) || !validVersion(version) {
 		return Info{}, errdefs.NotFound("template %s version %q not found", name, version)
 	}
 	// #nosec G304 -- a file of the store, under a validated name and version
@@ -226,7 +228,7 @@ func (s *Store) Info(name string) (Info, error) {
 	if name == HostName {
 		return s.info, nil
 	}
-	if validName.MatchString(name) {
+	if validName().MatchString(name) {
 		info, err := s.current(name)
 		if err == nil {
 			return info, nil
@@ -301,7 +303,7 @@ func (s *Store) names() []string {
 	names := []string{HostName}
 	entries, _ := os.ReadDir(s.dir) // an unreadable store lists only host
 	for _, e := range entries {
-		if e.IsDir() && validName.MatchString(e.Name()) && e.Name() != HostName {
+		if e.IsDir() && validName().MatchString(e.Name()) && e.Name() != HostName {
 			if _, err := os.Lstat(filepath.Join(s.dir, e.Name(), "current")); err == nil {
 				names = append(names, e.Name())
 			}

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Sandbox modes, for hosts that embed Hutch as their agent's executor.
@@ -48,14 +49,23 @@ func ValidMode(mode string) bool { return mode == ModeAll || mode == ModeSelecti
 //
 // Reading (sandbox_read_file, _list_directory, _grep_files, _find_files)
 // is never risky. sandbox_download_url always runs in the sandbox.
+//
+// The patterns are compiled on first use: the agent, the same binary,
+// links this package and never classifies a command.
 var (
-	networkWords  = regexp.MustCompile(`(^|[\s;&|(\x60$])(curl|wget|ssh|scp|sftp|rsync|nc|ncat|netcat|telnet|ftp|ping|dig|nslookup)(\s|$)|\bgit\s+(clone|fetch|pull|push|submodule|ls-remote)\b|\w+://|/dev/(tcp|udp)/`)
-	installWords  = regexp.MustCompile(`(^|[\s;&|(])((pip3?|python3?\s+-m\s+pip|uv\s+pip|conda|gem|brew)\s+install|(uv|poetry|yarn|pnpm|bun|cargo)\s+(add|install|i)\b|npm\s+(install|i|ci|add)\b|apt(-get)?\s+(-\S+\s+)*install|dpkg\s+-i|go\s+(install|get)\b)`)
-	outsideScript = regexp.MustCompile(`(^|[\s;&|])(eval|source|\.)\s+["']?\$\(|<\(`)
-	privilege     = regexp.MustCompile(`(^|[\s;&|(])(sudo|su|doas)(\s|$)`)
-	writeCommand  = regexp.MustCompile(`(^|[\s;&|(])(cp|mv|rm|ln|touch|mkdir|rmdir|chmod|chown|tee|dd|install|truncate|sed\s+-i)\s`)
-	pathWord      = regexp.MustCompile(`(^|[\s=<>'"])((/|~|\.\./)[^\s;&|'"<>)]*)`)
-	redirect      = regexp.MustCompile(`>>?\s*((/|~|\.\./)[^\s;&|'"<>)]*)`)
+	networkWords = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(^|[\s;&|(\x60$])(curl|wget|ssh|scp|sftp|rsync|nc|ncat|netcat|telnet|ftp|ping|dig|nslookup)(\s|$)|\bgit\s+(clone|fetch|pull|push|submodule|ls-remote)\b|\w+://|/dev/(tcp|udp)/`)
+	})
+	installWords = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(^|[\s;&|(])((pip3?|python3?\s+-m\s+pip|uv\s+pip|conda|gem|brew)\s+install|(uv|poetry|yarn|pnpm|bun|cargo)\s+(add|install|i)\b|npm\s+(install|i|ci|add)\b|apt(-get)?\s+(-\S+\s+)*install|dpkg\s+-i|go\s+(install|get)\b)`)
+	})
+	outsideScript = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s;&|])(eval|source|\.)\s+["']?\$\(|<\(`) })
+	privilege     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s;&|(])(sudo|su|doas)(\s|$)`) })
+	writeCommand  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(^|[\s;&|(])(cp|mv|rm|ln|touch|mkdir|rmdir|chmod|chown|tee|dd|install|truncate|sed\s+-i)\s`)
+	})
+	pathWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s=<>'"])((/|~|\.\./)[^\s;&|'"<>)]*)`) })
+	redirect = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`>>?\s*((/|~|\.\./)[^\s;&|'"<>)]*)`) })
 )
 
 // Risky says whether a call of tool name with args goes to the sandbox in
@@ -97,24 +107,24 @@ func Risky(name string, args json.RawMessage, workspace string) (bool, string) {
 
 func riskyCommand(cmd, cwd, workspace string) (bool, string) {
 	switch {
-	case networkWords.MatchString(cmd):
-		return true, "it reaches the network: " + networkWords.FindString(cmd)
-	case installWords.MatchString(cmd):
-		return true, "it installs packages: " + strings.TrimSpace(installWords.FindString(cmd))
-	case outsideScript.MatchString(cmd):
+	case networkWords().MatchString(cmd):
+		return true, "it reaches the network: " + networkWords().FindString(cmd)
+	case installWords().MatchString(cmd):
+		return true, "it installs packages: " + strings.TrimSpace(installWords().FindString(cmd))
+	case outsideScript().MatchString(cmd):
 		return true, "it runs a script made at run time"
-	case privilege.MatchString(cmd):
+	case privilege().MatchString(cmd):
 		return true, "it asks for privileges"
 	case cwd != "" && !inside(cwd, workspace):
 		return true, "it runs outside the workspace: " + cwd
 	}
-	for _, m := range redirect.FindAllStringSubmatch(cmd, -1) {
+	for _, m := range redirect().FindAllStringSubmatch(cmd, -1) {
 		if !inside(m[1], workspace) {
 			return true, "it writes outside the workspace: " + m[1]
 		}
 	}
-	if writeCommand.MatchString(cmd) {
-		for _, m := range pathWord.FindAllStringSubmatch(cmd, -1) {
+	if writeCommand().MatchString(cmd) {
+		for _, m := range pathWord().FindAllStringSubmatch(cmd, -1) {
 			if !inside(m[2], workspace) {
 				return true, "it changes files outside the workspace: " + m[2]
 			}

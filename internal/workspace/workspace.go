@@ -17,6 +17,7 @@ package workspace
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
@@ -27,12 +28,15 @@ import (
 const Default = "default"
 
 // validName is what a workspace may be called: part of qualified names,
-// so no '~', and short.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// so no '~', and short. Like every pattern of this binary that the
+// agent does not use, it is compiled on first use, not at start: a
+// counted repetition compiles into thousands of nodes, which each
+// sandbox's agent and shims (this binary) would pay for nothing.
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`) })
 
 // Check says why name cannot be a workspace's name, or nil.
 func Check(name string) error {
-	if !validName.MatchString(name) {
+	if !validName().MatchString(name) {
 		return errdefs.InvalidArgument("workspace name %q: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", name)
 	}
 	return nil
@@ -76,13 +80,13 @@ func VolumeOwner(stored string) string {
 
 // validUser is what a product's user id may be: the product's own ids
 // ("u-42", an email address), printable and short.
-var validUser = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`)
+var validUser = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$`) })
 
 // CheckUser says why user cannot name a product's user, or nil. The
 // product authenticates its users; Hutch only keeps their personal
 // secrets apart and records who a call was for.
 func CheckUser(user string) error {
-	if !validUser.MatchString(user) {
+	if !validUser().MatchString(user) {
 		return errdefs.InvalidArgument("user %q: use 1 to 128 of A-Z, a-z, 0-9 and . _ @ + -, starting with a letter or digit", user)
 	}
 	return nil
