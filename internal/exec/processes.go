@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,7 +28,9 @@ const (
 	restartGrace = 5 * time.Second
 )
 
-var processName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+// processName is what a background process or a service slot may be
+// called. Compiled on first use (see internal/workspace's validName).
+var processName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`) })
 
 // selectProcess selects background process name by its tag.
 func selectProcess(name string) agentclient.Selector {
@@ -104,7 +107,7 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 	if req.Name == "" {
 		req.Name = defaultProcessName(argv)
 	}
-	if !processName.MatchString(req.Name) {
+	if !processName().MatchString(req.Name) {
 		return ProcessInfo{}, errdefs.InvalidArgument("process name %q must be 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 	}
 	if req.Port < 0 || req.Port > 65535 {

@@ -98,7 +98,7 @@ func (s *Service) StartService(ctx context.Context, id string, req ServiceReques
 	if req.Port < 1 || req.Port > 65535 {
 		return ServiceInfo{}, errdefs.InvalidArgument("a service needs the port it listens on, between 1 and 65535; got %d", req.Port)
 	}
-	if len(req.Slot) > 63 || req.Slot != "" && !processName.MatchString(req.Slot) {
+	if len(req.Slot) > 63 || req.Slot != "" && !processName().MatchString(req.Slot) {
 		return ServiceInfo{}, errdefs.InvalidArgument("slot %q must be 1 to 63 letters, digits, '.', '_' or '-'", req.Slot)
 	}
 	replace := req.Slot == SlotPreview
