@@ -76,6 +76,19 @@ func (s *suite) testPause(t *testing.T) {
 	if running < 2 || paused > 0 {
 		t.Errorf("clock ticks in %v: %d running, %d paused; want it to stand still paused", window, running, paused)
 	}
+
+	// A paused sandbox is destroyed, its processes with it, without
+	// waiting out a kill that reaches them only once thawed (10 s).
+	if err := pauser.Pause(ctx, sb.handle); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	began = time.Now()
+	if err := s.backend.Destroy(ctx, sb.handle); err != nil {
+		t.Fatalf("Destroy of a paused sandbox: %v", err)
+	}
+	if took := time.Since(began); took > 8*time.Second {
+		t.Errorf("Destroy of a paused sandbox took %v, as long as waiting out a kill of frozen processes", took)
+	}
 }
 
 // clockSlack is how far a sandbox's clock may read from the host's.

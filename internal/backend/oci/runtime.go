@@ -770,6 +770,20 @@ func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) 
 	return r.start(ctx, h, s, layer, ns)
 }
 
+// frozen reports whether sandbox id's cgroup is frozen or freezing
+// (Pause), on cgroup v1 or v2.
+func frozen(id string) bool {
+	for _, f := range []struct{ path, thawed string }{
+		{filepath.Join(cgroupRoot, "freezer", "hutch", id, "freezer.state"), "THAWED"}, // v1
+		{filepath.Join(cgroupRoot, "hutch", id, "cgroup.freeze"), "0"},                 // v2
+	} {
+		if b, err := os.ReadFile(f.path); err == nil { // #nosec G304 -- a cgroup file of a sandbox Hutch made
+			return strings.TrimSpace(string(b)) != f.thawed
+		}
+	}
+	return false
+}
+
 // deleteContainer kills a sandbox's container, deletes it from the runtime
 // and removes its cgroups, waiting until its processes are gone. A missing
 // container is fine.
@@ -780,10 +794,11 @@ func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
 	if err != nil || !inSandbox(pid, id) {
 		pid = 0
 	}
-	if r.cfg.DeletesByState && err == nil {
+	if r.cfg.DeletesByState && err == nil && !frozen(id) {
 		// Once its init has ended (Kill's SIGKILL, or by itself), so has
 		// every process of its pid namespace: what is left is the
-		// runtime's state and the cgroups.
+		// runtime's state and the cgroups. (A frozen container's init
+		// dies only once thawed: runc's delete does that.)
 		if pid == 0 || r.Kill(ctx, backend.Handle{ID: id}) == nil && waitExited(ctx, pid) == nil {
 			return errors.Join(removeCgroups(ctx, "hutch/"+id), os.RemoveAll(filepath.Join(r.cfg.StateRoot, containerID(id))))
 		}
