@@ -145,8 +145,16 @@ func TestPtyCLI(t *testing.T) {
 		tm.run("send-keys", "-t", "main", `echo "pty-$((6*7)) $(tput cols)"`, "Enter")
 		tm.waitScreen("pty-42", func(s string) bool { return strings.Contains(s, "pty-42 100") })
 		tm.run("resize-window", "-t", "main", "-x", "120", "-y", "40")
-		tm.run("send-keys", "-t", "main", `echo "cols=$(tput cols) lines=$(tput lines)"`, "Enter")
-		tm.waitScreen("the new size", func(s string) bool { return strings.Contains(s, "cols=120 lines=40") })
+		// The new size reaches the sandbox after the command may have run
+		// (tmux's SIGWINCH, hutch, the daemon, the agent; under CI's load
+		// once only the lines had when tput ran): asked again until it has.
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(tm.screen(), "cols=120 lines=40"); {
+			if time.Now().After(deadline) {
+				t.Fatalf("no the new size on the screen in 30 s:\n%s", tm.screen())
+			}
+			tm.run("send-keys", "-t", "main", `clear; echo "cols=$(tput cols) lines=$(tput lines)"`, "Enter")
+			time.Sleep(time.Second)
+		}
 		tm.run("send-keys", "-t", "main", "exit 5", "Enter")
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			b, err := os.ReadFile(status)
