@@ -36,16 +36,15 @@ func reclaimMemory() (victim, error) {
 	if err != nil {
 		return victim{}, err
 	}
-	entries, err := os.ReadDir("/proc")
+	pids, err := listPIDs()
 	if err != nil {
 		return victim{}, err
 	}
 	page := uint64(os.Getpagesize())
 	me := os.Getpid()
 	var candidates []victim
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == me {
+	for _, pid := range pids {
+		if pid == me {
 			continue
 		}
 		rss, ok := residentPages(pid)
