@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,11 +105,20 @@ func RemoveNamespace(path string) error {
 }
 
 // writeSysctls writes /proc/sys/net settings of the calling thread's
-// network namespace: name (as "ipv4/ip_forward") to value.
+// network namespace: name (as "ipv4/ip_forward") to value. A setting that
+// already holds its value is left alone: changing some (ip_forward, an
+// interface's disable_ipv6) needs the kernel's network-wide lock, and the
+// write spins, restarting, for as long as another holds it, which under
+// many sandboxes starting and ending at once cost a millisecond or more of
+// CPU per write.
 func writeSysctls(settings [][2]string) error {
 	for _, s := range settings {
+		name := filepath.Join("/proc/sys/net", s[0])
 		// #nosec G304 -- fixed names below /proc/sys/net
-		if err := os.WriteFile(filepath.Join("/proc/sys/net", s[0]), []byte(s[1]), 0); err != nil {
+		if cur, err := os.ReadFile(name); err == nil && strings.TrimSpace(string(cur)) == s[1] {
+			continue
+		}
+		if err := os.WriteFile(name, []byte(s[1]), 0); err != nil {
 			return fmt.Errorf("sysctl net.%s: %w", s[0], err)
 		}
 	}

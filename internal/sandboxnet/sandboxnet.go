@@ -156,14 +156,17 @@ func (n *Net) Remove() error {
 }
 
 // setupRouter configures a new router namespace from inside: nothing is
-// forwarded, IPv6 is off, replies leave only by the way their packets came,
-// and loopback is up (the listeners' replies to themselves).
+// forwarded, IPv6 is off on the links made later, replies leave only by the
+// way their packets came, and loopback is up (the listeners' replies to
+// themselves). Loopback keeps ::1, as in the sandbox's namespace: turning
+// IPv6 off on an existing interface takes the kernel's network-wide lock
+// (see writeSysctls), and the router's loopback is reached only by the
+// daemon.
 func setupRouter() error {
 	if err := writeSysctls([][2]string{
 		{"ipv4/ip_forward", "0"},
 		{"ipv4/conf/all/rp_filter", "1"},
 		{"ipv4/conf/default/rp_filter", "1"},
-		{"ipv6/conf/all/disable_ipv6", "1"},
 		{"ipv6/conf/default/disable_ipv6", "1"},
 	}); err != nil {
 		return err

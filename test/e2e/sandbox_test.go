@@ -183,6 +183,20 @@ func TestIsolation(t *testing.T) {
 				return r.Stdout == "536870912\n"
 			}},
 		}
+		if runtime == "runc" {
+			// The host's cgroups: on v1 hierarchies, binds of the
+			// sandbox's own on a tmpfs (see oci.cgroupMounts). (gVisor's
+			// are its kernel's own, which its root may change.)
+			tests = append(tests, struct {
+				name    string
+				command string
+				user    string
+				check   func(res *client.ExecResult) bool
+			}{"its cgroups are read-only, also to root", "echo 1 > /sys/fs/cgroup/pids/pids.max; touch /sys/fs/cgroup/x; cat /sys/fs/cgroup/pids/pids.max", "root",
+				func(r *client.ExecResult) bool {
+					return strings.Count(r.Stderr, "Read-only file system") == 2 && r.Stdout != "1\n" && r.Stdout != ""
+				}})
+		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				if tt.command == rawSyscalls && goruntime.GOARCH != "amd64" {

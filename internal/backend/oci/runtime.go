@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -82,6 +83,14 @@ type Config struct {
 	// per delete. A container whose init runs, or has no pid file, goes
 	// through the runtime's delete.
 	DeletesByState bool
+	// SealedCopy runs the runtime from a sealed in-memory copy of its
+	// binary, made once (runc, which otherwise copies itself at every
+	// container start: see sealed.go).
+	SealedCopy bool
+	// CgroupBinds shows a sandbox its cgroups by binds of its own cgroup
+	// directories, on a host of cgroup v1 hierarchies (see cgroupMounts).
+	// Not for gVisor, whose kernel has a cgroup filesystem of its own.
+	CgroupBinds bool
 	// SeccompErrnoIsEPERM means the runtime fails every call the bundle's
 	// seccomp profile refuses with EPERM, whatever errno it names (runsc
 	// does): see seccompProfile.
@@ -127,6 +136,10 @@ type Runtime struct {
 	cfg Config
 	log *slog.Logger
 	ids *idAllocator // with UserNamespace
+
+	sealOnce sync.Once
+	exe      string   // what the runtime is run by (see executable)
+	sealed   *os.File // the sealed copy exe names, kept open
 }
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.
@@ -593,7 +606,9 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 	all := append(append([]string{"--root", r.cfg.StateRoot}, networkFlags(r.cfg)...), args...)
 	// #nosec G204 -- the runtime binary and its flags are configuration; arguments are IDs checked by validID and paths Hutch made
-	return exec.CommandContext(ctx, r.cfg.Binary, all...)
+	cmd := exec.CommandContext(ctx, r.executable(), all...)
+	cmd.Args[0] = r.cfg.Binary // its name, also when run from a sealed copy
+	return cmd
 }
 
 // waitExited waits until process pid has exited (gone, or a zombie waiting

@@ -2,8 +2,12 @@ package oci
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/backend"
@@ -83,9 +87,9 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-		{Destination: AgentBinary, Type: "bind", Source: c.AgentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}},
 	}
+	mounts = append(mounts, cgroupMounts(c, s.ID)...)
+	mounts = append(mounts, specs.Mount{Destination: AgentBinary, Type: "bind", Source: c.AgentExe, Options: []string{"bind", "ro", "nosuid", "nodev"}})
 	agentArgs := []string{AgentBinary, "agent", "--listen-fd", "3"}
 	if c.AgentListens {
 		mounts = append(mounts, specs.Mount{Destination: AgentSocketDir, Type: "bind", Source: socketDir,
@@ -162,7 +166,7 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 				{Type: specs.MountNamespace},
 				{Type: specs.CgroupNamespace},
 			},
-			CgroupsPath:   "/hutch/" + s.ID,
+			CgroupsPath:   cgroupsPath(s.ID),
 			Resources:     &res,
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
@@ -188,4 +192,48 @@ func oomScoreAdj(c Config) *int {
 	}
 	adj := -1000
 	return &adj
+}
+
+// cgroupsPath is a sandbox's cgroup, below each hierarchy's root.
+func cgroupsPath(id string) string { return "/hutch/" + id }
+
+// sandboxControllers are the cgroup v1 hierarchies a sandbox sees its own
+// cgroup of: those programs read to size themselves to their limits (a
+// JVM's heap, Go's GOMAXPROCS, Node's heap).
+var sandboxControllers = []string{"memory", "cpu", "cpuacct", "cpuset", "pids"}
+
+// hostV1Controllers says whether the host has each of sandboxControllers as
+// a cgroup v1 hierarchy of its own, a directory (not comounted behind a
+// symlink) below cgroupRoot.
+var hostV1Controllers = sync.OnceValue(func() bool {
+	for _, name := range sandboxControllers {
+		dir := filepath.Join(cgroupRoot, name)
+		var st unix.Statfs_t
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || unix.Statfs(dir, &st) != nil || st.Type != unix.CGROUP_SUPER_MAGIC {
+			return false
+		}
+	}
+	return true
+})
+
+// cgroupMounts shows the sandbox its cgroups at /sys/fs/cgroup, read-only.
+// With CgroupBinds on a host of separate v1 hierarchies, these are a tmpfs
+// and a bind of the sandbox's own cgroup directory of each of
+// sandboxControllers, which the runtime has made before it mounts: six
+// mounts at every start where the runtime's cgroup mount makes one per
+// hierarchy of the host (eleven here), and each costs the start time
+// under a kernel lock all starts share. Otherwise it is the runtime's own
+// cgroup mount (cgroup v2: one mount of the sandbox's cgroup namespace).
+func cgroupMounts(c Config, id string) []specs.Mount {
+	ro := []string{"nosuid", "noexec", "nodev", "ro"}
+	if !c.CgroupBinds || !hostV1Controllers() {
+		return []specs.Mount{{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: append(ro, "relatime")}}
+	}
+	mounts := []specs.Mount{{Destination: "/sys/fs/cgroup", Type: "tmpfs", Source: "tmpfs", Options: append(ro, "mode=755", "size=64k")}}
+	for _, name := range sandboxControllers {
+		mounts = append(mounts, specs.Mount{Destination: "/sys/fs/cgroup/" + name, Type: "bind",
+			Source: filepath.Join(cgroupRoot, name, cgroupsPath(id)), Options: append([]string{"rbind"}, ro...)})
+	}
+	return mounts
 }
