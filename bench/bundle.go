@@ -193,7 +193,8 @@ func writeLayer(root string, files []layerFile) error {
 
 // specFor is the reference config with three changes: the process is args
 // instead of the agent (unless args is nil); the cgroup is the bench's own
-// (same depth, same limits), since two containers cannot share one; and a
+// (same depth, same limits), since two containers cannot share one, also
+// where the sandbox sees its cgroups through binds; and a
 // bind mount from the reference sandbox's own directory (gVisor's agent
 // socket dir, runc's idmapped clones) comes from the same place in this
 // bundle. Namespaces, user ids, limits, capabilities, seccomp, masked paths
@@ -212,6 +213,12 @@ func (r *reference) specFor(dir, name, cgroupParent string, args []string) (*spe
 	}
 	s.Linux.CgroupsPath = "/" + cgroupParent + "/" + name
 	for i, m := range s.Mounts {
+		// The sandbox's own cgroups, bound in (oci.cgroupMounts): this
+		// container's instead.
+		if hier, ok := strings.CutSuffix(m.Source, r.spec.Linux.CgroupsPath); ok && m.Type == "bind" && strings.HasPrefix(hier, "/sys/fs/cgroup/") {
+			s.Mounts[i].Source = hier + s.Linux.CgroupsPath
+			continue
+		}
 		rel, err := filepath.Rel(r.dir, m.Source)
 		if m.Type != "bind" || err != nil || strings.HasPrefix(rel, "..") {
 			continue

@@ -269,18 +269,27 @@ func (c Config) runDir() string {
 // sandboxes dir are open to be searched (not listed) by others: runc reaches
 // each sandbox's root from inside the sandbox's user namespace, as a
 // stranger, and binds the agent (copied into the agent dir, 0755) likewise.
-// The database and the API key are 0600, the disks dir 0700.
+// The database and the API key are 0600, the disks dir and the runtimes'
+// state dirs 0700. Those holding a directory per sandbox spread them over
+// the filesystem (see spreadSubdirs).
 func (c Config) ensureDirs() error {
 	dirs := []struct {
-		path string
-		mode os.FileMode
-	}{{c.DataDir, 0o711}, {c.sandboxDir(), 0o711}, {c.agentDir(), 0o755}, {c.runDir(), 0o700}}
+		path   string
+		mode   os.FileMode
+		spread bool
+	}{
+		{c.DataDir, 0o711, false}, {c.sandboxDir(), 0o711, true}, {c.diskDir(), 0o700, true}, {c.agentDir(), 0o755, false},
+		{c.runDir(), 0o700, false}, {c.stateRoot("runc"), 0o700, true}, {c.stateRoot("runsc"), 0o700, true},
+	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
 			return err
 		}
 		if err := os.Chmod(d.path, d.mode); err != nil { // made by an older version, or past the umask
 			return err
+		}
+		if d.spread {
+			spreadSubdirs(d.path)
 		}
 	}
 	return nil

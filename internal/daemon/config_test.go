@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -137,9 +139,26 @@ func TestDirModes(t *testing.T) {
 	}
 	for path, want := range map[string]os.FileMode{
 		c.DataDir: 0o711, c.sandboxDir(): 0o711, c.agentDir(): 0o755, c.RunDir: 0o700,
+		c.diskDir(): 0o700, c.stateRoot("runc"): 0o700,
 	} {
 		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode().Perm(), err, want)
+		}
+	}
+	// On ext4 the directories holding one per sandbox spread them.
+	var st unix.Statfs_t
+	if err := unix.Statfs(base, &st); err != nil || st.Type != unix.EXT4_SUPER_MAGIC {
+		return
+	}
+	for _, dir := range []string{c.sandboxDir(), c.diskDir(), c.stateRoot("runc"), c.stateRoot("runsc"), c.DataDir} {
+		f, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+		f.Close()
+		if spread := err == nil && flags&topDir != 0; spread != (dir != c.DataDir) {
+			t.Errorf("%s: top-directory flag %v (flags %#x, %v)", dir, spread, flags, err)
 		}
 	}
 }
