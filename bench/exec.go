@@ -44,19 +44,32 @@ func (b *bench) measureExec(ctx context.Context) (_ section, err error) {
 	startup := &peer{name: "hutch --help", run: func(ctx context.Context) (time.Duration, error) {
 		return timeRun(exec.CommandContext(ctx, b.cfg.hutch, "--help"))
 	}}
-	if err := b.interleave(ctx, "(b) exec", b.cfg.n, hutch, runc, bare, startup); err != nil {
+	stat := b.statPeer(sb.ID)
+	if err := b.interleave(ctx, "(b) exec", b.cfg.n, hutch, runc, bare, startup, stat); err != nil {
 		return section{}, err
 	}
-	return execSection(hutch.samples, runc.samples, bare.samples, startup.samples), nil
+	return execSection(hutch.samples, runc.samples, bare.samples, startup.samples, stat.samples), nil
 }
 
-func execSection(hutch, runc, bare, startup []time.Duration) section {
+// statPeer times a call into sandbox id that starts no process (a stat of
+// its root through the agent): what any call through the agent costs
+// before an exec's own work.
+func (b *bench) statPeer(id string) *peer {
+	return &peer{name: "hutch stat", run: func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		_, err := b.d.client.StatFile(ctx, id, "/")
+		return time.Since(start), err
+	}}
+}
+
+func execSection(hutch, runc, bare, startup, stat []time.Duration) section {
 	h, r := median(hutch), median(runc)
 	speedup := ratio(r, h)
 	return section{title: "(b) exec round trip of `true` in a running sandbox", rows: []row{
 		durationRow("hutch: POST /exec (JSON round trip)", hutch),
 		durationRow("runc exec into the same container", runc),
 		durationRow("bare fork/exec of /usr/bin/true on the host", bare),
+		durationRow("hutch: GET /files/stat of / (a call through the agent, no process)", stat),
 		{label: "hutch median", median: fmtDuration(h), target: target(h <= 3*time.Millisecond, "≤ 3 ms")},
 		{label: "ratio runc exec / hutch", median: fmtRatio(speedup), p90: fmtRatio(ratio(p90(runc), p90(hutch))),
 			target: target(speedup >= 5, "≥ 5× (hutch faster)")},
