@@ -1,10 +1,12 @@
 package oci
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -23,8 +25,8 @@ const runcSeals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | uni
 
 // sealedCopy copies the executable at path into a sealed memory file. The
 // file stays open for the daemon's life; a process runs it by the returned
-// path, its descriptor in /proc/self/fd, which exec resolves before it
-// closes the descriptors marked close-on-exec. An update of the binary on
+// path, its descriptor in /proc/self/fd (or a link to that), which exec
+// resolves before it closes the descriptors marked close-on-exec. An update of the binary on
 // disk is picked up at the daemon's next start.
 func sealedCopy(path string) (exe string, f *os.File, err error) {
 	src, err := os.Open(path) // #nosec G304 -- the runtime binary, configuration
@@ -72,7 +74,26 @@ func (r *Runtime) executable() string {
 			r.log.Warn("runtime runs from its binary: no sealed copy", "runtime", r.cfg.Name, "err", err)
 			return
 		}
-		r.exe, r.sealed = exe, f
+		r.exe, r.sealed = namedLink(r.cfg.StateRoot+".bin", filepath.Base(path), exe), f
 	})
 	return r.exe
+}
+
+// namedLink returns the path of a symlink named name in dir pointing at
+// target, made afresh, or target itself if it cannot be made. A process
+// started by the link's path is named after it in ps and top (the kernel
+// names it after the last element of the path it was started by), rather
+// than after the descriptor's number.
+func namedLink(dir, name, target string) string {
+	link := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return target
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return target
+	}
+	if err := os.Symlink(target, link); err != nil {
+		return target
+	}
+	return link
 }
