@@ -40,7 +40,7 @@ func reclaimMemory() (victim, error) {
 	if err != nil {
 		return victim{}, err
 	}
-	page := uint64(os.Getpagesize())
+	page := uint64(os.Getpagesize()) // #nosec G115 -- a page size is positive
 	me := os.Getpid()
 	var candidates []victim
 	for _, pid := range pids {
@@ -60,10 +60,13 @@ func reclaimMemory() (victim, error) {
 		if exe, err := os.Stat(filepath.Join(dir, "exe")); err == nil && os.SameFile(exe, self) {
 			continue // the agent's own binary: a shim
 		}
-		if adj, err := os.ReadFile(filepath.Join(dir, "oom_score_adj")); err == nil && strings.TrimSpace(string(adj)) == "-1000" { // #nosec G304 -- a /proc path built from a pid
+		// #nosec G304 -- a /proc path built from a pid
+		adj, err := os.ReadFile(filepath.Join(dir, "oom_score_adj"))
+		if err == nil && strings.TrimSpace(string(adj)) == "-1000" {
 			continue
 		}
-		if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil { // #nosec G304 -- a /proc path built from a pid
+		// #nosec G304 -- a /proc path built from a pid
+		if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 			c.name = strings.TrimSpace(string(comm))
 		}
 		if err := syscall.Kill(c.pid, syscall.SIGKILL); err != nil {

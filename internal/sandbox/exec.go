@@ -219,6 +219,14 @@ func (r *ExecResult) Blame(prev, now backend.LimitHits) {
 // blameLimits blames a failed command in a live sandbox for the limits it
 // hit since the last look (see ExecResult.Blame).
 func (m *Manager) blameLimits(ctx context.Context, inst *instance, res *ExecResult) {
+	if res.ExitCode == 128+int(syscall.SIGKILL) {
+		// The daemon may be killing it for its sandbox's memory: the
+		// command's end can come back before the agent's answer does,
+		// which the count waits for.
+		inst.reclaiming.Lock()
+		//lint:ignore SA2001 the lock is taken only to wait for a reclaim under way
+		inst.reclaiming.Unlock()
+	}
 	hits, err := inst.backend.LimitHits(ctx, inst.handle)
 	if err != nil {
 		m.log.Warn("read limit hits", attrSandbox, inst.id, "error", err)

@@ -36,9 +36,9 @@ type instance struct {
 	limitHits  backend.LimitHits // limit hits already put down to a command
 	// reclaims counts the processes killed for the sandbox's memory by
 	// the daemon (see reclaimMemory), which LimitHits cannot count;
-	// reclaiming is set while one is being killed.
+	// reclaiming is held while one is being killed.
 	reclaims   atomic.Int64
-	reclaiming atomic.Bool
+	reclaiming sync.Mutex
 	// The last CPU sample (see sampleCPU), and the share of a CPU used
 	// between it and the one before.
 	cpuAt    time.Time

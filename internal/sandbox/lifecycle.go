@@ -446,10 +446,10 @@ func (m *Manager) watch(inst *instance, ended func(reason string)) {
 // a time; the command it ran is then put down to the memory limit, as an
 // OOM kill of the kernel's would be.
 func (m *Manager) reclaimMemory(inst *instance) {
-	if !inst.reclaiming.CompareAndSwap(false, true) {
+	if !inst.reclaiming.TryLock() {
 		return // one is under way
 	}
-	defer inst.reclaiming.Store(false)
+	defer inst.reclaiming.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v, err := inst.agent.ReclaimMemory(ctx)

@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -258,22 +259,31 @@ func (sb *sandbox) mustSh(t *testing.T, script string) string {
 // agent's default user), without stdin.
 func run(t *testing.T, c *agentclient.Client, user, script string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), commandTimeout)
+	r, err := tryRun(t.Context(), c, user, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryRun is run that returns what went wrong instead of failing the test.
+func tryRun(ctx context.Context, c *agentclient.Client, user, script string) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	exe, err := c.Start(ctx, agentclient.Command{Argv: []string{"/bin/sh", "-c", script}, User: user})
 	if err != nil {
-		t.Fatalf("start %q: %v", script, err)
+		return result{}, fmt.Errorf("start %q: %w", script, err)
 	}
 	defer func() { _ = exe.Close() }() // the result is read already
 	var stdout, stderr strings.Builder
 	for {
 		ev, err := exe.Recv()
 		if err != nil {
-			t.Fatalf("%q: the stream ended without an end event: %v", script, err)
+			return result{}, fmt.Errorf("%q: the stream ended without an end event: %w", script, err)
 		}
 		switch {
 		case ev.Exit != nil:
-			return result{stdout: stdout.String(), stderr: stderr.String(), exitCode: ev.Exit.Code}
+			return result{stdout: stdout.String(), stderr: stderr.String(), exitCode: ev.Exit.Code}, nil
 		case ev.Stream == agentclient.Stdout:
 			stdout.Write(ev.Data)
 		default:
