@@ -138,8 +138,7 @@ type Runtime struct {
 	ids *idAllocator // with UserNamespace
 
 	sealOnce sync.Once
-	exe      string   // what the runtime is run by (see executable)
-	sealed   *os.File // the sealed copy exe names, kept open
+	exe      string // what the runtime is run by (see executable)
 }
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,11 +24,11 @@ import (
 // for its own protected copy.
 const runcSeals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 
-// sealedCopy copies the executable at path into a sealed memory file. The
-// file stays open for the daemon's life; a process runs it by the returned
+// sealedCopy copies the executable at path into a sealed memory file, to
+// be kept open for the process's life. A process runs it by the returned
 // path, its descriptor in /proc/self/fd (or a link to that), which exec
-// resolves before it closes the descriptors marked close-on-exec. An update of the binary on
-// disk is picked up at the daemon's next start.
+// resolves before it closes the descriptors marked close-on-exec. An
+// update of the binary on disk is picked up at the daemon's next start.
 func sealedCopy(path string) (exe string, f *os.File, err error) {
 	src, err := os.Open(path) // #nosec G304 -- the runtime binary, configuration
 	if err != nil {
@@ -69,14 +70,44 @@ func (r *Runtime) executable() string {
 		if err != nil {
 			return // Probe says why
 		}
-		exe, f, err := sealedCopy(path)
+		exe, err := sealedCopyOf(path)
 		if err != nil {
 			r.log.Warn("runtime runs from its binary: no sealed copy", "runtime", r.cfg.Name, "err", err)
 			return
 		}
-		r.exe, r.sealed = namedLink(r.cfg.StateRoot+".bin", filepath.Base(path), exe), f
+		r.exe = namedLink(r.cfg.StateRoot+".bin", filepath.Base(path), exe)
 	})
 	return r.exe
+}
+
+// sealed holds the process's sealed copies, one per binary, open for the
+// process's life: a Runtime's link names its descriptor, and every Runtime
+// of a binary (tests make many, some with one state root) shares that
+// descriptor, which must stay that file for as long as any of them runs it.
+var sealed struct {
+	mu     sync.Mutex
+	copies map[string]string // binary path → the /proc/self/fd path of its copy
+	files  []*os.File
+}
+
+// sealedCopyOf returns the path of the sealed copy of the binary at path,
+// made on first use.
+func sealedCopyOf(path string) (string, error) {
+	sealed.mu.Lock()
+	defer sealed.mu.Unlock()
+	if exe, ok := sealed.copies[path]; ok {
+		return exe, nil
+	}
+	exe, f, err := sealedCopy(path)
+	if err != nil {
+		return "", err
+	}
+	if sealed.copies == nil {
+		sealed.copies = map[string]string{}
+	}
+	sealed.copies[path] = exe
+	sealed.files = append(sealed.files, f)
+	return exe, nil
 }
 
 // namedLink returns the path of a symlink named name in dir pointing at
