@@ -341,6 +341,7 @@ func (s *server) shutdown(hs *http.Server) {
 		_ = hs.Close()
 		<-shut
 	}
+	s.accounts.close()
 }
 
 // streamsEndWait is how long shutdown lets the calls still open end once

@@ -51,3 +51,62 @@ func TestAccountFilesFollowChanges(t *testing.T) {
 		t.Fatal("a user found with no passwd file")
 	}
 }
+
+// A watched file is served from the cache until inotify tells of a change
+// in its directory or to it; a directory renamed away and made again, or a
+// file that is a symlink (whose target may change unseen), is checked by
+// its stat.
+func TestAccountFilesWatch(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	dir := filepath.Join(base, "etc")
+	passwd := filepath.Join(dir, "passwd")
+	mustWrite := func(path, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var a accountFiles
+	read := func(want string, watched bool) {
+		t.Helper()
+		data, err := a.read(passwd)
+		if err != nil || string(data) != want {
+			t.Fatalf("read %q, %v; want %q", data, err, want)
+		}
+		if f := a.files[passwd]; f.watched != watched {
+			t.Fatalf("watched %v, want %v", f.watched, watched)
+		}
+	}
+	mustWrite(passwd, "a\n")
+	read("a\n", true)
+	read("a\n", true)
+	mustWrite(passwd, "b\n") // in place
+	read("b\n", true)
+	mustWrite(filepath.Join(dir, "group"), "g\n") // a neighbour: checked by stat, unchanged
+	read("b\n", true)
+	// The directory renamed away and made again.
+	if err := os.Rename(dir, filepath.Join(base, "old")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(passwd, "c\n")
+	read("c\n", true)
+	// A symlink: checked by its stat each time.
+	target := filepath.Join(base, "real")
+	mustWrite(target, "d\n")
+	if err := os.Remove(passwd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, passwd); err != nil {
+		t.Fatal(err)
+	}
+	read("d\n", false)
+	mustWrite(target, "e!\n")
+	read("e!\n", false)
+	if a.watch != nil {
+		a.watch.close()
+	}
+}

@@ -665,6 +665,7 @@ func TestWatchReleases(t *testing.T) {
 	t.Run("watchers closed", func(t *testing.T) {
 		requireRoot(t)
 		s := newServer(Config{}.withDefaults())
+		t.Cleanup(s.accounts.close)
 		dir := t.TempDir()
 		for range 3 {
 			if _, err := s.fs.CreateWatcher(t.Context(), asUser(connect.NewRequest(&filesystem.CreateWatcherRequest{Path: dir}), "root")); err != nil {
@@ -707,11 +708,32 @@ func inotifyFDs(t *testing.T) int {
 	}
 	n := 0
 	for _, de := range des {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name())); err == nil && target == "anon_inode:inotify" {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name())); err == nil && target == "anon_inode:inotify" && !accountWatchFD(de.Name()) {
 			n++
 		}
 	}
 	return n
+}
+
+// accountWatchFD reports whether inotify descriptor fd is an agent's watch
+// of its account files (see accountWatch), which lives as long as its
+// agent: every watch it holds has accountEvents' mask.
+func accountWatchFD(fd string) bool {
+	info, err := os.ReadFile(filepath.Join("/proc/self/fdinfo", fd))
+	if err != nil {
+		return false
+	}
+	watches := 0
+	for line := range strings.Lines(string(info)) {
+		if !strings.HasPrefix(line, "inotify ") {
+			continue
+		}
+		watches++
+		if !strings.Contains(line, fmt.Sprintf(" mask:%x ", accountEvents)) {
+			return false
+		}
+	}
+	return watches > 0
 }
 
 // watchGoroutines returns the stacks of the goroutines that watching runs.
