@@ -162,6 +162,11 @@ func (a *accountFiles) close() {
 		a.watch.close()
 		a.watch = nil
 	}
+	a.unwatchLocked()
+}
+
+// unwatchLocked has every file checked by its stat at its next read.
+func (a *accountFiles) unwatchLocked() {
 	for p, f := range a.files {
 		f.watched = false
 		a.files[p] = f
@@ -182,10 +187,7 @@ func (a *accountFiles) read(path string) ([]byte, error) {
 	if a.watch != nil && a.watch.changed() {
 		// Something in the watched directories changed, or the watch
 		// broke: every file is checked by its stat once more.
-		for p, f := range a.files {
-			f.watched = false
-			a.files[p] = f
-		}
+		a.unwatchLocked()
 		if a.watch.broken {
 			a.watch.close()
 			a.watch = nil

@@ -25,19 +25,19 @@ import (
 const runcSeals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 
 // sealedCopy copies the executable at path into a sealed memory file, to
-// be kept open for the process's life. A process runs it by the returned
-// path, its descriptor in /proc/self/fd (or a link to that), which exec
-// resolves before it closes the descriptors marked close-on-exec. An
-// update of the binary on disk is picked up at the daemon's next start.
-func sealedCopy(path string) (exe string, f *os.File, err error) {
+// be kept open for the process's life. A process runs it by its descriptor
+// in /proc/self/fd (see fdPath), which exec resolves before it closes the
+// descriptors marked close-on-exec. An update of the binary on disk is
+// picked up at the daemon's next start.
+func sealedCopy(path string) (f *os.File, err error) {
 	src, err := os.Open(path) // #nosec G304 -- the runtime binary, configuration
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	defer src.Close()
 	fd, err := unix.MemfdCreate("runc", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return "", nil, fmt.Errorf("memfd_create: %w", err)
+		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
 	f = os.NewFile(uintptr(fd), "memfd:runc")
 	defer func() {
@@ -46,16 +46,19 @@ func sealedCopy(path string) (exe string, f *os.File, err error) {
 		}
 	}()
 	if _, err := io.Copy(f, src); err != nil {
-		return "", nil, fmt.Errorf("copy %s: %w", path, err)
+		return nil, fmt.Errorf("copy %s: %w", path, err)
 	}
 	if err := unix.Fchmod(fd, 0o500); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, runcSeals); err != nil {
-		return "", nil, fmt.Errorf("seal the copy of %s: %w", path, err)
+		return nil, fmt.Errorf("seal the copy of %s: %w", path, err)
 	}
-	return "/proc/self/fd/" + strconv.Itoa(fd), f, nil
+	return f, nil
 }
+
+// fdPath is the path a process runs the open file f by.
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // executable returns what the runtime is run by: with SealedCopy, the
 // sealed copy made on first use, or the binary itself if that copy could
@@ -80,14 +83,14 @@ func (r *Runtime) executable() string {
 	return r.exe
 }
 
-// sealed holds the process's sealed copies, one per binary, open for the
-// process's life: a Runtime's link names its descriptor, and every Runtime
-// of a binary (tests make many, some with one state root) shares that
-// descriptor, which must stay that file for as long as any of them runs it.
+// sealed holds the process's sealed copies, one per binary path, open for
+// the process's life: a Runtime's link names its descriptor, and every
+// Runtime of a binary (tests make many, some with one state root) shares
+// that descriptor, which must stay that file for as long as any of them
+// runs it.
 var sealed struct {
 	mu     sync.Mutex
-	copies map[string]string // binary path → the /proc/self/fd path of its copy
-	files  []*os.File
+	copies map[string]*os.File
 }
 
 // sealedCopyOf returns the path of the sealed copy of the binary at path,
@@ -95,19 +98,18 @@ var sealed struct {
 func sealedCopyOf(path string) (string, error) {
 	sealed.mu.Lock()
 	defer sealed.mu.Unlock()
-	if exe, ok := sealed.copies[path]; ok {
-		return exe, nil
+	if f, ok := sealed.copies[path]; ok {
+		return fdPath(f), nil
 	}
-	exe, f, err := sealedCopy(path)
+	f, err := sealedCopy(path)
 	if err != nil {
 		return "", err
 	}
 	if sealed.copies == nil {
-		sealed.copies = map[string]string{}
+		sealed.copies = map[string]*os.File{}
 	}
-	sealed.copies[path] = exe
-	sealed.files = append(sealed.files, f)
-	return exe, nil
+	sealed.copies[path] = f
+	return fdPath(f), nil
 }
 
 // namedLink returns the path of a symlink named name in dir pointing at
