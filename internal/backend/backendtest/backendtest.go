@@ -52,6 +52,11 @@ type Harness struct {
 	// only List.
 	AssertGone func(t *testing.T, ids []string)
 
+	// AgentLog returns the end of what a sandbox's agent wrote to its log
+	// (a panic, or why it ended), for the message of a test whose command
+	// stream broke off. Nil when the backend keeps none.
+	AgentLog func(h backend.Handle) string
+
 	// Isolates says a sandbox is a world of its own: its own hostname,
 	// processes, files and network. False skips the isolation tests.
 	Isolates bool

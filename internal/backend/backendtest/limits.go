@@ -82,7 +82,12 @@ func (s *suite) testOOMKills(t *testing.T) {
 	before := s.limitHits(t, sb)
 	// tail keeps the last line, and /dev/zero has no line ends: it grows
 	// to 1 GiB unless killed.
-	if r := sb.sh(t, "head -c 1G /dev/zero | tail"); r.exitCode == 0 {
+	const bomb = "head -c 1G /dev/zero | tail"
+	r, err := tryRun(t.Context(), sb.agent, "", bomb)
+	if err != nil {
+		t.Fatalf("%v\nafterwards: %s", err, s.afterBreak(t, sb))
+	}
+	if r.exitCode == 0 {
 		t.Fatal("a 1 GiB memory bomb under a 64 MiB limit exited 0")
 	}
 	after := s.limitHits(t, sb)
@@ -92,6 +97,25 @@ func (s *suite) testOOMKills(t *testing.T) {
 	if got := sb.mustSh(t, "echo alive"); got != "alive\n" {
 		t.Errorf("after the OOM kill the sandbox answers %q", got)
 	}
+}
+
+// afterBreak says what is known of a sandbox whose command stream broke
+// off: whether its agent still answers, what it logged, and what the
+// limits counted.
+func (s *suite) afterBreak(t *testing.T, sb *sandbox) string {
+	var b strings.Builder
+	if r, err := tryRun(t.Context(), sb.agent, "", "echo alive"); err != nil {
+		fmt.Fprintf(&b, "the agent does not answer (%v)", err)
+	} else {
+		fmt.Fprintf(&b, "the agent answers (echo exits %d)", r.exitCode)
+	}
+	if hits, err := s.backend.LimitHits(t.Context(), sb.handle); err == nil {
+		fmt.Fprintf(&b, "; limit hits %+v", hits)
+	}
+	if s.h.AgentLog != nil {
+		fmt.Fprintf(&b, "; agent log: %q", s.h.AgentLog(sb.handle))
+	}
+	return b.String()
 }
 
 // testPidsMax checks that forks past the process limit fail, are counted,

@@ -126,6 +126,7 @@ func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 	}
 	h.Crash = func(t *testing.T, hd backend.Handle) { crash(t, New(cfg), hd.ID) }
 	h.AssertGone = func(t *testing.T, ids []string) { assertGone(t, cfg, base, ids) }
+	h.AgentLog = func(hd backend.Handle) string { return tailOf(filepath.Join(cfg.SandboxDir, hd.ID, "agent.log")) }
 	h.Isolates, h.Limits = true, true
 	backendtest.Run(t, h)
 }
