@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 
 	"github.com/hutchdev/hutch/internal/agent"
 )
@@ -22,7 +23,16 @@ import (
 //	hutch agent --listen-fd N   serve on the listening unix socket N
 //	hutch agent --socket PATH   listen on PATH and serve there
 //	hutch agent shim …          see agent.Shim
+//
+// Both run Go on one processor (GOMAXPROCS 1). They wait on sockets,
+// pipes and children, and the CPU they use is the sandbox's: more
+// processors bought idle threads spinning and waking each other, each
+// wake a syscall, which under gVisor costs ~10 µs here. With one, a
+// create → exec → delete took 97 ms of host CPU instead of 107, 20
+// clients ran 18.0 lifecycles a second instead of 16.4, and a call into
+// a gVisor sandbox's agent took ~0.3 ms less.
 func agentMain(ctx context.Context, args []string, stderr io.Writer) int {
+	runtime.GOMAXPROCS(1)
 	if len(args) > 0 && args[0] == "shim" {
 		return agent.Shim(args[1:])
 	}
