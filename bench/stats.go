@@ -25,6 +25,17 @@ func median[T number](v []T) T {
 	return (s[mid-1] + s[mid]) / 2
 }
 
+// differences are a[i] − b[i]: samples of two peers taken in the same
+// rounds of interleave, paired by round, so that the host's drift from
+// round to round cancels out of each.
+func differences(a, b []time.Duration) []time.Duration {
+	d := make([]time.Duration, min(len(a), len(b)))
+	for i := range d {
+		d[i] = a[i] - b[i]
+	}
+	return d
+}
+
 // p90 is the 90th percentile of v by the nearest-rank method: the smallest
 // value that at least 90% of the values are no greater than.
 func p90[T number](v []T) T { return percentile(v, 0.9) }
