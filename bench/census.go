@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/nftables"
+
 	"github.com/hutchdev/hutch/internal/disk"
 )
 
@@ -81,7 +83,11 @@ func (b *bench) takeCensus(ctx context.Context, d *daemon, ids map[string]bool) 
 	add("network namespaces", len(netns))
 	links, _ := os.ReadDir("/sys/class/net")
 	add("host network interfaces", len(links))
-	add("host nftables tables", nftTables(ctx))
+	tables, err := nftTables()
+	if err != nil {
+		return c, err
+	}
+	add("host nftables tables", tables)
 	for name, bin := range map[string]string{"runc": b.runc, "runsc": b.runsc} {
 		if bin != "" {
 			add(name+" containers", containers(ctx, bin, filepath.Join(d.runDir, name)))
@@ -158,14 +164,19 @@ func linesWith(path, s string) (int, error) {
 	return n, sc.Err()
 }
 
-// nftTables counts the host network namespace's nftables tables (-1 when
-// nft is not here).
-func nftTables(ctx context.Context) int {
-	out, err := exec.CommandContext(ctx, "nft", "list", "tables").Output()
+// nftTables counts the host network namespace's nftables tables, over
+// netlink as the daemon makes them (the nft command is not a
+// prerequisite).
+func nftTables() (int, error) {
+	c, err := nftables.New()
 	if err != nil {
-		return -1
+		return 0, fmt.Errorf("count nftables tables: %w", err)
 	}
-	return len(strings.Fields(strings.TrimSpace(string(out)))) / 3 // "table inet name"
+	tables, err := c.ListTables()
+	if err != nil {
+		return 0, fmt.Errorf("count nftables tables: %w", err)
+	}
+	return len(tables), nil
 }
 
 // containers counts a runtime's containers under root.
