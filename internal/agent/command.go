@@ -133,23 +133,24 @@ type spawnSpec struct {
 // agent's.
 type stdio struct {
 	theirs  [3]*os.File
+	null    *os.File // the agent's /dev/null when it is among theirs: not closed
 	stdin   *os.File // nil: none
 	outputs []*outputPipe
 	pty     *os.File // the terminal's master, with a terminal
 }
 
 // pipes makes the streams of a command without a terminal: a pipe for
-// stdout and one for stderr, and one for stdin, else /dev/null.
-func pipes(withStdin bool) (s stdio, err error) {
-	var stdinR *os.File
+// stdout and one for stderr, and one for stdin, else null (the agent's
+// /dev/null, shared by every command: see devNull).
+func pipes(withStdin bool, null *os.File) (s stdio, err error) {
+	stdinR := null
 	if withStdin {
 		stdinR, s.stdin, err = os.Pipe()
-	} else {
-		stdinR, err = os.Open(os.DevNull)
+		if err != nil {
+			return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
+		}
 	}
-	if err != nil {
-		return s, connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin: %w", err))
-	}
+	s.null = null
 	stdoutR, stdoutW, err1 := newOutputPipeFiles()
 	stderrR, stderrW, err2 := newOutputPipeFiles()
 	s.theirs = [3]*os.File{stdinR, stdoutW, stderrW}
@@ -165,13 +166,14 @@ func pipes(withStdin bool) (s stdio, err error) {
 // the command's end blocking from the start. os.Pipe makes both ends
 // non-blocking and polled, and handing over the command's end makes it
 // blocking again: a dozen system calls more per command, each slow under
-// gVisor.
+// gVisor. The read end's flags are set outright, not read first: a new
+// pipe's are O_RDONLY and nothing else.
 func newOutputPipeFiles() (r, w *os.File, err error) {
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, os.NewSyscallError("pipe2", err)
 	}
-	if err := unix.SetNonblock(fds[0], true); err != nil {
+	if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETFL, unix.O_NONBLOCK); err != nil {
 		_ = unix.Close(fds[0])
 		_ = unix.Close(fds[1])
 		return nil, nil, os.NewSyscallError("fcntl", err)
@@ -183,7 +185,7 @@ func newOutputPipeFiles() (r, w *os.File, err error) {
 // copies.
 func (s *stdio) closeTheirs() {
 	for _, f := range s.theirs {
-		if f != nil {
+		if f != nil && f != s.null {
 			_ = f.Close() // a terminal is there thrice: closed already
 		}
 	}
@@ -210,7 +212,7 @@ func (p *processService) spawn(spec spawnSpec) (c *command, outputs []*outputPip
 	if spec.tty != nil {
 		std, err = openTerminal(*spec.tty, spec.acct)
 	} else {
-		std, err = pipes(spec.stdin)
+		std, err = pipes(spec.stdin, p.srv.devNull)
 	}
 	if err != nil {
 		return nil, nil, err

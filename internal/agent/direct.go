@@ -125,8 +125,9 @@ func (d *directSlot) round() {
 		return
 	}
 	switch {
-	case justReaped && nothingCreatedSince(pid):
-		// The common case, without reading /proc.
+	case justReaped && (nothingCreatedSince(pid) || d.srv.reaper.onlyShimsLeft()):
+		// The common case, without reading /proc, else with a listing of
+		// it but no process's stat (gVisor has no ns_last_pid).
 		r.markGone()
 	case justReaped || orphans > 0:
 		r.checkGone()

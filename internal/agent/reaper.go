@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -138,6 +139,35 @@ func (r *reaper) reapOrphans() int {
 		}
 	}
 	return reaped
+}
+
+// onlyShimsLeft reports whether /proc shows no process but the agent and
+// its shims, in two listings one after the other: then nothing is left of
+// the direct tree. It is directTree's answer for the common case at the cost
+// of listing /proc, without reading each process's stat. It holds r.mu as
+// directTree does, and lists twice for the same reason.
+func (r *reaper) onlyShimsLeft() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range 2 {
+		pids, err := listPIDs()
+		if err != nil {
+			return false
+		}
+		r.kidsMu.Lock()
+		only := onlyAgentAndShims(pids, r.self, r.kids)
+		r.kidsMu.Unlock()
+		if !only {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyAgentAndShims reports whether every pid is the agent's (self) or a
+// shim's (kids maps the agent's children to whether each is a shim).
+func onlyAgentAndShims(pids []int, self int, kids map[int]bool) bool {
+	return !slices.ContainsFunc(pids, func(pid int) bool { return pid != self && !kids[pid] })
 }
 
 // directTree lists the processes of the direct command's tree, zombies

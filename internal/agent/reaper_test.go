@@ -94,3 +94,21 @@ func TestReaperReapsOrphans(t *testing.T) {
 	waitNoProc(t, parent)
 	waitNoProc(t, orphan[0])
 }
+
+func TestOnlyAgentAndShims(t *testing.T) {
+	kids := map[int]bool{32: true, 40: false} // a shim, and the direct command
+	for _, tt := range []struct {
+		pids []int
+		want bool
+	}{
+		{[]int{1}, true},
+		{[]int{1, 32}, true},
+		{[]int{1, 32, 40}, false}, // the direct command, not reaped yet
+		{[]int{1, 32, 41}, false}, // what it left behind, or a shim's command
+		{[]int{41}, false},
+	} {
+		if got := onlyAgentAndShims(tt.pids, 1, kids); got != tt.want {
+			t.Errorf("onlyAgentAndShims(%v) = %v, want %v", tt.pids, got, tt.want)
+		}
+	}
+}
