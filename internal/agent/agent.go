@@ -152,9 +152,11 @@ func newServer(cfg Config) *server {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(processconnect.NewProcessHandler(s.procs))
+	processPath, processHandler := processconnect.NewProcessHandler(s.procs)
+	mux.Handle(processPath, withFlushGate(processHandler))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(s.fs))
-	mux.Handle(hutchagentconnect.NewAgentHandler(&agentService{srv: s}))
+	agentPath, agentHandler := hutchagentconnect.NewAgentHandler(&agentService{srv: s})
+	mux.Handle(agentPath, withFlushGate(agentHandler))
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
 	mux.HandleFunc("GET "+agentv1.TunnelPath, s.tunnel)

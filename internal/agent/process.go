@@ -255,6 +255,7 @@ func (p *processService) follow(ctx context.Context, c *command, kept []*process
 	}
 	if sub == nil {
 		if end := c.out.finalEvent(); end != nil {
+			lastWrites(ctx)
 			return send(c, end)
 		}
 		return nil
@@ -271,6 +272,7 @@ func (p *processService) follow(ctx context.Context, c *command, kept []*process
 			case ev = <-sub.ch:
 			default:
 				ev, last = c.out.endEvent, true
+				lastWrites(ctx)
 			}
 		case <-keepAlive.C:
 			ev = &process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}
