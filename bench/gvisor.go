@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,12 +99,18 @@ func (b *bench) measureGvisorExec(ctx context.Context) (_ section, err error) {
 	floor := &peer{name: "inside", run: func(ctx context.Context) (time.Duration, error) {
 		return b.forkExecInside(ctx, sb.ID)
 	}}
-	if err := b.interleave(ctx, "(e) gVisor exec", b.cfg.n, hutch, runsc, stat, floor); err != nil {
+	echo, err := b.callFloor(ctx)
+	if err != nil {
+		return section{}, err
+	}
+	defer func() { err = errors.Join(err, echo.close()) }()
+	if err := b.interleave(ctx, "(e) gVisor exec", b.cfg.n, hutch, runsc, stat, floor, echo.peer); err != nil {
 		return section{}, err
 	}
 	inside := floor.samples
 	paired := differences(hutch.samples, inside)
 	h, r := median(hutch.samples), median(runsc.samples)
+	call := median(echo.peer.samples)
 	return section{title: "(e) gVisor: exec round trip of `true` in a running sandbox", rows: []row{
 		durationRow("hutch: POST /exec (JSON round trip)", hutch.samples),
 		durationRow("runsc exec into the same container", runsc.samples),
@@ -114,8 +122,85 @@ func (b *bench) measureGvisorExec(ctx context.Context) (_ section, err error) {
 			target: target(h-median(inside) <= time.Millisecond, "≤ 1 ms")},
 		{label: "  the same, paired by round (drift cancelled)", median: fmtDuration(median(paired)), p90: fmtDuration(p90(paired))},
 		{label: "hutch − inside − stat (the exec's own overhead)", median: fmtDuration(h - median(inside) - median(stat.samples))},
+		durationRow("a byte's round trip into the sandbox over its host socket, the floor of a call", echo.peer.samples),
+		{label: "hutch − inside − that round trip", median: fmtDuration(h - median(inside) - call)},
+		{label: "ratio hutch / (inside + round trip)", median: fmtRatio(ratio(h, median(inside)+call))},
 	}}, nil
 }
+
+// echoPeer is a server inside a sandbox that sends back each byte it
+// reads, on a unix socket in the agent's socket directory, and a peer timing
+// a byte's round trip to it from the host over one connection.
+type echoPeer struct {
+	peer *peer
+	conn net.Conn
+	stop func() error
+}
+
+// echoServer is the sandbox's side of callFloor: Python, which the base
+// template has, reading and writing in one thread, so that its own cost per
+// byte is a read and a write.
+const echoServer = `import os, socket
+path = "/.hutch/run/bench-echo.sock"
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o600)
+s.listen(1)
+c, _ = s.accept()
+while True:
+    b = c.recv(1)
+    if not b:
+        break
+    c.sendall(b)
+`
+
+// callFloor starts an echo server in a gVisor sandbox of its own and
+// connects to it: the floor of any call into a sandbox, which an exec
+// through Hutch makes at least once (Hutch's goes the same way: a unix
+// socket made inside, that the host sees through gVisor's gofer). Under
+// gVisor on this host it is not the kernel's few microseconds: the byte
+// wakes a process inside the sandbox and its answer wakes the host's. The
+// sandbox is not the one measured: a process started there would hold its
+// agent's direct slot, and the execs measured would run under shims.
+func (b *bench) callFloor(ctx context.Context) (_ *echoPeer, err error) {
+	sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: "gvisor"})
+	if err != nil {
+		return nil, fmt.Errorf("create the echo server's gVisor sandbox: %w", err)
+	}
+	stop := func() error { return b.deleteSandbox(context.WithoutCancel(ctx), sb.ID) }
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, stop())
+		}
+	}()
+	if _, err := b.d.client.StartProcess(ctx, sb.ID, client.StartProcessRequest{Cmd: []string{"python3", "-c", echoServer}, User: "root"}); err != nil {
+		return nil, fmt.Errorf("start the echo server in sandbox %s: %w", sb.ID, err)
+	}
+	path := filepath.Join(b.d.sandboxDir(sb.ID), "run", "bench-echo.sock")
+	var conn net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if conn, err = net.Dial("unix", path); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect to the echo server in sandbox %s: %w", sb.ID, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	buf := []byte{'x'}
+	return &echoPeer{conn: conn, stop: stop, peer: &peer{name: "round trip", run: func(context.Context) (time.Duration, error) {
+		start := time.Now()
+		if _, err := conn.Write(buf); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	}}}, nil
+}
+
+func (e *echoPeer) close() error { return errors.Join(e.conn.Close(), e.stop()) }
 
 // forkExecInside times a fork/exec of true by bash inside sandbox id: what
 // any exec there costs at least, as row (b)'s bare fork/exec on the host.
