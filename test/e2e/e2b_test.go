@@ -245,23 +245,32 @@ func e2bScripts(t *testing.T) e2bRunner {
 	if err != nil {
 		t.Fatal(err)
 	}
+	npmCI(t, dir)
+	return e2bRunner{dir: dir}
+}
+
+// npmCI installs the packages dir's package-lock.json pins with npm ci
+// when node_modules is missing or was installed from another lock (its
+// hash is kept in node_modules, which npm ci empties first).
+func npmCI(t *testing.T, dir string) {
+	t.Helper()
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(lock)
 	stamp := filepath.Join(dir, "node_modules", ".hutch-lock-sha256")
-	if b, err := os.ReadFile(stamp); err != nil || string(b) != hex.EncodeToString(sum[:]) {
-		cmd := exec.CommandContext(t.Context(), "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci in test/e2b: %v\n%s", err, out)
-		}
-		if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if b, err := os.ReadFile(stamp); err == nil && string(b) == hex.EncodeToString(sum[:]) {
+		return
 	}
-	return e2bRunner{dir: dir}
+	cmd := exec.CommandContext(t.Context(), "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(hex.EncodeToString(sum[:])), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // nodeAtLeast reports whether node's version v ("v20.20.2") is at least

@@ -1,0 +1,112 @@
+// The TypeScript SDK against a real daemon: $HUTCH_URL and $HUTCH_API_KEY
+// (make test runs it from test/e2e, on a daemon of its own).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { Hutch, HutchError } from "../dist/index.js";
+
+const skip = process.env.HUTCH_URL ? false : "needs a daemon: set HUTCH_URL and HUTCH_API_KEY";
+
+describe("Hutch", { skip }, () => {
+  const hutch = new Hutch();
+  let sb;
+
+  before(async () => {
+    sb = await hutch.createSandbox({ runtime: process.env.HUTCH_RUNTIME || undefined });
+  });
+  after(async () => {
+    if (sb) await hutch.deleteSandbox(sb.id, { wait: true });
+  });
+
+  test("health", async () => {
+    const h = await hutch.health();
+    assert.equal(h.status, "ok");
+  });
+
+  test("exec", async () => {
+    const r = await hutch.exec(sb.id, "echo out; echo err >&2; exit 5");
+    assert.deepEqual([r.exit_code, r.stdout, r.stderr], [5, "out\n", "err\n"]);
+    const cat = await hutch.exec(sb.id, ["cat"], { stdin: "piped" });
+    assert.equal(cat.stdout, "piped");
+  });
+
+  test("exec stream", async () => {
+    const events = [];
+    for await (const ev of hutch.execStream(sb.id, "echo one; sleep 0.2; echo two >&2; sleep 0.2; printf '\\377'; exit 3")) events.push(ev);
+    assert.deepEqual(events.slice(0, 2).map((e) => [e.kind, e.text]), [["stdout", "one\n"], ["stderr", "two\n"]]);
+    assert.deepEqual([...events[2].data], [0xff]); // not UTF-8: sent as base64
+    assert.equal(events.at(-1).kind, "exit");
+    assert.equal(events.at(-1).exit.exit_code, 3);
+  });
+
+  test("files", async () => {
+    const bytes = new Uint8Array(1000).map((_, i) => i % 256);
+    const entry = await hutch.writeFile(sb.id, "ts/data.bin", bytes);
+    assert.equal(entry.size, 1000);
+    assert.deepEqual(await hutch.readFile(sb.id, "ts/data.bin"), bytes);
+    await hutch.writeFile(sb.id, "ts/note.txt", "hello");
+    assert.equal(await hutch.readText(sb.id, "ts/note.txt"), "hello");
+    await hutch.moveFile(sb.id, "ts/note.txt", "ts/moved.txt");
+    assert.deepEqual((await hutch.listFiles(sb.id, "ts")).map((e) => e.name).sort(), ["data.bin", "moved.txt"]);
+    await hutch.deleteFile(sb.id, "ts/moved.txt");
+    await assert.rejects(hutch.statFile(sb.id, "ts/moved.txt"), (e) => e instanceof HutchError && e.code === "not_found" && e.status === 404);
+  });
+
+  test("processes and their logs", async () => {
+    await hutch.startProcess(sb.id, "echo started; sleep 600", { name: "bg" });
+    let out = "";
+    for (let i = 0; i < 100 && !out.includes("started"); i++) {
+      out = "";
+      for await (const ev of hutch.processLogs(sb.id, "bg")) if (ev.kind === "stdout") out += ev.text;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(out, "started\n");
+    assert.ok((await hutch.listProcesses(sb.id)).some((p) => p.name === "bg"));
+    await hutch.deleteProcess(sb.id, "bg");
+    assert.ok(!(await hutch.listProcesses(sb.id)).some((p) => p.name === "bg"));
+  });
+
+  test("a service and its preview link", async () => {
+    await hutch.writeFile(sb.id, "site/index.html", "<h1>from the sandbox</h1>");
+    await hutch.startService(sb.id, "python3 -m http.server 8000", 8000, { name: "web", cwd: "/home/user/workspace/site" });
+    for (let i = 0; (await hutch.getService(sb.id, "web")).status !== "running"; i++) {
+      assert.ok(i < 100, "the service never ran");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const link = await hutch.serviceLink(sb.id, "web");
+    // Its first visit sets the preview's cookie and redirects.
+    const first = await fetch(link.path_url, { redirect: "manual" });
+    const cookie = first.headers.get("set-cookie").split(";")[0];
+    const page = await fetch(new URL(first.headers.get("location"), link.path_url), { headers: { cookie } });
+    assert.match(await page.text(), /from the sandbox/);
+    await hutch.deleteService(sb.id, "web");
+  });
+
+  test("tools", async () => {
+    const anthropic = await hutch.listTools();
+    const openai = await hutch.listTools("openai");
+    assert.ok(anthropic.every((t) => t.name && t.description && t.input_schema));
+    assert.deepEqual(new Set(openai.map((t) => t.type)), new Set(["function"]));
+    await hutch.writeFile(sb.id, "t.txt", "tool text\n");
+    const res = await hutch.runTool(sb.id, "sandbox_read_file", { path: "t.txt" });
+    assert.equal(res.status, "success");
+    assert.match(JSON.stringify(res.result), /tool text/);
+  });
+
+  test("secrets are never read back", async () => {
+    const value = `ts-secret-${Date.now()}`;
+    await hutch.setSecret({ name: "TS_SDK_TOKEN", value });
+    try {
+      const listed = await hutch.listSecrets();
+      assert.ok(listed.some((s) => s.name === "TS_SDK_TOKEN"));
+      assert.ok(!JSON.stringify(listed).includes(value));
+    } finally {
+      await hutch.deleteSecret("TS_SDK_TOKEN");
+    }
+  });
+
+  test("errors", async () => {
+    await assert.rejects(hutch.getSandbox("nosuchsandbx"), (e) => e.code === "not_found" && e.status === 404);
+    await assert.rejects(new Hutch({ apiKey: "not-a-key" }).listSandboxes(), (e) => e.code === "unauthenticated" && e.status === 401);
+  });
+});
