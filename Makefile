@@ -16,8 +16,24 @@ RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
 
 .PHONY: build runsc test bench soak lint generate clean fuzz
 
-build:
+# The web console (console/: TypeScript and Vite, on the TypeScript SDK),
+# built into console/dist/app, gzipped, when its sources change; the binary
+# embeds it (package console). Its packages are installed again when its
+# lock changes.
+CONSOLE     := console/dist/app/index.html.gz
+CONSOLE_SRC := $(shell find console/src console/scripts sdk/typescript/src -type f 2>/dev/null) \
+	console/index.html console/vite.config.ts console/tsconfig.json console/package.json
+CONSOLE_NPM := console/node_modules/.hutch-lock
+
+build: $(CONSOLE)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
+
+$(CONSOLE): $(CONSOLE_SRC) $(CONSOLE_NPM)
+	cd console && npm run --silent build
+
+$(CONSOLE_NPM): console/package-lock.json
+	cd console && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 runsc: $(RUNSC_STAMP)
 

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/hutchdev/hutch/console"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/tools"
@@ -105,6 +106,8 @@ func (s *Server) callerFor(r *http.Request, requireKey bool) (caller, error) {
 			return caller{anonymous: true}, nil // its signed token allows it
 		case s.isPreview(r):
 			return caller{anonymous: true}, nil // see PreviewAccess
+		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && console.Serves(r.URL.Path):
+			return caller{anonymous: true}, nil // the console's page and files hold no data
 		default:
 			return caller{}, errUnauthenticated
 		}

@@ -13,6 +13,7 @@ import (
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/console"
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
@@ -208,6 +209,9 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	}
 	// Every method, not audited (see preview.go).
 	mux.HandleFunc(previewPattern, s.previewByPath(requireKey))
+	// The web console's page and files, which need no key (callerFor).
+	mux.Handle("GET /{$}", console.Handler())
+	mux.Handle("GET /assets/", console.Handler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

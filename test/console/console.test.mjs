@@ -1,0 +1,82 @@
+// The web console driven in Chromium by playwright-core (test/e2e's
+// TestConsole runs it, as an unprivileged user with Chromium's own sandbox
+// on). It signs in, is refused a wrong key, creates a sandbox, runs a
+// command in it, deletes it, and saves screenshots of the main views at
+// 1280x800 and 390x844 into $SHOTS. Any console error after signing in
+// fails it. It prints one JSON line: {"screenshots": [...]}.
+import { chromium } from "playwright-core";
+
+const url = process.env.HUTCH_URL;
+const key = process.env.HUTCH_API_KEY;
+const shots = process.env.SHOTS;
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
+const saved = [];
+const errors = [];
+let signedIn = false;
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+
+async function shot(page, name) {
+  const path = `${shots}/${name}.png`;
+  await page.screenshot({ path, fullPage: true });
+  saved.push(path);
+}
+
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  const onError = (text) => signedIn && errors.push(text);
+  page.on("console", (m) => m.type() === "error" && onError(m.text()));
+  page.on("pageerror", (e) => onError(String(e)));
+
+  await page.goto(url);
+  await page.getByLabel("API key").fill("hutch_not_a_key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").filter({ hasText: /refused/ }).waitFor();
+
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
+  signedIn = true;
+  check(!(await page.evaluate(() => location.href)).includes(key), "the key is in the URL");
+  await shot(page, "sandboxes-empty-1280x800");
+
+  await page.getByRole("button", { name: "Create sandbox" }).click();
+  const status = page.getByRole("status");
+  await status.filter({ hasText: /^Created / }).waitFor();
+  const id = (await status.textContent()).match(/Created (\w+)/)[1];
+  await page.getByRole("link", { name: id }).waitFor();
+  await shot(page, "sandboxes-1280x800");
+
+  await page.getByRole("link", { name: id }).click();
+  await page.getByRole("textbox", { name: "Command" }).fill("echo hi");
+  await page.getByRole("button", { name: "Run" }).click();
+  const output = page.getByLabel("Output");
+  await output.filter({ hasText: "[exit 0]" }).waitFor();
+  check((await output.textContent()).startsWith("hi\n"), `the command's output: ${await output.textContent()}`);
+  await shot(page, "sandbox-1280x800");
+
+  await page.getByRole("link", { name: "Health" }).click();
+  await page.getByText('"status": "ok"').waitFor();
+  await shot(page, "health-1280x800");
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("link", { name: id }).waitFor();
+  await shot(page, "sandboxes-390x844");
+  await page.getByRole("link", { name: id }).click();
+  await page.getByRole("button", { name: "Run" }).waitFor();
+  await shot(page, "sandbox-390x844");
+
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("button", { name: `Delete ${id}` }).click();
+  await status.filter({ hasText: `Delete ${id}: done.` }).waitFor();
+  await page.getByRole("link", { name: id }).waitFor({ state: "detached" });
+  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ screenshots: saved }));
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/json"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/console"
+)
+
+// chromiumPaths are where Debian puts Chromium; ./setup installs the
+// headless shell.
+var chromiumPaths = []string{"/usr/bin/chromium-headless-shell", "/usr/bin/chromium"}
+
+// nobody is the user Chromium runs as in the tests: unprivileged, so that
+// its own sandbox (namespaces and seccomp) confines what it renders.
+const nobody = "65534"
+
+// The web console in Chromium, driven by playwright-core
+// (test/console/console.test.mjs): a wrong key refused with a message,
+// sign in, create a sandbox, run a command in it and read its output,
+// delete it; screenshots of the main views at 1280x800 and 390x844, each
+// neither blank nor broken, and no console error.
+func TestConsole(t *testing.T) {
+	if !console.Built() {
+		t.Skip("the console is not built: make build builds it (it needs npm)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to run Chromium as an unprivileged user with its sandbox on")
+	}
+	for _, tool := range []string{"node", "npm", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the console's test needs %s: ./setup --deps installs it", tool)
+		}
+	}
+	var chromium string
+	for _, p := range chromiumPaths {
+		if isExecutable(p) {
+			chromium = p
+			break
+		}
+	}
+	if chromium == "" {
+		t.Skipf("the console's test needs Debian's Chromium (%s): ./setup --deps installs it", strings.Join(chromiumPaths, " or "))
+	}
+	dir, err := filepath.Abs("../console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmCI(t, dir)
+
+	d := startDaemon(t)
+	shots, home := t.TempDir(), t.TempDir()
+	// The test's temporary directory is root's alone: nobody may pass
+	// through it to its own two.
+	if err := os.Chmod(filepath.Dir(shots), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{shots, home} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), "setpriv", "--reuid="+nobody, "--regid="+nobody, "--clear-groups",
+		"node", filepath.Join(dir, "console.test.mjs"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+home, "HUTCH_URL=http://"+d.addr+"/", "HUTCH_API_KEY="+d.key,
+		"SHOTS="+shots, "CHROMIUM="+chromium)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the console's test failed: %v\n%s%s", err, out, stderr)
+	}
+	var res struct{ Screenshots []string }
+	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
+		t.Fatalf("its result: %v\n%s", err, out)
+	}
+	if len(res.Screenshots) < 6 {
+		t.Errorf("%d screenshots, want 6", len(res.Screenshots))
+	}
+	for _, p := range res.Screenshots {
+		checkScreenshot(t, p)
+	}
+	left, err := d.client.ListSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the console's test left %d sandboxes", len(left))
+	}
+}
+
+// checkScreenshot fails unless path is a PNG of the view's size with some
+// content: more than a few colours (a blank or unstyled page has one or
+// two), and ink over a fair part of its rows.
+func checkScreenshot(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1280 && b.Dx() != 390 {
+		t.Errorf("%s is %dx%d", filepath.Base(path), b.Dx(), b.Dy())
+	}
+	colours := map[[3]uint32]bool{}
+	rowsWithInk := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		ink := false
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 8, g >> 8, bl >> 8}] = true
+			ink = ink || !sameColour(img, x, y, b.Min)
+		}
+		if ink {
+			rowsWithInk++
+		}
+	}
+	if len(colours) < 8 || rowsWithInk < b.Dy()/20 {
+		t.Errorf("%s looks blank: %d colours, %d of %d rows with anything on them", filepath.Base(path), len(colours), rowsWithInk, b.Dy())
+	}
+}
+
+// sameColour reports whether the pixel at x, y is the page's background
+// (its top-left corner's colour).
+func sameColour(img image.Image, x, y int, corner image.Point) bool {
+	r1, g1, b1, _ := img.At(x, y).RGBA()
+	r2, g2, b2, _ := img.At(corner.X, corner.Y+img.Bounds().Dy()-1).RGBA()
+	return r1 == r2 && g1 == g2 && b1 == b2
+}
