@@ -4,11 +4,14 @@
 
 import { Hutch, HutchError, type Sandbox } from "../../sdk/typescript/src/index";
 import "./style.css";
+import { openTerminal } from "./terminal";
 
 const KEY = "hutch.apiKey";
 const app = document.getElementById("app")!;
 let client: Hutch | undefined;
 let timer: number | undefined;
+// leave undoes what the current view set up (a terminal's session).
+let leave: (() => void) | undefined;
 
 function h<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -197,7 +200,14 @@ async function showSandbox(id: string): Promise<void> {
       out.append(h("span", { class: "stderr" }, message(err)));
     }
   });
-  shell(`Sandbox ${id}`, info, form, out);
+  const termStatus = h("p", { role: "status", class: "muted", id: "terminal-status" });
+  const termBox = h("div", { class: "terminal", role: "region", "aria-label": "Terminal" });
+  const openButton = h("button", { type: "button" }, "Open a terminal");
+  openButton.addEventListener("click", () => {
+    openButton.remove();
+    leave = openTerminal(c, id, termBox, termStatus);
+  });
+  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out);
   try {
     const sb = await c.getSandbox(id);
     info.textContent = `${sb.state} · ${sb.runtime} · template ${sb.template} · created ${age(sb.created_at)} ago`;
@@ -218,6 +228,8 @@ async function showHealth(): Promise<void> {
 
 function route(): void {
   stopRefresh();
+  leave?.();
+  leave = undefined;
   const key = sessionStorage.getItem(KEY);
   if (!key) return showSignIn();
   client ??= signedIn(key);

@@ -85,11 +85,39 @@ func (s *Server) identify(next http.Handler, requireKey bool) http.Handler {
 	})
 }
 
+// Browsers cannot set headers on a WebSocket: they offer the key as a
+// subprotocol, wsBearerPrefix and the key, beside wsProtocol, which the
+// daemon picks (a browser drops a session whose answer picks none of those
+// it offered). Kubernetes does the same for its API.
+const (
+	wsProtocol     = "hutch.v1"
+	wsBearerPrefix = "hutch.bearer."
+)
+
+// presentedKey is the key r presents: its Authorization header's bearer token,
+// or for a WebSocket without one, the key it offers as a subprotocol.
+func presentedKey(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		return strings.CutPrefix(h, "Bearer ")
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return "", false
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if key, ok := strings.CutPrefix(strings.TrimSpace(p), wsBearerPrefix); ok {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
 // callerFor is the caller of r, with the headers it sent checked.
 func (s *Server) callerFor(r *http.Request, requireKey bool) (caller, error) {
 	c := caller{admin: true, workspace: workspace.Default}
 	if requireKey {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		token, ok := presentedKey(r)
 		switch {
 		case ok && subtle.ConstantTimeCompare([]byte(token), []byte(s.key)) == 1:
 			// the daemon's own key: the administrator

@@ -32,6 +32,10 @@ import (
 //     {"type":"error","error":{...}} for a control message refused, or a
 //     session that failed (then close 1011).
 //
+// A browser, which cannot set headers on a WebSocket, offers its key as
+// the subprotocol hutch.bearer.<key> beside hutch.v1, which the daemon
+// picks (see presentedKey).
+//
 // Errors before the upgrade (an unknown sandbox, a bad query, a command
 // the agent refuses) are the API's JSON errors. The session holds its
 // sandbox running; when the connection drops, the command's whole process
@@ -83,7 +87,7 @@ func (s *Server) pty(w http.ResponseWriter, r *http.Request) {
 			s.log.Warn("close terminal", "path", r.URL.Path, "error", err)
 		}
 	}()
-	conn, err := websocket.Accept(w, r, nil)
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{wsProtocol}})
 	if err != nil {
 		return // Accept answered
 	}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/template"
@@ -74,6 +77,27 @@ func TestPtyInProcess(t *testing.T) {
 					t.Errorf("status %d, body %+v (%v); want %d with %q", resp.StatusCode, body, err, tt.status, tt.text)
 				}
 			})
+		}
+		// A browser's key comes as a subprotocol; the daemon picks hutch.v1.
+		for _, tt := range []struct {
+			key  string
+			want int
+		}{{testKey, http.StatusSwitchingProtocols}, {"hutch_nope", http.StatusUnauthorized}} {
+			conn, resp, err := websocket.Dial(ctx, strings.Replace(s.url, "http", "ws", 1)+"/v1/sandboxes/"+sb.ID+"/pty?cmd=true&cwd=/",
+				&websocket.DialOptions{Subprotocols: []string{"hutch.v1", "hutch.bearer." + tt.key}})
+			if resp == nil || resp.StatusCode != tt.want {
+				var body []byte
+				if resp != nil {
+					body, _ = io.ReadAll(resp.Body)
+				}
+				t.Errorf("a key as a subprotocol (%s): %v, %v %s; want %d", tt.key, resp, err, body, tt.want)
+			}
+			if conn != nil {
+				if conn.Subprotocol() != "hutch.v1" {
+					t.Errorf("the daemon picked subprotocol %q, want hutch.v1", conn.Subprotocol())
+				}
+				_ = conn.CloseNow()
+			}
 		}
 		if _, err := s.client.Pty(ctx, "nosuchbox", client.PtyRequest{}); !client.IsNotFound(err) {
 			t.Errorf("a session in an unknown sandbox: %v", err)

@@ -52,6 +52,16 @@ try {
   await shot(page, "sandboxes-1280x800");
 
   await page.getByRole("link", { name: id }).click();
+  await page.getByRole("button", { name: "Open a terminal" }).click();
+  await page.locator("#terminal-status").filter({ hasText: /^Connected/ }).waitFor();
+  const terminal = page.getByRole("region", { name: "Terminal" });
+  await terminal.click();
+  await page.keyboard.type("echo hi $((6*7))\n");
+  await page.waitForFunction(
+    () => /^hi 42$/m.test(document.querySelector(".xterm-rows")?.innerText ?? ""),
+    undefined,
+    { timeout: 20_000 },
+  );
   await page.getByRole("textbox", { name: "Command" }).fill("echo hi");
   await page.getByRole("button", { name: "Run" }).click();
   const output = page.getByLabel("Output");

@@ -219,6 +219,24 @@ export class Hutch {
     return this.#json("POST", `/v1/sandboxes/${seg(id)}/code`, { body: req });
   }
 
+  /** Opens a terminal session (the PTY WebSocket) where a WebSocket class
+   * is (browsers, Node 22+). The key goes as a subprotocol, not in the URL:
+   * a browser cannot set headers on a WebSocket. Binary frames are the
+   * terminal's bytes both ways; text frames JSON control messages. */
+  terminal(
+    id: string,
+    opts: { cols?: number; rows?: number; cmd?: string; cwd?: string; user?: string; tty?: boolean } = {},
+  ): WebSocket {
+    const u = new URL(`${this.url}/v1/sandboxes/${seg(id)}/pty`);
+    u.protocol = u.protocol === "https:" ? "wss:" : "ws:";
+    for (const [k, v] of Object.entries(opts)) if (v !== undefined) u.searchParams.set(k, String(v));
+    const protocols = ["hutch.v1"];
+    if (this.#apiKey) protocols.push(`hutch.bearer.${this.#apiKey}`);
+    const ws = new WebSocket(u, protocols);
+    ws.binaryType = "arraybuffer";
+    return ws;
+  }
+
   // Files, inside the sandbox.
 
   async readFile(id: string, path: string, opts: { user?: string } = {}): Promise<Uint8Array> {

@@ -772,6 +772,10 @@ export interface paths {
          *     sets it), or with `tty=false` with pipes. `hutch exec -it` and
          *     `hutch exec -i` use it, and the Go client's `Pty`.
          *
+         *     A browser, which cannot set `Authorization` on a WebSocket, offers
+         *     its key as a subprotocol instead: `new WebSocket(url, ["hutch.v1",
+         *     "hutch.bearer." + key])`. The daemon picks `hutch.v1`.
+         *
          *     Client to daemon:
          *
          *     * binary frames are input: the bytes typed, or the command's stdin;
