@@ -3,8 +3,8 @@
 // key's sandboxes. The API client is the TypeScript SDK.
 
 import { Hutch, HutchError, type Sandbox } from "../../sdk/typescript/src/index";
+import { h, message } from "./dom";
 import "./style.css";
-import { openTerminal } from "./terminal";
 
 const KEY = "hutch.apiKey";
 const app = document.getElementById("app")!;
@@ -12,22 +12,6 @@ let client: Hutch | undefined;
 let timer: number | undefined;
 // leave undoes what the current view set up (a terminal's session).
 let leave: (() => void) | undefined;
-
-function h<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  attrs: Record<string, string> = {},
-  ...children: (Node | string)[]
-): HTMLElementTagNameMap[K] {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-  el.append(...children);
-  return el;
-}
-
-function message(err: unknown): string {
-  if (err instanceof HutchError) return `${err.message} (${err.code})`;
-  return err instanceof Error ? err.message : String(err);
-}
 
 function signedIn(key: string): Hutch {
   return new Hutch({ url: location.origin, apiKey: key });
@@ -202,12 +186,24 @@ async function showSandbox(id: string): Promise<void> {
   });
   const termStatus = h("p", { role: "status", class: "muted", id: "terminal-status" });
   const termBox = h("div", { class: "terminal", role: "region", "aria-label": "Terminal" });
+  // What this view opens, closed when it is left.
+  const closers: (() => void)[] = [];
+  leave = () => closers.forEach((close) => close());
   const openButton = h("button", { type: "button" }, "Open a terminal");
-  openButton.addEventListener("click", () => {
+  // The terminal and the editor are loaded with their views: the rest of
+  // the console starts without them.
+  openButton.addEventListener("click", async () => {
     openButton.remove();
-    leave = openTerminal(c, id, termBox, termStatus);
+    const { openTerminal } = await import("./terminal");
+    closers.push(openTerminal(c, id, termBox, termStatus));
   });
-  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out);
+  const filesBox = h("div");
+  void import("./files").then(({ filesPanel }) => {
+    const files = filesPanel(c, id);
+    closers.push(files.close);
+    filesBox.replaceChildren(files.panel);
+  });
+  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out, filesBox);
   try {
     const sb = await c.getSandbox(id);
     info.textContent = `${sb.state} · ${sb.runtime} · template ${sb.template} · created ${age(sb.created_at)} ago`;

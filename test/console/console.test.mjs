@@ -62,6 +62,19 @@ try {
     undefined,
     { timeout: 20_000 },
   );
+  // A new file, edited and saved in the editor, then read with cat.
+  await page.getByRole("textbox", { name: "New file" }).fill("hello.txt");
+  await page.getByRole("button", { name: "Create" }).click();
+  await page.getByText("Editing /home/user/workspace/hello.txt").waitFor();
+  await page.locator(".cm-content").click();
+  await page.keyboard.type("written in the console");
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.locator("#files-status").filter({ hasText: "Saved /home/user/workspace/hello.txt (22 bytes)." }).waitFor();
+  await page.getByRole("textbox", { name: "Command" }).fill("cat hello.txt");
+  await page.getByRole("button", { name: "Run" }).click();
+  await page.getByLabel("Output").filter({ hasText: "[exit 0]" }).waitFor();
+  check((await page.getByLabel("Output").textContent()).startsWith("written in the console"), "cat of the file saved");
+
   await page.getByRole("textbox", { name: "Command" }).fill("echo hi");
   await page.getByRole("button", { name: "Run" }).click();
   const output = page.getByLabel("Output");

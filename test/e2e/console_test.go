@@ -24,7 +24,8 @@ const nobody = "65534"
 // The web console in Chromium, driven by playwright-core
 // (test/console/console.test.mjs): a wrong key refused with a message,
 // sign in, create a sandbox, type in its terminal and read the answer,
-// run a command in it and read its output, delete it; screenshots of the main views at 1280x800 and 390x844, each
+// make a file in its editor and cat it, run a command in it and read its
+// output, delete it; screenshots of the main views at 1280x800 and 390x844, each
 // neither blank nor broken, and no console error.
 func TestConsole(t *testing.T) {
 	if !console.Built() {
