@@ -64,7 +64,13 @@ function shell(title: string, ...content: Node[]): void {
       "header",
       {},
       h("h1", {}, "Hutch"),
-      h("nav", { "aria-label": "Sections" }, h("a", { href: "#/sandboxes" }, "Sandboxes"), h("a", { href: "#/health" }, "Health")),
+      h(
+        "nav",
+        { "aria-label": "Sections" },
+        h("a", { href: "#/sandboxes" }, "Sandboxes"),
+        h("a", { href: "#/secrets" }, "Secrets"),
+        h("a", { href: "#/health" }, "Health"),
+      ),
       h("span", { class: "who" }, signOut),
     ),
     h("main", {}, h("h2", {}, title), ...content),
@@ -232,6 +238,7 @@ function route(): void {
   const parts = location.hash.replace(/^#\/?/, "").split("/");
   if (parts[0] === "sandboxes" && parts[1]) void showSandbox(decodeURIComponent(parts[1]));
   else if (parts[0] === "health") void showHealth();
+  else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
   else void showSandboxes();
 }
 

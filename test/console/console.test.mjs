@@ -82,6 +82,52 @@ try {
   check((await output.textContent()).startsWith("hi\n"), `the command's output: ${await output.textContent()}`);
   await shot(page, "sandbox-1280x800");
 
+  // Suspend and resume from the list.
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("button", { name: `Suspend ${id}` }).click();
+  await page.getByRole("button", { name: `Resume ${id}` }).waitFor({ timeout: 60_000 });
+  await page.getByRole("button", { name: `Resume ${id}` }).click();
+  await page.getByRole("button", { name: `Suspend ${id}` }).waitFor({ timeout: 60_000 });
+
+  // A secret: set, listed, its value never on the page again.
+  const secret = `console-secret-${Date.now()}`;
+  await page.getByRole("link", { name: "Secrets" }).click();
+  await page.getByLabel("Name").fill("CONSOLE_TEST_TOKEN");
+  await page.getByLabel("Value").fill(secret);
+  await page.getByLabel("Description").fill("set by the console's test");
+  await page.getByRole("button", { name: "Set secret" }).click();
+  await page.locator("#secrets-status").filter({ hasText: "Set CONSOLE_TEST_TOKEN." }).waitFor();
+  await page.getByRole("cell", { name: "CONSOLE_TEST_TOKEN", exact: true }).waitFor();
+  const shown = async () =>
+    page.evaluate(
+      (v) => document.documentElement.outerHTML.includes(v) || [...document.querySelectorAll("input")].some((i) => i.value.includes(v)),
+      secret,
+    );
+  check(!(await shown()), "the secret's value is on the page after it was set");
+  await shot(page, "secrets-1280x800");
+  await page.reload();
+  await page.getByRole("cell", { name: "CONSOLE_TEST_TOKEN", exact: true }).waitFor();
+  check(!(await shown()), "the secret's value is on the page after a reload");
+  await page.getByRole("button", { name: "Delete secret CONSOLE_TEST_TOKEN" }).click();
+  await page.locator("#secrets-status").filter({ hasText: "Deleted CONSOLE_TEST_TOKEN." }).waitFor();
+
+  // Another workspace's key never sees this sandbox.
+  const api = (method, path, body) =>
+    fetch(new URL(path, url), { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
+  const made = await api("POST", "/v1/keys", { name: "console-test-other", workspace: "console-other" });
+  check(made.ok, `make a key of another workspace: ${made.status}`);
+  const other = (await made.json()).key;
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("API key").fill(other);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("table", { name: "Sandboxes" }).getByText("No sandboxes yet.").waitFor();
+  check((await page.getByRole("link", { name: id }).count()) === 0, "another workspace's key sees the sandbox");
+  await page.getByRole("button", { name: "Sign out" }).click();
+  check((await api("DELETE", "/v1/keys/console-test-other")).ok, "delete the other workspace's key");
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("link", { name: id }).waitFor();
+
   await page.getByRole("link", { name: "Health" }).click();
   await page.getByText('"status": "ok"').waitFor();
   await shot(page, "health-1280x800");

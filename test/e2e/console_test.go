@@ -25,7 +25,8 @@ const nobody = "65534"
 // (test/console/console.test.mjs): a wrong key refused with a message,
 // sign in, create a sandbox, type in its terminal and read the answer,
 // make a file in its editor and cat it, run a command in it and read its
-// output, delete it; screenshots of the main views at 1280x800 and 390x844, each
+// output, suspend and resume it, set a secret whose value never shows
+// again, see nothing of it with another workspace's key, delete it; screenshots of the main views at 1280x800 and 390x844, each
 // neither blank nor broken, and no console error.
 func TestConsole(t *testing.T) {
 	if !console.Built() {
@@ -84,8 +85,8 @@ func TestConsole(t *testing.T) {
 	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
 		t.Fatalf("its result: %v\n%s", err, out)
 	}
-	if len(res.Screenshots) < 6 {
-		t.Errorf("%d screenshots, want 6", len(res.Screenshots))
+	if len(res.Screenshots) < 7 {
+		t.Errorf("%d screenshots, want 7", len(res.Screenshots))
 	}
 	for _, p := range res.Screenshots {
 		checkScreenshot(t, p)
