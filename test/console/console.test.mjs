@@ -3,7 +3,9 @@
 // on). It signs in, is refused a wrong key, creates a sandbox, runs a
 // command in it, deletes it, and saves screenshots of the main views at
 // 1280x800 and 390x844 into $SHOTS. Any console error after signing in
-// fails it. It prints one JSON line: {"screenshots": [...]}.
+// fails it. Then it times a list of 500 sandboxes from opening the page to
+// its last row. It prints one JSON line: {"screenshots": [...],
+// "render500Ms": N}.
 import { chromium } from "playwright-core";
 
 const url = process.env.HUTCH_URL;
@@ -145,7 +147,30 @@ try {
   await status.filter({ hasText: `Delete ${id}: done.` }).waitFor();
   await page.getByRole("link", { name: id }).waitFor({ state: "detached" });
   check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ screenshots: saved }));
+
+  // A list of 500 sandboxes (the API's answer stood in for, so as not to
+  // make 500), from opening the page to its last row.
+  const many = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await many.addInitScript((k) => sessionStorage.setItem("hutch.apiKey", k), key);
+  const now = Date.now();
+  const sandboxes = Array.from({ length: 500 }, (_, i) => ({
+    id: `s${String(i).padStart(11, "0")}`,
+    state: i % 7 ? "running" : "suspended",
+    runtime: i % 2 ? "runc" : "gvisor",
+    template: "base",
+    created_at: new Date(now - i * 60_000).toISOString(),
+  }));
+  await many.route("**/v1/sandboxes", (r) =>
+    r.request().method() === "GET" ? r.fulfill({ json: { sandboxes } }) : r.continue(),
+  );
+  const list = await many.newPage();
+  const began = Date.now();
+  await list.goto(`${url}#/sandboxes`);
+  await list.getByRole("link", { name: sandboxes[499].id }).waitFor();
+  const renderMs = Date.now() - began;
+  check((await list.locator("table tbody tr").count()) === 500, "500 rows");
+  await many.close();
+  console.log(JSON.stringify({ screenshots: saved, render500Ms: renderMs }));
 } finally {
   await browser.close();
 }

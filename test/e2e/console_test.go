@@ -26,7 +26,8 @@ const nobody = "65534"
 // sign in, create a sandbox, type in its terminal and read the answer,
 // make a file in its editor and cat it, run a command in it and read its
 // output, suspend and resume it, set a secret whose value never shows
-// again, see nothing of it with another workspace's key, delete it; screenshots of the main views at 1280x800 and 390x844, each
+// again, see nothing of it with another workspace's key, delete it; a
+// list of 500 sandboxes rendered in under a second; screenshots of the main views at 1280x800 and 390x844, each
 // neither blank nor broken, and no console error.
 func TestConsole(t *testing.T) {
 	if !console.Built() {
@@ -81,7 +82,10 @@ func TestConsole(t *testing.T) {
 		}
 		t.Fatalf("the console's test failed: %v\n%s%s", err, out, stderr)
 	}
-	var res struct{ Screenshots []string }
+	var res struct {
+		Screenshots []string
+		Render500Ms int `json:"render500Ms"`
+	}
 	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
 		t.Fatalf("its result: %v\n%s", err, out)
 	}
@@ -90,6 +94,11 @@ func TestConsole(t *testing.T) {
 	}
 	for _, p := range res.Screenshots {
 		checkScreenshot(t, p)
+	}
+	// Issue 22: a list of 500 sandboxes renders in under a second.
+	t.Logf("a list of 500 sandboxes rendered in %d ms", res.Render500Ms)
+	if res.Render500Ms <= 0 || res.Render500Ms >= 1000 {
+		t.Errorf("a list of 500 sandboxes took %d ms to render, want under 1000", res.Render500Ms)
 	}
 	left, err := d.client.ListSandboxes(t.Context())
 	if err != nil {
