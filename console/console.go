@@ -25,9 +25,17 @@ var dist embed.FS
 var built, _ = fs.Sub(dist, "dist/app")
 
 // policy is the page's Content-Security-Policy: only its own scripts and
-// styles, the API on its own origin, and no page may frame it.
-const policy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; " +
-	"connect-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// styles, the API on its own origin, frames of host-routed previews only
+// (frames, "" for none: never the daemon's own origin, whose path-routed
+// previews would then run beside the console's key), and no page may frame
+// it.
+func policy(frames string) string {
+	if frames == "" {
+		frames = "'none'"
+	}
+	return "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; " +
+		"connect-src 'self'; frame-src " + frames + "; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+}
 
 // Serves reports whether a GET or HEAD of urlPath is the console's: its
 // page at / and its files under /assets/.
@@ -56,8 +64,13 @@ func Size() int64 {
 }
 
 // Handler serves the console's page and files. A client that does not take
-// gzip gets them decompressed.
-func Handler() http.Handler {
+// gzip gets them decompressed. previewDomain is host routing's domain, ""
+// when it is off: the console may frame previews of {port}-{id}.DOMAIN.
+func Handler(previewDomain string) http.Handler {
+	frames := ""
+	if previewDomain != "" {
+		frames = "*." + previewDomain + ":*"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/")
 		if name == "" {
@@ -82,7 +95,7 @@ func Handler() http.Handler {
 			return
 		}
 		if name == "index.html" {
-			h.Set("Content-Security-Policy", policy)
+			h.Set("Content-Security-Policy", policy(frames))
 			h.Set("X-Frame-Options", "DENY")
 			h.Set("Cache-Control", "no-cache")
 		} else {

@@ -26,7 +26,7 @@ func get(t *testing.T, path, acceptEncoding string) *http.Response {
 		r.Header.Set("Accept-Encoding", acceptEncoding)
 	}
 	w := httptest.NewRecorder()
-	Handler().ServeHTTP(w, r)
+	Handler("localhost").ServeHTTP(w, r)
 	return w.Result()
 }
 
@@ -67,7 +67,8 @@ func TestServe(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got, want)
 		}
 	}
-	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+		!strings.Contains(csp, "frame-src *.localhost:*;") {
 		t.Errorf("Content-Security-Policy: %q", csp)
 	}
 

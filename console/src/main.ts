@@ -203,13 +203,19 @@ async function showSandbox(id: string): Promise<void> {
     const { openTerminal } = await import("./terminal");
     closers.push(openTerminal(c, id, termBox, termStatus));
   });
+  const servicesBox = h("div");
+  void import("./services").then(({ servicesPanel }) => {
+    const services = servicesPanel(c, id);
+    closers.push(services.close);
+    servicesBox.replaceChildren(services.panel);
+  });
   const filesBox = h("div");
   void import("./files").then(({ filesPanel }) => {
     const files = filesPanel(c, id);
     closers.push(files.close);
     filesBox.replaceChildren(files.panel);
   });
-  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out, filesBox);
+  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out, servicesBox, filesBox);
   try {
     const sb = await c.getSandbox(id);
     info.textContent = `${sb.state} · ${sb.runtime} · template ${sb.template} · created ${age(sb.created_at)} ago`;

@@ -2,9 +2,11 @@ package api
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/client"
@@ -23,10 +25,19 @@ import (
 // and redirects to the clean URL; later requests carry the cookie, which
 // the proxy strips with every hutch_ cookie before the request reaches the
 // sandbox. A service started public answers anyone.
+//
+// A page that frames a host-routed preview (the console's preview pane) is
+// another site than the preview's host, and a browser neither keeps nor
+// sends a Lax cookie in a cross-site frame. The first visit of such a
+// preview therefore also sets hutch_preview_embed: SameSite=None, Secure
+// (which Chromium accepts over plain HTTP on localhost names) and
+// Partitioned, so that it is kept apart for each site that frames the
+// preview and no other site's page can use it.
 
 const (
 	previewTokenParam = "hutch_preview_token"
 	previewCookie     = "hutch_preview"
+	embedCookie       = "hutch_preview_embed"
 	defaultLinkTTL    = time.Hour
 	maxLinkTTL        = 7 * 24 * time.Hour
 )
@@ -50,6 +61,12 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview
 			Name: previewCookie, Value: tok, Path: cookiePath(t), Expires: time.Unix(claim.Expires, 0),
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
 		})
+		if t.Prefix == "" && (r.TLS != nil || isLocalhost(r.Host)) {
+			http.SetCookie(w, &http.Cookie{
+				Name: embedCookie, Value: tok, Path: "/", Expires: time.Unix(claim.Expires, 0),
+				HttpOnly: true, SameSite: http.SameSiteNoneMode, Secure: true, Partitioned: true,
+			})
+		}
 		clean := *r.URL
 		q := clean.Query()
 		q.Del(previewTokenParam)
@@ -58,13 +75,25 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview
 		http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
 		return true, nil
 	}
-	if c, err := r.Cookie(previewCookie); err == nil {
-		if _, err := s.checkLink(c.Value, t); err != nil {
-			return false, err
+	for _, name := range []string{previewCookie, embedCookie} {
+		if c, err := r.Cookie(name); err == nil {
+			if _, err := s.checkLink(c.Value, t); err != nil {
+				return false, err
+			}
+			return false, nil
 		}
-		return false, nil
 	}
 	return false, errPrivatePreview
+}
+
+// isLocalhost reports whether host (with or without a port) is a localhost
+// name, which browsers treat as secure even over plain HTTP.
+func isLocalhost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 var errPrivatePreview = errdefs.Unauthenticated("this preview is private: send the API key, or open a preview link (POST /v1/sandboxes/{id}/services/{name}/link, hutch service link)")

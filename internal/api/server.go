@@ -210,8 +210,13 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	// Every method, not audited (see preview.go).
 	mux.HandleFunc(previewPattern, s.previewByPath(requireKey))
 	// The web console's page and files, which need no key (callerFor).
-	mux.Handle("GET /{$}", console.Handler())
-	mux.Handle("GET /assets/", console.Handler())
+	domain := ""
+	if s.previews != nil {
+		domain = s.previews.Domain()
+	}
+	con := console.Handler(domain)
+	mux.Handle("GET /{$}", con)
+	mux.Handle("GET /assets/", con)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

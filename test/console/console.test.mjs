@@ -72,12 +72,33 @@ try {
   await page.keyboard.type("written in the console");
   await page.getByRole("button", { name: "Save" }).click();
   await page.locator("#files-status").filter({ hasText: "Saved /home/user/workspace/hello.txt (22 bytes)." }).waitFor();
-  await page.getByRole("textbox", { name: "Command" }).fill("cat hello.txt");
+  await page.getByRole("textbox", { name: "Command", exact: true }).fill("cat hello.txt");
   await page.getByRole("button", { name: "Run" }).click();
   await page.getByLabel("Output").filter({ hasText: "[exit 0]" }).waitFor();
   check((await page.getByLabel("Output").textContent()).startsWith("written in the console"), "cat of the file saved");
 
-  await page.getByRole("textbox", { name: "Command" }).fill("echo hi");
+  // A service, previewed in the frame (its own origin), status running.
+  await page.getByRole("textbox", { name: "Command", exact: true }).fill("mkdir -p site && echo '<h1>preview works</h1>' > site/index.html");
+  await page.getByRole("button", { name: "Run" }).click();
+  await page.getByLabel("Output").filter({ hasText: "[exit 0]" }).waitFor();
+  await page.locator("#service-name").fill("web");
+  await page.locator("#service-command").fill("cd site && exec python3 -m http.server 8000");
+  await page.getByRole("button", { name: "Start service" }).click();
+  await page.getByRole("button", { name: "Preview web" }).click();
+  await page.frameLocator('iframe[title="Preview"]').getByRole("heading", { name: "preview works" }).waitFor();
+  await page.locator("#preview-status").filter({ hasText: "web: running" }).waitFor();
+  check(
+    await page.evaluate(() => {
+      try {
+        return document.querySelector("iframe").contentWindow.sessionStorage === undefined;
+      } catch {
+        return true; // another origin: the console's storage is out of its reach
+      }
+    }),
+    "the preview frame shares the console's origin",
+  );
+
+  await page.getByRole("textbox", { name: "Command", exact: true }).fill("echo hi");
   await page.getByRole("button", { name: "Run" }).click();
   const output = page.getByLabel("Output");
   await output.filter({ hasText: "[exit 0]" }).waitFor();

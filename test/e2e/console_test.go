@@ -24,7 +24,8 @@ const nobody = "65534"
 // The web console in Chromium, driven by playwright-core
 // (test/console/console.test.mjs): a wrong key refused with a message,
 // sign in, create a sandbox, type in its terminal and read the answer,
-// make a file in its editor and cat it, run a command in it and read its
+// make a file in its editor and cat it, start a service and see its
+// preview in a frame of another origin, run a command in it and read its
 // output, suspend and resume it, set a secret whose value never shows
 // again, see nothing of it with another workspace's key, delete it; a
 // list of 500 sandboxes rendered in under a second; screenshots of the main views at 1280x800 and 390x844, each

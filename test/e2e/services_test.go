@@ -161,7 +161,8 @@ func waitStatus(t *testing.T, d *daemon, id, name, status string) client.Service
 }
 
 // A preview link opens its service's preview without the key: its first
-// visit sets a cookie and redirects to the clean URL, which then answers;
+// visit sets a cookie (by host, also one for pages that frame it) and
+// redirects to the clean URL, which then answers;
 // it opens no other sandbox's, and not after it expires. A public
 // service answers anyone. Runtime-independent: under runc.
 func TestPreviewLinks(t *testing.T) {
@@ -215,6 +216,43 @@ func TestPreviewLinks(t *testing.T) {
 	}
 	if code, body := get(browser(), link.PathURL); code != http.StatusOK || body != "hi-from-"+ids[0]+"\n" {
 		t.Errorf("the link by path: %d %q", code, body)
+	}
+	// By host, its first visit also sets the cookie a page that frames the
+	// preview needs (SameSite=None, Secure, Partitioned), which alone
+	// opens the preview; by path (the daemon's own origin) it does not.
+	first := browser()
+	first.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	embed := func(u string) *http.Cookie {
+		t.Helper()
+		resp, err := first.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == "hutch_preview_embed" {
+				return c
+			}
+		}
+		return nil
+	}
+	c := embed(link.URL)
+	if c == nil || c.SameSite != http.SameSiteNoneMode || !c.Secure || !c.Partitioned || !c.HttpOnly {
+		t.Errorf("the embedding cookie of a link by host: %+v", c)
+	} else {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.PreviewURL, nil)
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		resp, err := browser().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("the preview with the embedding cookie alone: %d", resp.StatusCode)
+		}
+	}
+	if c := embed(link.PathURL); c != nil {
+		t.Errorf("a link by path set the embedding cookie: %+v", c)
 	}
 	// The link's token on the other sandbox's preview opens nothing.
 	other := strings.Replace(link.URL, ids[0], ids[1], 1)
