@@ -69,6 +69,7 @@ function shell(title: string, ...content: Node[]): void {
         { "aria-label": "Sections" },
         h("a", { href: "#/sandboxes" }, "Sandboxes"),
         h("a", { href: "#/secrets" }, "Secrets"),
+        h("a", { href: "#/keys" }, "Keys"),
         h("a", { href: "#/health" }, "Health"),
       ),
       h("span", { class: "who" }, signOut),
@@ -245,6 +246,7 @@ function route(): void {
   if (parts[0] === "sandboxes" && parts[1]) void showSandbox(decodeURIComponent(parts[1]));
   else if (parts[0] === "health") void showHealth();
   else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
+  else if (parts[0] === "keys") void import("./keys").then(({ keysPanel }) => shell("API keys", keysPanel(client!)));
   else void showSandboxes();
 }
 

@@ -134,22 +134,32 @@ try {
   await page.getByRole("button", { name: "Delete secret CONSOLE_TEST_TOKEN" }).click();
   await page.locator("#secrets-status").filter({ hasText: "Deleted CONSOLE_TEST_TOKEN." }).waitFor();
 
-  // Another workspace's key never sees this sandbox.
-  const api = (method, path, body) =>
-    fetch(new URL(path, url), { method, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
-  const made = await api("POST", "/v1/keys", { name: "console-test-other", workspace: "console-other" });
-  check(made.ok, `make a key of another workspace: ${made.status}`);
-  const other = (await made.json()).key;
+  // A key of another workspace, made on the Keys page (shown once), never
+  // sees this sandbox.
+  await page.getByRole("link", { name: "Keys" }).click();
+  await page.getByLabel("Key name").fill("console-test-other");
+  await page.getByLabel("Workspace").fill("console-other");
+  await page.getByRole("button", { name: "Make key" }).click();
+  const field = page.getByRole("textbox", { name: "The key console-test-other" });
+  await field.waitFor();
+  const other = await field.inputValue();
+  check(/^hutch_[0-9a-f]+$/.test(other), `the key shown: ${other}`);
+  await shot(page, "keys-1280x800");
+  await page.reload();
+  await page.getByRole("cell", { name: "console-test-other", exact: true }).waitFor();
+  check(!(await page.content()).includes(other), "the key is shown again after a reload");
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByLabel("API key").fill(other);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("table", { name: "Sandboxes" }).getByText("No sandboxes yet.").waitFor();
   check((await page.getByRole("link", { name: id }).count()) === 0, "another workspace's key sees the sandbox");
   await page.getByRole("button", { name: "Sign out" }).click();
-  check((await api("DELETE", "/v1/keys/console-test-other")).ok, "delete the other workspace's key");
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("link", { name: id }).waitFor();
+  await page.getByRole("link", { name: "Keys" }).click();
+  await page.getByRole("button", { name: "Delete key console-test-other" }).click();
+  await page.locator("#keys-status").filter({ hasText: "Deleted console-test-other." }).waitFor();
 
   await page.getByRole("link", { name: "Health" }).click();
   await page.getByText('"status": "ok"').waitFor();

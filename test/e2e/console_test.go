@@ -27,7 +27,8 @@ const nobody = "65534"
 // make a file in its editor and cat it, start a service and see its
 // preview in a frame of another origin, run a command in it and read its
 // output, suspend and resume it, set a secret whose value never shows
-// again, see nothing of it with another workspace's key, delete it; a
+// again, make a key of another workspace (shown once) and see nothing of
+// it with that key, delete it; a
 // list of 500 sandboxes rendered in under a second; screenshots of the main views at 1280x800 and 390x844, each
 // neither blank nor broken, and no console error.
 func TestConsole(t *testing.T) {
@@ -90,8 +91,8 @@ func TestConsole(t *testing.T) {
 	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
 		t.Fatalf("its result: %v\n%s", err, out)
 	}
-	if len(res.Screenshots) < 7 {
-		t.Errorf("%d screenshots, want 7", len(res.Screenshots))
+	if len(res.Screenshots) < 8 {
+		t.Errorf("%d screenshots, want 8", len(res.Screenshots))
 	}
 	for _, p := range res.Screenshots {
 		checkScreenshot(t, p)
