@@ -17,3 +17,13 @@ export function message(err: unknown): string {
   if (err instanceof HutchError) return `${err.message} (${err.code})`;
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A table with these column headings; fill shows its rows, or a line
+ * saying there are none. */
+export function listTable(label: string, columns: string[]): { table: HTMLTableElement; fill: (rows: HTMLElement[], none: string) => void } {
+  const body = h("tbody");
+  const table = h("table", { "aria-label": label }, h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))), body);
+  const fill = (rows: HTMLElement[], none: string) =>
+    body.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: String(columns.length), class: "muted" }, none))]));
+  return { table, fill };
+}

@@ -2,14 +2,14 @@
 // at its making: the daemon keeps only its hash), and removed.
 
 import type { APIKey, Hutch } from "../../sdk/typescript/src/index";
-import { h, message } from "./dom";
+import { h, listTable, message } from "./dom";
 
 export function keysPanel(client: Hutch): HTMLElement {
   const name = h("input", { id: "key-name", name: "key-name", required: "", placeholder: "my-app" });
   const workspace = h("input", { id: "key-workspace", name: "key-workspace", placeholder: "default" });
   const status = h("p", { role: "status", class: "muted", id: "keys-status" });
   const shown = h("div", { class: "once", hidden: "" });
-  const body = h("tbody");
+  const { table, fill } = listTable("API keys", ["Name", "Workspace", "Tools mode", "Network mode", ""]);
   const form = h(
     "form",
     { class: "row", "aria-label": "Make an API key" },
@@ -20,7 +20,7 @@ export function keysPanel(client: Hutch): HTMLElement {
   const refresh = async () => {
     try {
       const list = await client.listKeys();
-      body.replaceChildren(...(list.length ? list.map(row) : [h("tr", {}, h("td", { colspan: "5", class: "muted" }, "No keys yet."))]));
+      fill(list.map(row), "No keys yet.");
     } catch (err) {
       status.textContent = message(err);
     }
@@ -61,6 +61,6 @@ export function keysPanel(client: Hutch): HTMLElement {
     form,
     shown,
     status,
-    h("table", { "aria-label": "API keys" }, h("thead", {}, h("tr", {}, ...["Name", "Workspace", "Tools mode", "Network mode", ""].map((t) => h("th", { scope: "col" }, t)))), body),
+    table,
   );
 }

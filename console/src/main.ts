@@ -3,7 +3,7 @@
 // key's sandboxes. The API client is the TypeScript SDK.
 
 import { Hutch, HutchError, type Sandbox } from "../../sdk/typescript/src/index";
-import { h, message } from "./dom";
+import { h, listTable, message } from "./dom";
 import "./style.css";
 
 const KEY = "hutch.apiKey";
@@ -104,13 +104,7 @@ async function showSandboxes(): Promise<void> {
     h("label", { for: "runtime" }, "Runtime", runtime),
     h("button", { type: "submit", class: "primary" }, "Create sandbox"),
   );
-  const body = h("tbody");
-  const table = h(
-    "table",
-    { "aria-label": "Sandboxes" },
-    h("thead", {}, h("tr", {}, ...["ID", "State", "Runtime", "Template", "Age", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
-    body,
-  );
+  const { table, fill } = listTable("Sandboxes", ["ID", "State", "Runtime", "Template", "Age", "Actions"]);
   create.addEventListener("submit", async (e) => {
     e.preventDefault();
     status.textContent = "Creating…";
@@ -161,7 +155,7 @@ async function showSandboxes(): Promise<void> {
     try {
       const list = await c.listSandboxes();
       list.sort((a, b) => (b.created_at ?? "").localeCompare(a.created_at ?? ""));
-      body.replaceChildren(...(list.length ? list.map(row) : [h("tr", {}, h("td", { colspan: "6", class: "muted" }, "No sandboxes yet."))]));
+      fill(list.map(row), "No sandboxes yet.");
     } catch (err) {
       if (err instanceof HutchError && err.code === "unauthenticated") return showSignIn("Your key is no longer accepted.");
       status.textContent = message(err);

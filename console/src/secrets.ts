@@ -2,7 +2,7 @@
 // value is written once and never shown again (the API never returns it).
 
 import type { Hutch, Secret } from "../../sdk/typescript/src/index";
-import { h, message } from "./dom";
+import { h, listTable, message } from "./dom";
 
 export function secretsPanel(client: Hutch): HTMLElement {
   const name = h("input", { id: "secret-name", name: "secret-name", required: "", pattern: "[A-Za-z_][A-Za-z0-9_]*", placeholder: "GITHUB_TOKEN" });
@@ -10,7 +10,7 @@ export function secretsPanel(client: Hutch): HTMLElement {
   const scope = h("select", { id: "secret-scope", name: "secret-scope" }, h("option", { value: "workspace" }, "workspace"), h("option", { value: "user" }, "personal"));
   const description = h("input", { id: "secret-description", name: "secret-description" });
   const status = h("p", { role: "status", class: "muted", id: "secrets-status" });
-  const body = h("tbody");
+  const { table, fill } = listTable("Secrets", ["Name", "Scope", "Description", "Value", ""]);
   const form = h(
     "form",
     { class: "row", "aria-label": "Set a secret" },
@@ -23,7 +23,7 @@ export function secretsPanel(client: Hutch): HTMLElement {
   const refresh = async () => {
     try {
       const list = await client.listSecrets();
-      body.replaceChildren(...(list.length ? list.map(row) : [h("tr", {}, h("td", { colspan: "5", class: "muted" }, "No secrets yet."))]));
+      fill(list.map(row), "No secrets yet.");
     } catch (err) {
       status.textContent = message(err);
     }
@@ -73,6 +73,6 @@ export function secretsPanel(client: Hutch): HTMLElement {
     h("p", { class: "muted" }, "Commands in the workspace's sandboxes get them as variables. Values are write-only."),
     form,
     status,
-    h("table", { "aria-label": "Secrets" }, h("thead", {}, h("tr", {}, ...["Name", "Scope", "Description", "Value", ""].map((t) => h("th", { scope: "col" }, t)))), body),
+    table,
   );
 }

@@ -5,14 +5,14 @@
 // the link's first visit sets the cookie a framed preview needs.
 
 import type { Hutch, Service } from "../../sdk/typescript/src/index";
-import { h, message } from "./dom";
+import { h, listTable, message } from "./dom";
 
 export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; close: () => void } {
   const name = h("input", { id: "service-name", name: "service-name", placeholder: "web" });
   const command = h("input", { id: "service-command", name: "service-command", required: "", size: "36", placeholder: "python3 -m http.server 8000" });
   const port = h("input", { id: "service-port", name: "service-port", type: "number", min: "1", max: "65535", required: "", value: "8000" });
   const status = h("p", { role: "status", class: "muted", id: "services-status" });
-  const body = h("tbody");
+  const { table, fill } = listTable("Services", ["Name", "Port", "Status", "Actions"]);
   const pane = h("div", { class: "preview", hidden: "" });
   const paneTitle = h("p", { class: "muted", id: "preview-status" });
   const frame = h("iframe", {
@@ -83,7 +83,7 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
   async function refresh() {
     try {
       const list = await client.listServices(id);
-      body.replaceChildren(...(list.length ? list.map(row) : [h("tr", {}, h("td", { colspan: "4", class: "muted" }, "No services yet."))]));
+      fill(list.map(row), "No services yet.");
       const shown = list.find((s) => s.name === previewing);
       if (shown) paneTitle.textContent = `${shown.name}: ${shown.status}`;
     } catch (err) {
@@ -121,7 +121,7 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
     h("h3", {}, "Services"),
     form,
     status,
-    h("table", { "aria-label": "Services" }, h("thead", {}, h("tr", {}, ...["Name", "Port", "Status", "Actions"].map((t) => h("th", { scope: "col" }, t)))), body),
+    table,
     h("div", {}, pane),
   );
   pane.append(h("div", { class: "row" }, paneTitle, reload, newTab), frame);
