@@ -40,6 +40,9 @@ type Sniff struct {
 	Head []byte
 }
 
+// silent reports whether the client sent nothing within the quiet wait.
+func (s Sniff) silent() bool { return s.Protocol == TCP && len(s.Head) == 0 }
+
 // maxHead bounds what Peek reads: a ClientHello (with post-quantum key
 // shares, some 2 KiB; at most 16 KiB in one record) or an HTTP request's
 // head.

@@ -42,7 +42,8 @@ type Proxy struct {
 	Interceptor *mitm.Interceptor
 	// Quiet is how long a connection may stay silent before it is taken
 	// for a protocol where the server speaks first (default 1 s: a loaded
-	// host's client took over 250 ms to send its request). Connections
+	// host's client took over 250 ms to send its request), unless its
+	// address alone would be refused (then it gets slowClient). Connections
 	// to the ports of such protocols (serverFirst) are not waited on.
 	Quiet time.Duration
 
@@ -56,8 +57,15 @@ type Proxy struct {
 // by address at once, without waiting for the client's first bytes.
 var serverFirst = map[uint16]bool{21: true, 22: true, 25: true, 110: true, 143: true, 587: true, 3306: true}
 
-// dialTimeout bounds the connection to a destination, lookup included.
-const dialTimeout = 10 * time.Second
+const (
+	// dialTimeout bounds the connection to a destination, lookup
+	// included.
+	dialTimeout = 10 * time.Second
+	// slowClient is how long a silent client is waited for when its
+	// destination's address alone is refused: a server-first protocol
+	// to such an address is refused after it rather than at once.
+	slowClient = 10 * time.Second
+)
 
 // Serve accepts connections on ln until ctx ends or ln is closed, and waits
 // for the connections it serves to end; they end when ctx does.
@@ -100,6 +108,16 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 		if sniff, err = Peek(conn, quiet); err != nil {
 			return
 		}
+		// Silence may be a slow client rather than a server-first
+		// protocol: a loaded sandbox's TLS library loads its roots
+		// before it sends its hello. Where the address alone would be
+		// refused, refusing now would be final, so the client gets
+		// longer to name its host.
+		if sniff.silent() && mayName(p.Policy(), orig) {
+			if sniff, err = Peek(conn, slowClient); err != nil {
+				return
+			}
+		}
 	}
 	// A name that is an address names nothing the address does not.
 	if _, err := netip.ParseAddr(sniff.Name); err == nil {
@@ -135,6 +153,12 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 	}
 	p.BytesOut.Add(int64(len(sniff.Head)))
 	egress.Splice(ctx, conn, up, count)
+}
+
+// mayName reports whether naming a host could still get a connection to
+// orig allowed: its address alone is refused, by a policy other than none.
+func mayName(policy *netpolicy.Checker, orig netip.AddrPort) bool {
+	return policy.Policy().Mode != netpolicy.None && !policy.Connect("", orig.Addr(), orig.Port()).Allowed
 }
 
 // swapsFor is what to swap in on a connection: only TLS to a name.

@@ -243,3 +243,34 @@ func TestProxyPlainTCP(t *testing.T) {
 		t.Errorf("to an address no rule names: read %d, %v; want the connection ended", n, err)
 	}
 }
+
+// A client slow to send its first bytes (a loaded sandbox's TLS library
+// loading its roots before its ClientHello) to a name the policy allows is
+// served, not refused for its silence: its address alone is refused, so
+// the proxy waits longer to hear the name before it refuses.
+func TestProxySlowClient(t *testing.T) {
+	w := newWorld(t, netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"web.example", "198.51.100.0/24"}})
+	w.proxy.Quiet = 100 * time.Millisecond
+	webTLS := serve(t, true, "web over tls")
+	webAddr := netip.MustParseAddr("203.0.113.10")
+	w.names["web.example"] = []netip.Addr{webAddr}
+	w.hosts[netip.AddrPortFrom(webAddr, 443)] = webTLS.Listener.Addr().String()
+
+	conn := w.dial("203.0.113.10:443")
+	time.Sleep(5 * w.proxy.Quiet)
+	tc := tls.Client(conn, &tls.Config{ServerName: "web.example", InsecureSkipVerify: true}) // #nosec G402 -- the test server's certificate names 127.0.0.1, not web.example
+	_, _ = fmt.Fprint(tc, "GET / HTTP/1.1\r\nHost: web.example\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("HTTPS to web.example, the hello sent after %v: %v", 5*w.proxy.Quiet, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "web over tls" {
+		t.Errorf("HTTPS to web.example: %d %q", resp.StatusCode, body)
+	}
+	w.evMu.Lock()
+	if len(w.events) != 0 {
+		t.Errorf("refusals: %+v, want none", w.events)
+	}
+	w.evMu.Unlock()
+}
