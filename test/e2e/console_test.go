@@ -86,7 +86,8 @@ func TestConsole(t *testing.T) {
 	}
 	var res struct {
 		Screenshots []string
-		Render500Ms int `json:"render500Ms"`
+		Render500Ms int `json:"render500Ms"` // from the list's answer to its last row painted
+		Open500Ms   int `json:"open500Ms"`   // from opening the page, for the record
 	}
 	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
 		t.Fatalf("its result: %v\n%s", err, out)
@@ -98,7 +99,7 @@ func TestConsole(t *testing.T) {
 		checkScreenshot(t, p)
 	}
 	// Issue 22: a list of 500 sandboxes renders in under a second.
-	t.Logf("a list of 500 sandboxes rendered in %d ms", res.Render500Ms)
+	t.Logf("a list of 500 sandboxes rendered in %d ms (%d ms from opening the page)", res.Render500Ms, res.Open500Ms)
 	if res.Render500Ms <= 0 || res.Render500Ms >= 1000 {
 		t.Errorf("a list of 500 sandboxes took %d ms to render, want under 1000", res.Render500Ms)
 	}
