@@ -27,3 +27,13 @@ export function listTable(label: string, columns: string[]): { table: HTMLTableE
     body.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: String(columns.length), class: "muted" }, none))]));
   return { table, fill };
 }
+
+/** How long ago iso was, in a short unit. */
+export function age(iso?: string): string {
+  if (!iso) return "";
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.round(s / 60)} min`;
+  if (s < 86400) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} d`;
+}

@@ -3,14 +3,14 @@
 // key's sandboxes. The API client is the TypeScript SDK.
 
 import { Hutch, HutchError, type Sandbox } from "../../sdk/typescript/src/index";
-import { h, listTable, message } from "./dom";
+import { age, h, listTable, message } from "./dom";
 import "./style.css";
 
 const KEY = "hutch.apiKey";
 const app = document.getElementById("app")!;
 let client: Hutch | undefined;
 let timer: number | undefined;
-// leave undoes what the current view set up (a terminal's session).
+// leave undoes what the current view set up (a terminal's session, timers).
 let leave: (() => void) | undefined;
 
 function signedIn(key: string): Hutch {
@@ -76,15 +76,6 @@ function shell(title: string, ...content: Node[]): void {
     ),
     h("main", {}, h("h2", {}, title), ...content),
   );
-}
-
-function age(iso?: string): string {
-  if (!iso) return "";
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.round(s / 60)} min`;
-  if (s < 86400) return `${Math.round(s / 3600)} h`;
-  return `${Math.round(s / 86400)} d`;
 }
 
 function stopRefresh(): void {
@@ -167,56 +158,12 @@ async function showSandboxes(): Promise<void> {
   timer = window.setInterval(refresh, 2000);
 }
 
-async function showSandbox(id: string): Promise<void> {
-  const c = client!;
-  const info = h("p", { class: "muted" }, "Loading…");
-  const cmd = h("input", { id: "cmd", name: "cmd", value: "uname -a", size: "40" });
-  const out = h("pre", { class: "output", "aria-live": "polite", "aria-label": "Output" });
-  const form = h("form", { class: "row", "aria-label": "Run a command" }, h("label", { for: "cmd" }, "Command", cmd), h("button", { type: "submit", class: "primary" }, "Run"));
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    out.replaceChildren();
-    try {
-      for await (const ev of c.execStream(id, cmd.value)) {
-        if (ev.kind === "exit") out.append(h("span", { class: "muted" }, `\n[exit ${ev.exit?.exit_code}]`));
-        else out.append(h("span", { class: ev.kind }, ev.text ?? ""));
-      }
-    } catch (err) {
-      out.append(h("span", { class: "stderr" }, message(err)));
-    }
+function showSandbox(id: string): void {
+  void import("./sandbox").then(({ sandboxPage }) => {
+    const page = sandboxPage(client!, id);
+    leave = page.close;
+    shell(`Sandbox ${id}`, page.panel);
   });
-  const termStatus = h("p", { role: "status", class: "muted", id: "terminal-status" });
-  const termBox = h("div", { class: "terminal", role: "region", "aria-label": "Terminal" });
-  // What this view opens, closed when it is left.
-  const closers: (() => void)[] = [];
-  leave = () => closers.forEach((close) => close());
-  const openButton = h("button", { type: "button" }, "Open a terminal");
-  // The terminal and the editor are loaded with their views: the rest of
-  // the console starts without them.
-  openButton.addEventListener("click", async () => {
-    openButton.remove();
-    const { openTerminal } = await import("./terminal");
-    closers.push(openTerminal(c, id, termBox, termStatus));
-  });
-  const servicesBox = h("div");
-  void import("./services").then(({ servicesPanel }) => {
-    const services = servicesPanel(c, id);
-    closers.push(services.close);
-    servicesBox.replaceChildren(services.panel);
-  });
-  const filesBox = h("div");
-  void import("./files").then(({ filesPanel }) => {
-    const files = filesPanel(c, id);
-    closers.push(files.close);
-    filesBox.replaceChildren(files.panel);
-  });
-  shell(`Sandbox ${id}`, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out, servicesBox, filesBox);
-  try {
-    const sb = await c.getSandbox(id);
-    info.textContent = `${sb.state} · ${sb.runtime} · template ${sb.template} · created ${age(sb.created_at)} ago`;
-  } catch (err) {
-    info.textContent = message(err);
-  }
 }
 
 async function showHealth(): Promise<void> {
@@ -237,7 +184,7 @@ function route(): void {
   if (!key) return showSignIn();
   client ??= signedIn(key);
   const parts = location.hash.replace(/^#\/?/, "").split("/");
-  if (parts[0] === "sandboxes" && parts[1]) void showSandbox(decodeURIComponent(parts[1]));
+  if (parts[0] === "sandboxes" && parts[1]) showSandbox(decodeURIComponent(parts[1]));
   else if (parts[0] === "health") void showHealth();
   else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
   else if (parts[0] === "keys") void import("./keys").then(({ keysPanel }) => shell("API keys", keysPanel(client!)));

@@ -28,10 +28,58 @@ const nobody = "65534"
 // preview in a frame of another origin, run a command in it and read its
 // output, suspend and resume it, set a secret whose value never shows
 // again, make a key of another workspace (shown once) and see nothing of
-// it with that key, delete it; a
-// list of 500 sandboxes rendered in under a second; screenshots of the main views at 1280x800 and 390x844, each
-// neither blank nor broken, and no console error.
+// it with that key, delete it; a list of 500 sandboxes rendered in under
+// a second; screenshots of the main views at 1280x800 and 390x844, each
+// neither blank nor broken, and no console error. The other scripts of
+// test/console (but screenshot.test.mjs, which TestBrowser runs: it needs
+// the browser template) each drive one part of the console the same way.
 func TestConsole(t *testing.T) {
+	r := newConsoleRunner(t)
+	d := startDaemon(t)
+	scripts, err := filepath.Glob(filepath.Join(r.dir, "*.test.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range scripts {
+		name := strings.TrimSuffix(filepath.Base(script), ".test.mjs")
+		if name == "screenshot" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			res := r.run(t, d, script)
+			if name != "console" {
+				return
+			}
+			if len(res.Screenshots) < 8 {
+				t.Errorf("%d screenshots, want 8", len(res.Screenshots))
+			}
+			// Issue 22: a list of 500 sandboxes renders in under a second.
+			t.Logf("a list of 500 sandboxes rendered in %d ms (%d ms from opening the page)", res.Render500Ms, res.Open500Ms)
+			if res.Render500Ms <= 0 || res.Render500Ms >= 1000 {
+				t.Errorf("a list of 500 sandboxes took %d ms to render, want under 1000", res.Render500Ms)
+			}
+		})
+	}
+}
+
+// consoleRunner runs the scripts of test/console: node and playwright-core
+// (npm ci'd into dir), and Chromium, run as nobody.
+type consoleRunner struct {
+	dir, chromium string
+}
+
+// consoleResult is what a script prints last, as one JSON line.
+type consoleResult struct {
+	Screenshots []string        // PNGs saved, each checked by run
+	Render500Ms int             `json:"render500Ms"` // console.test.mjs: from the list's answer to its last row painted
+	Open500Ms   int             `json:"open500Ms"`   // and from opening the page, for the record
+	Values      json.RawMessage // what else a script reports, for its test
+}
+
+// newConsoleRunner skips t unless the console is built and the script's
+// tools are here.
+func newConsoleRunner(t *testing.T) *consoleRunner {
+	t.Helper()
 	if !console.Built() {
 		t.Skip("the console is not built: make build builds it (it needs npm)")
 	}
@@ -43,23 +91,30 @@ func TestConsole(t *testing.T) {
 			t.Skipf("the console's test needs %s: ./setup --deps installs it", tool)
 		}
 	}
-	var chromium string
+	r := &consoleRunner{}
 	for _, p := range chromiumPaths {
 		if isExecutable(p) {
-			chromium = p
+			r.chromium = p
 			break
 		}
 	}
-	if chromium == "" {
+	if r.chromium == "" {
 		t.Skipf("the console's test needs Debian's Chromium (%s): ./setup --deps installs it", strings.Join(chromiumPaths, " or "))
 	}
 	dir, err := filepath.Abs("../console")
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.dir = dir
 	npmCI(t, dir)
+	return r
+}
 
-	d := startDaemon(t)
+// run runs script against d with Chromium as nobody, its screenshots and
+// home in t's temporary directory, and checks that every screenshot it
+// saved is neither blank nor broken and that it left no sandbox.
+func (r *consoleRunner) run(t *testing.T, d *daemon, script string) consoleResult {
+	t.Helper()
 	shots, home := t.TempDir(), t.TempDir()
 	// The test's temporary directory is root's alone: nobody may pass
 	// through it to its own two.
@@ -71,45 +126,35 @@ func TestConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), "setpriv", "--reuid="+nobody, "--regid="+nobody, "--clear-groups",
-		"node", filepath.Join(dir, "console.test.mjs"))
-	cmd.Dir = dir
+	cmd := exec.CommandContext(t.Context(), "setpriv", "--reuid="+nobody, "--regid="+nobody, "--clear-groups", "node", script)
+	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), "HOME="+home, "HUTCH_URL=http://"+d.addr+"/", "HUTCH_API_KEY="+d.key,
-		"SHOTS="+shots, "CHROMIUM="+chromium)
+		"SHOTS="+shots, "CHROMIUM="+r.chromium)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = ee.Stderr
 		}
-		t.Fatalf("the console's test failed: %v\n%s%s", err, out, stderr)
+		t.Fatalf("%s failed: %v\n%s%s", filepath.Base(script), err, out, stderr)
 	}
-	var res struct {
-		Screenshots []string
-		Render500Ms int `json:"render500Ms"` // from the list's answer to its last row painted
-		Open500Ms   int `json:"open500Ms"`   // from opening the page, for the record
-	}
+	var res consoleResult
 	if err := json.Unmarshal(out[strings.LastIndexByte(strings.TrimSpace(string(out)), '\n')+1:], &res); err != nil {
-		t.Fatalf("its result: %v\n%s", err, out)
-	}
-	if len(res.Screenshots) < 8 {
-		t.Errorf("%d screenshots, want 8", len(res.Screenshots))
+		t.Fatalf("the result of %s: %v\n%s", filepath.Base(script), err, out)
 	}
 	for _, p := range res.Screenshots {
 		checkScreenshot(t, p)
-	}
-	// Issue 22: a list of 500 sandboxes renders in under a second.
-	t.Logf("a list of 500 sandboxes rendered in %d ms (%d ms from opening the page)", res.Render500Ms, res.Open500Ms)
-	if res.Render500Ms <= 0 || res.Render500Ms >= 1000 {
-		t.Errorf("a list of 500 sandboxes took %d ms to render, want under 1000", res.Render500Ms)
 	}
 	left, err := d.client.ListSandboxes(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left) > 0 {
-		t.Errorf("the console's test left %d sandboxes", len(left))
+	for _, sb := range left {
+		if sb.Template != "browser" { // screenshots' own, kept by the daemon
+			t.Errorf("%s left sandbox %s", filepath.Base(script), sb.ID)
+		}
 	}
+	return res
 }
 
 // checkScreenshot fails unless path is a PNG of the view's size with some
