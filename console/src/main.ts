@@ -70,6 +70,7 @@ function shell(title: string, ...content: Node[]): void {
         h("a", { href: "#/sandboxes" }, "Sandboxes"),
         h("a", { href: "#/secrets" }, "Secrets"),
         h("a", { href: "#/keys" }, "Keys"),
+        h("a", { href: "#/settings" }, "Settings"),
         h("a", { href: "#/health" }, "Health"),
       ),
       h("span", { class: "who" }, signOut),
@@ -158,22 +159,14 @@ async function showSandboxes(): Promise<void> {
   timer = window.setInterval(refresh, 2000);
 }
 
-function showSandbox(id: string): void {
-  void import("./sandbox").then(({ sandboxPage }) => {
-    const page = sandboxPage(client!, id);
-    leave = page.close;
-    shell(`Sandbox ${id}`, page.panel);
-  });
-}
 
-async function showHealth(): Promise<void> {
-  const pre = h("pre", { class: "output" }, "Loading…");
-  shell("Health", pre);
-  try {
-    pre.textContent = JSON.stringify(await client!.health(), null, 2);
-  } catch (err) {
-    pre.textContent = message(err);
-  }
+// panel shows a view loaded with its module; what it opened closes when
+// it is left.
+function panel(title: string, loaded: Promise<{ panel: HTMLElement; close: () => void }>): void {
+  void loaded.then((view) => {
+    leave = view.close;
+    shell(title, view.panel);
+  });
 }
 
 function route(): void {
@@ -184,8 +177,12 @@ function route(): void {
   if (!key) return showSignIn();
   client ??= signedIn(key);
   const parts = location.hash.replace(/^#\/?/, "").split("/");
-  if (parts[0] === "sandboxes" && parts[1]) showSandbox(decodeURIComponent(parts[1]));
-  else if (parts[0] === "health") void showHealth();
+  if (parts[0] === "sandboxes" && parts[1]) {
+    const id = decodeURIComponent(parts[1]);
+    panel(`Sandbox ${id}`, import("./sandbox").then((m) => m.sandboxPage(client!, id)));
+  }
+  else if (parts[0] === "health") panel("Health", import("./health").then((m) => m.healthPanel(client!)));
+  else if (parts[0] === "settings") panel("Settings", import("./settings").then((m) => m.settingsPanel(client!)));
   else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
   else if (parts[0] === "keys") void import("./keys").then(({ keysPanel }) => shell("API keys", keysPanel(client!)));
   else void showSandboxes();
