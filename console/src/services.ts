@@ -6,6 +6,7 @@
 
 import type { Hutch, Service } from "../../sdk/typescript/src/index";
 import { h, listTable, message } from "./dom";
+import { regionShot } from "./regionshot";
 
 export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; close: () => void } {
   const name = h("input", { id: "service-name", name: "service-name", placeholder: "web" });
@@ -124,6 +125,7 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
     table,
     h("div", {}, pane),
   );
-  pane.append(h("div", { class: "row" }, paneTitle, reload, newTab), frame);
+  const stage = h("div", { class: "stage" }, frame);
+  pane.append(h("div", { class: "row" }, paneTitle, reload, newTab, regionShot(client, id, stage, frame, () => previewing)), stage);
   return { panel, close: () => clearInterval(timer) };
 }

@@ -24,6 +24,7 @@ func TestBrowser(t *testing.T) {
 		t.Run("agent-browser", func(t *testing.T) { agentBrowser(t, d, runtime) })
 		t.Run("screenshots", func(t *testing.T) { screenshots(t, d, runtime) })
 	})
+	t.Run("console", func(t *testing.T) { consoleRegionShot(t, d) })
 }
 
 // agentBrowser drives the browser template's Chromium with agent-browser

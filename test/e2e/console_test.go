@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"image"
+	"image/color"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/console"
 )
 
@@ -111,10 +115,15 @@ func newConsoleRunner(t *testing.T) *consoleRunner {
 }
 
 // run runs script against d with Chromium as nobody, its screenshots and
-// home in t's temporary directory, and checks that every screenshot it
-// saved is neither blank nor broken and that it left no sandbox.
-func (r *consoleRunner) run(t *testing.T, d *daemon, script string) consoleResult {
+// home in t's temporary directory, env added to its environment, and
+// checks that every screenshot it saved is neither blank nor broken and
+// that it left no sandbox it made.
+func (r *consoleRunner) run(t *testing.T, d *daemon, script string, env ...string) consoleResult {
 	t.Helper()
+	before, err := d.client.ListSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	shots, home := t.TempDir(), t.TempDir()
 	// The test's temporary directory is root's alone: nobody may pass
 	// through it to its own two.
@@ -130,6 +139,7 @@ func (r *consoleRunner) run(t *testing.T, d *daemon, script string) consoleResul
 	cmd.Dir = r.dir
 	cmd.Env = append(os.Environ(), "HOME="+home, "HUTCH_URL=http://"+d.addr+"/", "HUTCH_API_KEY="+d.key,
 		"SHOTS="+shots, "CHROMIUM="+r.chromium)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr []byte
@@ -150,7 +160,8 @@ func (r *consoleRunner) run(t *testing.T, d *daemon, script string) consoleResul
 		t.Fatal(err)
 	}
 	for _, sb := range left {
-		if sb.Template != "browser" { // screenshots' own, kept by the daemon
+		// The browser sandbox is screenshots' own, kept by the daemon.
+		if sb.Template != "browser" && !slices.ContainsFunc(before, func(b client.Sandbox) bool { return b.ID == sb.ID }) {
 			t.Errorf("%s left sandbox %s", filepath.Base(script), sb.ID)
 		}
 	}
@@ -199,4 +210,64 @@ func sameColour(img image.Image, x, y int, corner image.Point) bool {
 	r1, g1, b1, _ := img.At(x, y).RGBA()
 	r2, g2, b2, _ := img.At(corner.X, corner.Y+img.Bounds().Dy()-1).RGBA()
 	return r1 == r2 && g1 == g2 && b1 == b2
+}
+
+// consoleRegionShot draws a region over a service's preview in the console
+// (test/console/screenshot.test.mjs) in a daemon that has the browser
+// template, and checks the PNG downloaded: the region's size, red left of
+// the page's middle and blue right of it.
+func consoleRegionShot(t *testing.T, d *daemon) {
+	r := newConsoleRunner(t)
+	ctx := t.Context()
+	sb := d.create(client.CreateSandboxRequest{Network: &client.NetworkPolicy{Mode: client.NetworkNone}})
+	defer func() {
+		if err := d.client.DeleteSandbox(context.WithoutCancel(ctx), sb.ID); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := d.client.WriteFile(ctx, sb.ID, "/tmp/site/index.html", strings.NewReader(screenshotPage)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{
+		Name: "page", Port: 8123, Cmd: []string{"python3", "-m", "http.server", "8123", "--bind", "127.0.0.1", "--directory", "/tmp/site"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, sb.ID, "page", client.ServiceRunning)
+	res := r.run(t, d, filepath.Join(r.dir, "screenshot.test.mjs"), "SANDBOX="+sb.ID, "SERVICE=page")
+	var got struct {
+		Region string
+		Clip   struct{ X, Y, W, H int }
+		Frame  struct{ W, H int }
+	}
+	if err := json.Unmarshal(res.Values, &got); err != nil {
+		t.Fatalf("the script's values %s: %v", res.Values, err)
+	}
+	f, err := os.Open(got.Region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the region downloaded is no PNG: %v", err)
+	}
+	if size := img.Bounds().Size(); size != image.Pt(got.Clip.W, got.Clip.H) {
+		t.Fatalf("the region is %v, want %dx%d", size, got.Clip.W, got.Clip.H)
+	}
+	// The page's halves meet at the frame's middle, 100 px into the
+	// region; pixels well clear of that line are checked.
+	red, blue := color.NRGBA{R: 255, A: 255}, color.NRGBA{B: 255, A: 255}
+	split := got.Frame.W/2 - got.Clip.X
+	for _, p := range []struct {
+		at   image.Point
+		want color.NRGBA
+	}{
+		{image.Pt(5, 5), red}, {image.Pt(split-10, got.Clip.H-5), red},
+		{image.Pt(split+10, 5), blue}, {image.Pt(got.Clip.W-5, got.Clip.H-5), blue},
+	} {
+		if c := color.NRGBAModel.Convert(img.At(p.at.X, p.at.Y)).(color.NRGBA); c != p.want {
+			t.Errorf("the region's pixel %v is %v, want %v", p.at, c, p.want)
+		}
+	}
 }
