@@ -23,6 +23,36 @@ type Health struct {
 	// Goroutines is the daemon's goroutine count, for leak checks (make
 	// soak compares it before and after).
 	Goroutines int `json:"goroutines"`
+	// Disk is the data dir's filesystem. The administrator's only (the
+	// daemon's own key): nil for other keys.
+	Disk *DiskHealth `json:"disk,omitempty"`
+	// RecentErrors are the daemon's latest log records at warning level
+	// or above, oldest first. The administrator's only, as they may name
+	// any workspace's sandboxes: nil (absent) for other keys, empty when
+	// there were none.
+	RecentErrors []LogRecord `json:"recent_errors,omitzero"`
+}
+
+// DiskHealth is the space on the filesystem of the daemon's data dir, where
+// templates, sandboxes' writable layers and volumes live.
+type DiskHealth struct {
+	// Path is the data dir.
+	Path       string `json:"path"`
+	TotalBytes uint64 `json:"total_bytes"`
+	// FreeBytes is what may still be written, as df's "Avail" (blocks
+	// reserved for root not counted).
+	FreeBytes uint64 `json:"free_bytes"`
+}
+
+// LogRecord is one of the daemon's log records.
+type LogRecord struct {
+	Time time.Time `json:"time"`
+	// Level is slog's: WARN or ERROR.
+	Level   string `json:"level"`
+	Message string `json:"message"`
+	// Attrs are the record's attributes as text, a group's joined to
+	// their keys with dots.
+	Attrs map[string]string `json:"attrs"`
 }
 
 // PoolHealth is how full one warm pool is.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime"
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
@@ -17,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/logring"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/template"
@@ -63,6 +63,12 @@ type Config struct {
 	APIKey  string
 	Version string
 	Logger  *slog.Logger
+	// DataDir and RecentLog are what the health route tells the
+	// administrator of besides (see health.go): the space left on the
+	// data dir's filesystem ("": not told), and the daemon's latest
+	// warnings and errors (nil: none kept).
+	DataDir   string
+	RecentLog *logring.Ring
 }
 
 // Server is the REST API's handlers.
@@ -88,6 +94,8 @@ type Server struct {
 	key       string
 	version   string
 	log       *slog.Logger
+	dataDir   string
+	recent    *logring.Ring
 }
 
 // New returns a Server.
@@ -97,6 +105,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	s.dataDir, s.recent = cfg.DataDir, cfg.RecentLog
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -226,20 +235,6 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 // e2bInfo says where E2B's SDKs reach the daemon (internal/e2b).
 func (s *Server) e2bInfo(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.e2b)
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := client.Health{Status: "ok", Version: s.version, Deleting: s.m.Deleting(), Goroutines: runtime.NumGoroutine()}
-	core := s.m.Health(r.Context())
-	h.DefaultRuntime, h.DefaultReason = core.Default, core.DefaultReason
-	for _, b := range core.Backends {
-		h.Backends = append(h.Backends, client.BackendHealth(b))
-	}
-	h.Pools = []client.PoolHealth{}
-	for _, p := range core.Pools {
-		h.Pools = append(h.Pools, client.PoolHealth(p))
-	}
-	writeJSON(w, http.StatusOK, h)
 }
 
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {

@@ -34,6 +34,7 @@ import (
 	"github.com/hutchdev/hutch/internal/e2b"
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
+	"github.com/hutchdev/hutch/internal/logring"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/procexit"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -53,6 +54,11 @@ const readyDisks = 2
 
 // shutdownTimeout bounds how long in-flight requests may take to finish.
 const shutdownTimeout = 10 * time.Second
+
+// recentRecords is how many of its latest warnings and errors the daemon
+// keeps for GET /v1/health: enough to see what went wrong lately, few
+// enough to send on every call.
+const recentRecords = 50
 
 // Run serves until ctx ends.
 func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) error {
@@ -89,9 +95,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		}
 	}()
 	// Every secret value the daemon knows of is kept out of its logs and
-	// answers from here on.
+	// answers from here on. The latest warnings and errors are kept for
+	// the health route too, behind the redaction: what the ring keeps is
+	// what the log shows.
 	redactor := &redact.Redactor{}
-	log = slog.New(redact.NewHandler(log.Handler(), redactor))
+	recent := logring.New(recentRecords)
+	log = slog.New(redact.NewHandler(recent.Handler(log.Handler()), redactor))
 	vault, secretSource, err := openVault(ctx, db, cfg.masterKey(), redactor, log)
 	if err != nil {
 		return err
@@ -186,6 +195,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
 	}
 	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+		DataDir: cfg.DataDir, RecentLog: recent,
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1608,6 +1608,36 @@ export interface components {
                 size: number;
                 ready: number;
             }[];
+            /** @description The filesystem of the daemon's data dir, where templates, sandboxes' writable layers and volumes live. Only for the daemon's own key: absent for other keys. How much of it Hutch's own files take is not told (no cheap figure of it is kept). */
+            disk?: {
+                /**
+                 * @description The data dir.
+                 * @example /var/lib/hutch
+                 */
+                path: string;
+                /** Format: int64 */
+                total_bytes: number;
+                /**
+                 * Format: int64
+                 * @description What may still be written, as df's "Avail" (blocks reserved for root not counted).
+                 */
+                free_bytes: number;
+            };
+            /** @description The daemon's latest log records (at most 50) at level WARN or above, oldest first; empty when there were none. Only for the daemon's own key, as they may name any workspace's sandboxes: absent for other keys. */
+            recent_errors?: {
+                /** Format: date-time */
+                time: string;
+                /**
+                 * @example WARN
+                 * @example ERROR
+                 */
+                level: string;
+                message: string;
+                /** @description The record's attributes as text; a group's keys are joined to its name with dots. */
+                attrs: {
+                    [key: string]: string;
+                };
+            }[];
         };
         BackendHealth: {
             /** @enum {string} */

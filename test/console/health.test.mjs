@@ -1,0 +1,121 @@
+// The console's health page in Chromium, driven by playwright-core (test/e2e's
+// TestConsole runs it, as an unprivileged user with Chromium's own sandbox
+// on). Signed in with the daemon's own key, it opens #/health and checks
+// that runc shows as usable with the version the API reports, that the
+// disk and the recent errors (the daemon's own key's only) are shown, that
+// the page reads the health again by itself, and that it stops once left.
+// It saves screenshots at 1280x800 and 390x844 into $SHOTS. Any console
+// error after signing in fails it. It prints one JSON line last:
+// {"screenshots": [...]}.
+import { chromium } from "playwright-core";
+
+const url = process.env.HUTCH_URL;
+const key = process.env.HUTCH_API_KEY;
+const shots = process.env.SHOTS;
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
+const saved = [];
+const errors = [];
+let signedIn = false;
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+
+async function shot(page, name) {
+  const path = `${shots}/${name}.png`;
+  await page.screenshot({ path, fullPage: true });
+  saved.push(path);
+}
+
+try {
+  // What the API says, to hold the page up against.
+  const res = await fetch(new URL("v1/health", url), { headers: { Authorization: `Bearer ${key}` } });
+  check(res.ok, `GET /v1/health: ${res.status}`);
+  const health = await res.json();
+  const runc = health.backends.find((b) => b.name === "runc");
+  check(runc?.usable, `the API says runc is not usable: ${JSON.stringify(runc)}`);
+  check(Array.isArray(health.recent_errors) && health.disk, "the daemon's own key is not told the disk and recent errors");
+
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  const onError = (text) => signedIn && errors.push(text);
+  page.on("console", (m) => m.type() === "error" && onError(m.text()));
+  page.on("pageerror", (e) => onError(String(e)));
+  let healthReads = 0;
+  page.on("request", (r) => new URL(r.url()).pathname === "/v1/health" && healthReads++);
+
+  await page.goto(url);
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
+  signedIn = true;
+
+  await page.goto(new URL("#/health", url).href);
+  await page.getByRole("heading", { name: "Health", level: 2 }).waitFor();
+  for (const title of ["Daemon", "Runtimes", "Warm pools", "Disk", "Recent errors"]) {
+    await page.getByRole("heading", { name: title, level: 3 }).waitFor();
+  }
+
+  // runc: usable, with its version.
+  const runtimes = page.getByRole("table", { name: "Runtimes" });
+  const runcRow = runtimes.getByRole("row").filter({ has: page.getByRole("rowheader", { name: "runc", exact: true }) });
+  await runcRow.waitFor();
+  const usable = (await runcRow.locator('td[data-label="Usable"]').textContent()).trim();
+  check(usable === "usable", `runc shows as "${usable}"`);
+  const version = (await runcRow.locator('td[data-label="Version"]').textContent()).trim();
+  check(version === runc.version, `runc's version shows as "${version}", the API says "${runc.version}"`);
+  check((await page.locator("#health-default").textContent()).includes(health.default_runtime), "the default runtime is not shown");
+
+  // The version, the pools, the disk and the recent errors.
+  check((await page.locator(".facts").textContent()).includes(health.version), "the daemon's version is not shown");
+  await page.getByRole("table", { name: "Warm pools" }).waitFor();
+  await page.getByRole("meter", { name: /^Disk used: / }).waitFor();
+  const recent = page.getByRole("table", { name: "Recent errors" });
+  await recent.waitFor();
+  const rows = await recent.locator("tbody tr").count();
+  check(rows >= 1, "the recent errors' table has no row, not even none");
+  await shot(page, "health-1280x800");
+
+  // It reads the health again by itself.
+  const updated = page.locator("#health-updated");
+  const first = await updated.textContent();
+  await page.waitForFunction((before) => document.getElementById("health-updated")?.textContent !== before, first, { timeout: 15_000 });
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await recent.waitFor();
+  await shot(page, "health-390x844");
+
+  // Once left, it reads it no more.
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
+  const reads = healthReads;
+  await page.waitForTimeout(6_000);
+  check(healthReads === reads, `the health was read ${healthReads - reads} times after the page was left`);
+
+  // Recent errors, as the page shows them (the API's answer stood in
+  // for, as the daemon under test may have logged none): newest first,
+  // with their attributes; and a key's answer, which has none of them.
+  const records = [
+    { time: "2026-01-02T03:04:05Z", level: "WARN", message: "backend not usable", attrs: { backend: "gvisor", reason: "runsc not found" } },
+    { time: "2026-01-02T03:04:06Z", level: "ERROR", message: "restart process", attrs: { sandbox_id: "s1", error: "exit status 1" } },
+  ];
+  let answer = { ...health, recent_errors: records };
+  await page.route("**/v1/health", (r) => r.fulfill({ json: answer }));
+  await page.getByRole("link", { name: "Health" }).click();
+  const shown = page.getByRole("table", { name: "Recent errors" }).locator("tbody tr");
+  await shown.filter({ hasText: "restart process" }).waitFor();
+  check((await shown.count()) === 2, `${await shown.count()} rows of recent errors, want 2`);
+  check((await shown.first().textContent()).includes("ERROR"), "the newest record is not first");
+  const attrs = await shown.first().locator('td[data-label="Attributes"]').textContent();
+  check(attrs.includes("sandbox_id=s1") && attrs.includes("error=exit status 1"), `the attributes shown: ${attrs}`);
+  answer = { ...health, recent_errors: undefined, disk: undefined };
+  await page.getByText("Only the daemon's own key is told the daemon's recent errors").waitFor({ timeout: 15_000 });
+  check((await page.getByRole("table", { name: "Recent errors" }).count()) === 0, "a key's page has a table of recent errors");
+  await page.unroute("**/v1/health");
+
+  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
+  console.log(JSON.stringify({ screenshots: saved }));
+} finally {
+  await browser.close();
+}
