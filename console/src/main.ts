@@ -2,23 +2,27 @@
 // storage, sent as a bearer token, never in a URL), see and drive the
 // key's sandboxes. The API client is the TypeScript SDK.
 
-import { Hutch, HutchError, type Sandbox } from "../../sdk/typescript/src/index";
-import { age, h, listTable, message } from "./dom";
+import { Hutch, HutchError } from "../../sdk/typescript/src/index";
+import { h, message } from "./dom";
+import { sandboxesPanel } from "./sandboxes";
 import "./style.css";
 
 const KEY = "hutch.apiKey";
 const app = document.getElementById("app")!;
 let client: Hutch | undefined;
-let timer: number | undefined;
 // leave undoes what the current view set up (a terminal's session, timers).
 let leave: (() => void) | undefined;
+// shown counts the views asked for (see panel).
+let shown = 0;
 
 function signedIn(key: string): Hutch {
   return new Hutch({ url: location.origin, apiKey: key });
 }
 
 function showSignIn(error = ""): void {
-  stopRefresh();
+  leave?.();
+  leave = undefined;
+  shown++;
   const input = h("input", { type: "password", id: "key", name: "key", autocomplete: "off", required: "" });
   const status = h("p", { role: "alert", class: "error-text" }, error);
   const form = h(
@@ -79,98 +83,27 @@ function shell(title: string, ...content: Node[]): void {
   );
 }
 
-function stopRefresh(): void {
-  if (timer !== undefined) clearInterval(timer);
-  timer = undefined;
+// refused signs out when the key is no longer accepted, and says whether
+// err was that.
+function refused(err: unknown): boolean {
+  if (!(err instanceof HutchError && err.code === "unauthenticated")) return false;
+  showSignIn("Your key is no longer accepted.");
+  return true;
 }
-
-async function showSandboxes(): Promise<void> {
-  const c = client!;
-  const template = h("input", { id: "template", name: "template", placeholder: "base" });
-  const runtime = h("select", { id: "runtime", name: "runtime" }, h("option", { value: "" }, "default"), h("option", { value: "runc" }, "runc"), h("option", { value: "gvisor" }, "gvisor"));
-  const status = h("p", { role: "status", "aria-live": "polite", class: "muted" });
-  const create = h(
-    "form",
-    { class: "row", "aria-label": "Create a sandbox" },
-    h("label", { for: "template" }, "Template", template),
-    h("label", { for: "runtime" }, "Runtime", runtime),
-    h("button", { type: "submit", class: "primary" }, "Create sandbox"),
-  );
-  const { table, fill } = listTable("Sandboxes", ["ID", "State", "Runtime", "Template", "Age", "Actions"]);
-  create.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    status.textContent = "Creating…";
-    try {
-      const sb = await c.createSandbox({ template: template.value.trim() || undefined, runtime: (runtime.value || undefined) as Sandbox["runtime"] });
-      status.textContent = `Created ${sb.id}.`;
-      await refresh();
-    } catch (err) {
-      status.textContent = message(err);
-    }
-  });
-  const act = async (label: string, fn: () => Promise<unknown>) => {
-    status.textContent = `${label}…`;
-    try {
-      await fn();
-      status.textContent = `${label}: done.`;
-    } catch (err) {
-      status.textContent = `${label}: ${message(err)}`;
-    }
-    await refresh();
-  };
-  const row = (sb: Sandbox) => {
-    const buttons = h("td", { class: "actions" });
-    const button = (text: string, fn: () => Promise<unknown>, cls = "") => {
-      const b = h("button", { type: "button", class: cls, "aria-label": `${text} ${sb.id}` }, text);
-      b.addEventListener("click", () => act(`${text} ${sb.id}`, fn));
-      buttons.append(b);
-    };
-    if (sb.state === "running") {
-      button("Suspend", () => c.sandboxAction(sb.id, "suspend"));
-      button("Stop", () => c.sandboxAction(sb.id, "stop"));
-    } else if (sb.state === "suspended" || sb.state === "stopped" || sb.state === "paused") {
-      button("Resume", () => c.sandboxAction(sb.id, sb.state === "paused" ? "unpause" : "resume"));
-    }
-    button("Delete", () => c.deleteSandbox(sb.id), "danger");
-    return h(
-      "tr",
-      {},
-      h("td", {}, h("a", { href: `#/sandboxes/${sb.id}` }, sb.id)),
-      h("td", { class: `state ${sb.state}` }, sb.state ?? ""),
-      h("td", {}, sb.runtime ?? ""),
-      h("td", {}, sb.template ?? ""),
-      h("td", {}, age(sb.created_at)),
-      buttons,
-    );
-  };
-  const refresh = async () => {
-    try {
-      const list = await c.listSandboxes();
-      list.sort((a, b) => (b.created_at ?? "").localeCompare(a.created_at ?? ""));
-      fill(list.map(row), "No sandboxes yet.");
-    } catch (err) {
-      if (err instanceof HutchError && err.code === "unauthenticated") return showSignIn("Your key is no longer accepted.");
-      status.textContent = message(err);
-    }
-  };
-  shell("Sandboxes", create, status, table);
-  await refresh();
-  stopRefresh();
-  timer = window.setInterval(refresh, 2000);
-}
-
 
 // panel shows a view loaded with its module; what it opened closes when
-// it is left.
+// it is left. A view that loads after another was asked for is closed
+// unseen.
 function panel(title: string, loaded: Promise<{ panel: HTMLElement; close: () => void }>): void {
+  const mine = ++shown;
   void loaded.then((view) => {
+    if (mine !== shown) return view.close();
     leave = view.close;
     shell(title, view.panel);
   });
 }
 
 function route(): void {
-  stopRefresh();
   leave?.();
   leave = undefined;
   const key = sessionStorage.getItem(KEY);
@@ -185,7 +118,7 @@ function route(): void {
   else if (parts[0] === "settings") panel("Settings", import("./settings").then((m) => m.settingsPanel(client!)));
   else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
   else if (parts[0] === "keys") void import("./keys").then(({ keysPanel }) => shell("API keys", keysPanel(client!)));
-  else void showSandboxes();
+  else panel("Sandboxes", Promise.resolve(sandboxesPanel(client, refused)));
 }
 
 window.addEventListener("hashchange", route);

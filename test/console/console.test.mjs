@@ -51,7 +51,61 @@ try {
   await status.filter({ hasText: /^Created / }).waitFor();
   const id = (await status.textContent()).match(/Created (\w+)/)[1];
   await page.getByRole("link", { name: id }).waitFor();
+  const row = page.locator(`tr[data-id="${id}"]`);
+  await row.locator("td.idle").filter({ hasText: /^(suspend in \d+:\d\d|awake)/ }).waitFor();
+  await row.locator("td.usage").filter({ hasText: /MiB/ }).waitFor();
   await shot(page, "sandboxes-1280x800");
+
+  // The list's filters, and the actions behind More.
+  const listed = page.getByRole("table", { name: "Sandboxes" });
+  await page.getByLabel("Filter", { exact: true }).fill("no-such-sandbox");
+  await listed.getByText("No sandbox matches the filter.").waitFor();
+  await page.getByLabel("Filter", { exact: true }).fill(id);
+  await page.getByRole("link", { name: id }).waitFor();
+  await page.locator("#filter-state").selectOption("suspended");
+  await listed.getByText("No sandbox matches the filter.").waitFor();
+  await page.locator("#filter-state").selectOption("");
+  await page.getByLabel("Filter", { exact: true }).fill("");
+  const more = async (action) => {
+    await page.getByLabel(`More actions for ${id}`, { exact: true }).first().click();
+    await page.getByRole("button", { name: `${action} ${id}` }).click();
+    await status.filter({ hasText: new RegExp(`^${action} ${id}: (?!…)`) }).waitFor();
+    return (await status.textContent()).slice(`${action} ${id}: `.length);
+  };
+  check((await more("Pause")) === "done.", "pause");
+  await row.locator("td.state").filter({ hasText: "paused" }).waitFor();
+  await page.getByRole("button", { name: `Resume ${id}` }).click();
+  await row.locator("td.state").filter({ hasText: "running" }).waitFor();
+  check((await more("Keep alive")) === "the idle timer starts again.", "keep alive");
+  const forked = (await more("Fork")).match(/^made (\w+)\.$/);
+  check(forked, `fork: ${await status.textContent()}`);
+  await page.getByRole("button", { name: `Delete ${forked[1]}` }).click();
+  await status.filter({ hasText: `Delete ${forked[1]}: done.` }).waitFor();
+  const snapshot = (await more("Snapshot")).match(/^saved as template (\S+)\.$/);
+  check(snapshot, `snapshot: ${await status.textContent()}`);
+  const removed = await page.evaluate(
+    async ([k, name]) => (await fetch(`/v1/templates/${name}`, { method: "DELETE", headers: { Authorization: `Bearer ${k}` } })).status,
+    [key, snapshot[1]],
+  );
+  check(removed === 204 || removed === 200, `delete the snapshot's template: ${removed}`);
+
+  // A create with options: limits, no network, for a user.
+  await page.getByText("More options").click();
+  await page.getByLabel("Memory (MiB)").fill("256");
+  await page.locator("#network").selectOption("none");
+  await page.getByLabel("For user").fill("alice");
+  await page.getByRole("button", { name: "Create sandbox" }).click();
+  await status.filter({ hasText: /^Created / }).waitFor();
+  const withOptions = (await status.textContent()).match(/Created (\w+)/)[1];
+  await page.locator(`tr[data-id="${withOptions}"] td`).filter({ hasText: /^alice$/ }).waitFor();
+  const made = await page.evaluate(
+    async ([k, sid]) => (await fetch(`/v1/sandboxes/${sid}`, { headers: { Authorization: `Bearer ${k}` } })).json(),
+    [key, withOptions],
+  );
+  check(made.memory_mb === 256 && made.network.mode === "none" && made.user === "alice", `created with options: ${JSON.stringify(made)}`);
+  await page.getByRole("button", { name: `Delete ${withOptions}` }).click();
+  await status.filter({ hasText: `Delete ${withOptions}: done.` }).waitFor();
+  await page.getByText("More options").click();
 
   await page.getByRole("link", { name: id }).click();
   await page.getByRole("button", { name: "Open a terminal" }).click();
@@ -162,7 +216,7 @@ try {
   await page.locator("#keys-status").filter({ hasText: "Deleted console-test-other." }).waitFor();
 
   await page.getByRole("link", { name: "Health" }).click();
-  await page.getByText('"status": "ok"').waitFor();
+  await page.getByRole("table", { name: "Runtimes" }).getByRole("rowheader", { name: "runc", exact: true }).waitFor();
   await shot(page, "health-1280x800");
 
   await page.setViewportSize({ width: 390, height: 844 });
