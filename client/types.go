@@ -55,6 +55,33 @@ type LogRecord struct {
 	Attrs map[string]string `json:"attrs"`
 }
 
+// Whoami is the body of GET /v1/whoami: who the daemon takes the caller
+// for, and the defaults of what it makes.
+type Whoami struct {
+	// Admin: the daemon's own key (or its unix socket), which sees every
+	// workspace.
+	Admin bool `json:"admin"`
+	// Key is the API key's name; "" for the daemon's own.
+	Key string `json:"key"`
+	// Workspace is the one it acts in.
+	Workspace string `json:"workspace"`
+	// User is the product's user its calls are for (Hutch-User), if named.
+	User string `json:"user,omitempty"`
+	// ToolsMode and NetworkMode are the least isolated modes the key's
+	// tool calls and sandboxes may use; "" for the daemon's own key: any.
+	ToolsMode   string   `json:"tools_mode"`
+	NetworkMode string   `json:"network_mode"`
+	Defaults    Defaults `json:"defaults"`
+}
+
+// Defaults are what the daemon gives what names no mode: a sandbox created
+// without a network policy, a tool call without a mode (hutch serve's
+// --network-default and --tools-mode).
+type Defaults struct {
+	NetworkMode string `json:"network_mode"`
+	ToolsMode   string `json:"tools_mode"`
+}
+
 // PoolHealth is how full one warm pool is.
 type PoolHealth struct {
 	Template string `json:"template"`

@@ -82,6 +82,16 @@ func (c *Client) ListWorkspaces(ctx context.Context) ([]Workspace, error) {
 	return out.Workspaces, nil
 }
 
+// Whoami returns who the daemon takes the client's key for, and the
+// defaults of what it makes.
+func (c *Client) Whoami(ctx context.Context) (*Whoami, error) {
+	var out Whoami
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/whoami"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // WorkspaceUsage returns a workspace's usage and quota.
 func (c *Client) WorkspaceUsage(ctx context.Context, ws string) (*WorkspaceUsage, error) {
 	var out WorkspaceUsage

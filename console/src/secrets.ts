@@ -12,7 +12,6 @@
 
 import type { Hutch, Secret } from "../../sdk/typescript/src/index";
 import { h, listTable, message } from "./dom";
-import { call } from "./settings";
 import "./settings.css";
 
 type SetRequest = Parameters<Hutch["setSecret"]>[0] & { query?: boolean };
@@ -80,7 +79,7 @@ export function secretsPanel(client: Hutch): HTMLElement {
     const who = user.value.trim();
     try {
       const list = who
-        ? (await call<{ secrets: Secret[] }>(client, "GET", "/v1/secrets", { headers: { "Hutch-User": who } })).secrets
+        ? await client.withUser(who).listSecrets()
         : await client.listSecrets();
       list.sort((a, b) => a.workspace.localeCompare(b.workspace) || a.scope.localeCompare(b.scope) || (a.user ?? "").localeCompare(b.user ?? "") || a.name.localeCompare(b.name));
       fill(list.map(row), who ? `No secrets of this workspace or of ${who}.` : "No secrets yet.");
@@ -97,9 +96,8 @@ export function secretsPanel(client: Hutch): HTMLElement {
     del.addEventListener("click", async () => {
       // The daemon's own key deletes in the workspace its header names
       // (default without one); a key's header must name its own.
-      const q = mine ? `?scope=user&user=${encodeURIComponent(s.user ?? "")}` : "";
       try {
-        await call(client, "DELETE", `/v1/secrets/${encodeURIComponent(s.name)}${q}`, { headers: { "Hutch-Workspace": s.workspace } });
+        await client.withWorkspace(s.workspace).deleteSecret(s.name, mine ? { scope: "user", user: s.user } : {});
         status.textContent = mine ? `Deleted ${s.name} of ${s.user}.` : `Deleted ${s.name}.`;
       } catch (err) {
         status.textContent = message(err);

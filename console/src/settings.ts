@@ -2,68 +2,20 @@
 // quota (which the daemon's own key alone may set), what network a new
 // sandbox gets, and the modes a key bounds its sandboxes and tool calls
 // with.
-//
-// The API has no call that says who the caller is. The console works it
-// out from what the caller sees (see whoAmI): a key sees its own
-// workspace only, the daemon's own key every one. Which key of a
-// workspace signed in it cannot tell, unless the workspace has only one.
+// Who signed in, and the daemon's defaults, come from GET /v1/whoami.
 
-import { HutchError, type APIKey, type Health, type Hutch, type Quota, type Workspace, type WorkspaceUsage } from "../../sdk/typescript/src/index";
+import type { Health, Hutch, Quota, Whoami, Workspace, WorkspaceUsage } from "../../sdk/typescript/src/index";
 import { h, listTable, message } from "./dom";
 import "./settings.css";
 
-/** An API error, as the SDK throws them. */
-async function errorOf(res: Response): Promise<HutchError> {
-  const text = await res.text();
-  try {
-    const { error } = JSON.parse(text) as { error: { code: string; message: string } };
-    return new HutchError(error.code, error.message, res.status);
-  } catch {
-    return new HutchError("internal", text.trim() || `HTTP ${res.status}`, res.status);
-  }
-}
-
-/** A call the SDK does not make: setting a quota, a listing with a query
- * the SDK does not pass, or a call that needs the Hutch-User or
- * Hutch-Workspace header, which the SDK does not send. It uses the key the
- * console signed in with, which main.ts keeps in this tab's session
- * storage. */
-export async function call<T>(client: Hutch, method: string, path: string, o: { headers?: Record<string, string>; body?: unknown } = {}): Promise<T> {
-  const headers: Record<string, string> = { Accept: "application/json", ...o.headers };
-  const key = sessionStorage.getItem("hutch.apiKey");
-  if (key) headers.Authorization = `Bearer ${key}`;
-  if (o.body !== undefined) headers["Content-Type"] = "application/json";
-  const res = await fetch(client.url + path, { method, headers, body: o.body === undefined ? undefined : JSON.stringify(o.body) });
-  if (!res.ok) throw await errorOf(res);
-  const text = await res.text();
-  return (text ? JSON.parse(text) : undefined) as T;
-}
-
-/** Who signed in, as far as the API lets the console know. */
-interface Caller {
-  admin: boolean;
-  /** The workspace it acts in (the daemon's own key's is default). */
-  workspace: string;
+/** Who signed in: whoami's answer, and the workspaces it sees. */
+interface Caller extends Whoami {
   workspaces: Workspace[];
-  /** The keys it sees: for a key, its workspace's. */
-  keys: APIKey[];
-  /** The key that signed in, when the console can tell. */
-  key?: APIKey;
 }
 
 async function whoAmI(client: Hutch): Promise<Caller> {
-  // A key's listing of keys is its own workspace's, whatever it asks for,
-  // and holds at least itself; the daemon's own key lists the workspace
-  // asked for, and none is named "~" (no workspace name may hold it).
-  const [workspaces, keys, probe] = await Promise.all([
-    client.listWorkspaces(),
-    client.listKeys(),
-    call<{ keys: APIKey[] }>(client, "GET", "/v1/keys?workspace=~"),
-  ]);
-  const admin = probe.keys.length === 0;
-  const workspace = admin ? "default" : probe.keys[0].workspace;
-  const own = keys.filter((k) => k.workspace === workspace);
-  return { admin, workspace, workspaces, keys: own, key: !admin && own.length === 1 ? own[0] : undefined };
+  const [me, workspaces] = await Promise.all([client.whoami(), client.listWorkspaces()]);
+  return { ...me, workspaces };
 }
 
 /** The quota's bounds, in the order shown, with how to read them. */
@@ -180,7 +132,7 @@ function quotaSection(client: Hutch, who: Caller): { section: HTMLElement; refre
       const q: Record<string, number> = {};
       for (const [field, input] of inputs) if (input.value !== "" && Number(input.value) > 0) q[field] = Number(input.value);
       try {
-        const u = await call<WorkspaceUsage>(client, "PUT", `/v1/workspaces/${encodeURIComponent(ws)}/quota`, { body: q });
+        const u = await client.setQuota(ws, q);
         show(u);
         fillForm(u.quota);
         const w = who.workspaces.find((x) => x.name === ws);
@@ -227,30 +179,31 @@ const toolsModes: [string, string][] = [
 
 /** What this key may do with a mode: its own (the least isolated it may
  * use), one it may ask for, or one it is refused. */
+/** Where mode stands among modes, most isolated first. */
+function rank(modes: [string, string][], mode: string): number {
+  return modes.findIndex(([m]) => m === mode);
+}
+
 function mayUse(modes: [string, string][], own: string | undefined, mode: string, admin: boolean): string {
-  if (admin) return "allowed";
-  if (own === undefined) return "";
-  const rank = (m: string) => modes.findIndex(([x]) => x === m);
+  if (admin || !own) return "allowed";
   if (mode === own) return "its mode";
-  return rank(mode) < rank(own) ? "allowed" : "refused";
+  return rank(modes, mode) < rank(modes, own) ? "allowed" : "refused";
 }
 
 function signedInAs(who: Caller): string {
   if (who.admin) return "You signed in with the daemon's own key: it sees every workspace, acts in default, and is bound by no mode.";
-  if (who.key) return `You signed in with key ${who.key.name} of workspace ${who.workspace} (its only key).`;
-  return `You signed in with a key of workspace ${who.workspace}; the API does not say which of its ${who.keys.length} keys.`;
+  return `You signed in with key ${who.key} of workspace ${who.workspace}.`;
 }
 
 /** Network defaults: what a sandbox that names no policy gets, and where
- * that is set; read-only, as the API has no call to change or read it. */
+ * that is set; read-only, as the API has no call to change it. */
 function networkSection(who: Caller, health: Health | undefined): HTMLElement {
   const { table, fill } = listTable("Defaults of a new sandbox", ["Setting", "When none is named", "Set where"]);
-  const keyMode = who.key?.network_mode;
-  let network: string;
-  if (who.admin) network = "the daemon's default mode (full unless set)";
-  else if (keyMode) network = `the daemon's default mode, or ${keyMode} when the default is less isolated than ${keyMode}`;
-  else network = "the daemon's default mode, or the key's network mode when the default is less isolated";
-  const keyTools = who.key?.tools_mode;
+  const keyMode = who.network_mode;
+  const daemonMode = who.defaults.network_mode;
+  let network: string = daemonMode;
+  if (keyMode && rank(networkModes, keyMode) < rank(networkModes, daemonMode)) network = `${keyMode} (the daemon's default, ${daemonMode}, is less isolated than the key's mode)`;
+  const keyTools = who.tools_mode;
   fill(
     [
       h(
@@ -264,7 +217,7 @@ function networkSection(who: Caller, health: Health | undefined): HTMLElement {
         "tr",
         {},
         h("th", { scope: "row" }, "Tool calls' mode"),
-        h("td", { "data-label": "When none is named" }, who.admin ? "the daemon's default mode (all unless set)" : `the key's mode${keyTools ? `: ${keyTools}` : ""}`),
+        h("td", { "data-label": "When none is named" }, keyTools || who.defaults.tools_mode),
         h("td", { "data-label": "Set where" }, h("code", {}, "hutch serve --tools-mode"), " (tools_mode in the config file); each key's tools mode"),
       ),
       h(
@@ -298,10 +251,7 @@ function networkSection(who: Caller, health: Health | undefined): HTMLElement {
 /** Sandbox modes: the tool-call and network modes a key bounds, with the
  * signed-in key's own. */
 function modesSection(who: Caller): HTMLElement {
-  // Which key signed in is unknown when its workspace has several: then
-  // the table has no column for it, and the workspace's keys follow.
-  const known = who.admin || who.key !== undefined;
-  const { table, fill } = listTable("Sandbox modes", ["Kind", "Mode", "What it does", ...(known ? ["This key"] : [])]);
+  const { table, fill } = listTable("Sandbox modes", ["Kind", "Mode", "What it does", "This key"]);
   const rows = (kind: string, modes: [string, string][], own: string | undefined) =>
     modes.map(([mode, what]) => {
       const use = mayUse(modes, own, mode, who.admin);
@@ -311,10 +261,10 @@ function modesSection(who: Caller): HTMLElement {
         h("td", { "data-label": "Kind" }, kind),
         h("td", { "data-label": "Mode" }, h("code", {}, mode)),
         h("td", { "data-label": "What it does" }, what),
-        ...(known ? [h("td", { "data-label": "This key", class: `use ${use.replace(" ", "-")}` }, use)] : []),
+        h("td", { "data-label": "This key", class: `use ${use.replace(" ", "-")}` }, use),
       );
     });
-  fill([...rows("Tool calls", toolsModes, who.key?.tools_mode), ...rows("Network", networkModes, who.key?.network_mode)], "");
+  fill([...rows("Tool calls", toolsModes, who.tools_mode), ...rows("Network", networkModes, who.network_mode)], "");
   const section = h(
     "section",
     { class: "settings-part", "aria-labelledby": "modes-title" },
@@ -327,14 +277,6 @@ function modesSection(who: Caller): HTMLElement {
     h("p", { id: "settings-who" }, signedInAs(who)),
     table,
   );
-  if (!known) {
-    const { table: keys, fill: fillKeys } = listTable(`Keys of workspace ${who.workspace}`, ["Key", "Tools mode", "Network mode"]);
-    fillKeys(
-      who.keys.map((k) => h("tr", {}, h("td", {}, k.name), h("td", { "data-label": "Tools mode" }, k.tools_mode), h("td", { "data-label": "Network mode" }, k.network_mode ?? "full"))),
-      "No keys.",
-    );
-    section.append(h("p", { class: "muted" }, "The keys of this workspace and their modes; yours is one of them."), keys);
-  }
   return section;
 }
 

@@ -69,6 +69,9 @@ type Config struct {
 	// warnings and errors (nil: none kept).
 	DataDir   string
 	RecentLog *logring.Ring
+	// Defaults are what the daemon gives a sandbox or a tool call that
+	// names no mode (GET /v1/whoami tells them).
+	Defaults client.Defaults
 }
 
 // Server is the REST API's handlers.
@@ -96,6 +99,7 @@ type Server struct {
 	log       *slog.Logger
 	dataDir   string
 	recent    *logring.Ring
+	defaults  client.Defaults
 }
 
 // New returns a Server.
@@ -105,7 +109,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
-	s.dataDir, s.recent = cfg.DataDir, cfg.RecentLog
+	s.dataDir, s.recent, s.defaults = cfg.DataDir, cfg.RecentLog, cfg.Defaults
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -126,6 +130,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /v1/health", s.health},
+		{"GET /v1/whoami", s.whoami},
 		{"GET /v1/e2b", s.e2bInfo},
 		{"GET /v1/openapi.yaml", s.openapi},
 		{"POST /v1/sandboxes", s.createSandbox},

@@ -195,7 +195,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
 	}
 	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
-		DataDir: cfg.DataDir, RecentLog: recent,
+		DataDir: cfg.DataDir, RecentLog: recent, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

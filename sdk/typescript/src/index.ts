@@ -6,6 +6,7 @@ import type { components } from "./schema.js";
 
 type Schemas = components["schemas"];
 export type Health = Schemas["Health"];
+export type Whoami = Schemas["Whoami"];
 export type Sandbox = Schemas["Sandbox"];
 export type CreateSandboxRequest = Schemas["CreateSandboxRequest"];
 export type NetworkPolicy = Schemas["NetworkPolicy"];
@@ -60,6 +61,12 @@ export interface Options {
   apiKey?: string;
   /** A fetch to use instead of the global one. */
   fetch?: typeof fetch;
+  /** The product's user every call is for (the Hutch-User header): whose
+   * personal secrets commands get, recorded in the audit log. */
+  user?: string;
+  /** The workspace the daemon's own key acts in (the Hutch-Workspace
+   * header); another key acts in its own only. */
+  workspace?: string;
 }
 
 interface CallOptions {
@@ -88,6 +95,8 @@ export class Hutch {
   readonly url: string;
   #apiKey?: string;
   #fetch: typeof fetch;
+  #headers: Record<string, string> = {};
+  #opts: Options;
 
   constructor(opts: Options = {}) {
     const loc = (globalThis as { location?: { origin: string } }).location;
@@ -96,6 +105,20 @@ export class Hutch {
     this.url = url.replace(/\/+$/, "");
     this.#apiKey = opts.apiKey ?? env("HUTCH_API_KEY");
     this.#fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    if (opts.user) this.#headers["Hutch-User"] = opts.user;
+    if (opts.workspace) this.#headers["Hutch-Workspace"] = opts.workspace;
+    this.#opts = { ...opts, url: this.url, apiKey: this.#apiKey, fetch: this.#fetch };
+  }
+
+  /** A client like this one whose calls are for user (Hutch-User). */
+  withUser(user: string): Hutch {
+    return new Hutch({ ...this.#opts, user });
+  }
+
+  /** A client like this one acting in workspace ws (Hutch-Workspace; the
+   * daemon's own key only). */
+  withWorkspace(ws: string): Hutch {
+    return new Hutch({ ...this.#opts, workspace: ws });
   }
 
   async #send(method: string, path: string, o: CallOptions = {}): Promise<Response> {
@@ -103,7 +126,7 @@ export class Hutch {
     for (const [k, v] of Object.entries(o.query ?? {})) {
       if (v !== undefined && v !== false) u.searchParams.set(k, String(v));
     }
-    const headers: Record<string, string> = { Accept: o.accept ?? "application/json" };
+    const headers: Record<string, string> = { ...this.#headers, Accept: o.accept ?? "application/json" };
     if (this.#apiKey) headers.Authorization = `Bearer ${this.#apiKey}`;
     let body: BodyInit | undefined;
     if (o.body instanceof Uint8Array || o.body instanceof Blob || o.body instanceof ArrayBuffer) {
@@ -141,6 +164,12 @@ export class Hutch {
   }
 
   // The daemon.
+
+  /** Who the daemon takes this client's key for (admin or a key, its
+   * workspace and modes), and the defaults of what it makes. */
+  whoami(): Promise<Whoami> {
+    return this.#json("GET", "/v1/whoami");
+  }
 
   health(): Promise<Health> {
     return this.#json("GET", "/v1/health");
@@ -372,7 +401,7 @@ export class Hutch {
 
   // API keys, workspaces and the audit log.
 
-  createKey(req: { name: string; workspace?: string; tools_mode?: string }): Promise<APIKey> {
+  createKey(req: { name: string; workspace?: string; tools_mode?: string; network_mode?: string }): Promise<APIKey> {
     return this.#json("POST", "/v1/keys", { body: req });
   }
 
@@ -390,6 +419,12 @@ export class Hutch {
 
   workspaceUsage(ws: string): Promise<WorkspaceUsage> {
     return this.#json("GET", `/v1/workspaces/${seg(ws)}/usage`);
+  }
+
+  /** Sets a workspace's quota (the daemon's own key only); 0 or absent is
+   * no bound. */
+  setQuota(ws: string, quota: Quota): Promise<WorkspaceUsage> {
+    return this.#json("PUT", `/v1/workspaces/${seg(ws)}/quota`, { body: quota });
   }
 
   async listTemplates(): Promise<Template[]> {

@@ -21,6 +21,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the daemon takes the caller for, and the defaults of what it makes
+         * @description The key's name, workspace and modes (the daemon's own key is `admin`, with no modes: it may use any), the user named by `Hutch-User`, and the modes a sandbox or a tool call that names none gets.
+         */
+        get: operations["whoami"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/e2b": {
         parameters: {
             query?: never;
@@ -1584,6 +1604,27 @@ export interface components {
                 message: string;
             };
         };
+        Whoami: {
+            /** @description The daemon's own key (or its unix socket): sees every workspace. */
+            admin: boolean;
+            /** @description The API key's name; empty for the daemon's own. */
+            key: string;
+            /** @description The workspace it acts in. */
+            workspace: string;
+            /** @description The product's user its calls are for (`Hutch-User`), if named. */
+            user?: string;
+            /** @description The least isolated sandbox mode its tool calls may use; empty for the daemon's own key (any). */
+            tools_mode: string;
+            /** @description The least isolated network mode its sandboxes may ask for; empty for the daemon's own key (any). */
+            network_mode: string;
+            /** @description What names no mode gets: hutch serve's --network-default and --tools-mode. */
+            defaults: {
+                /** @enum {string} */
+                network_mode: "none" | "allowlist" | "full";
+                /** @enum {string} */
+                tools_mode: "all" | "selective" | "off";
+            };
+        };
         Health: {
             /** @enum {string} */
             status: "ok";
@@ -2300,6 +2341,27 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    whoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Whoami"];
                 };
             };
             default: components["responses"]["Error"];

@@ -105,6 +105,26 @@ describe("Hutch", { skip }, () => {
     }
   });
 
+  test("who a key is, in its workspace, for a user; quotas", async () => {
+    const me = await hutch.whoami();
+    assert.equal(me.admin, true);
+    const made = await hutch.createKey({ name: "ts-sdk-whoami", workspace: "ts-sdk", tools_mode: "selective", network_mode: "none" });
+    try {
+      const as = new Hutch({ apiKey: made.key }).withUser("alice");
+      const them = await as.whoami();
+      assert.deepEqual(
+        [them.admin, them.key, them.workspace, them.user, them.tools_mode, them.network_mode],
+        [false, "ts-sdk-whoami", "ts-sdk", "alice", "selective", "none"],
+      );
+      const usage = await hutch.setQuota("ts-sdk", { sandboxes: 3 });
+      assert.equal(usage.quota.sandboxes, 3);
+      await assert.rejects(as.setQuota("ts-sdk", { sandboxes: 9 }), (e) => e.code === "permission_denied");
+      assert.equal((await hutch.withWorkspace("ts-sdk").whoami()).workspace, "ts-sdk");
+    } finally {
+      await hutch.deleteKey("ts-sdk-whoami");
+    }
+  });
+
   test("errors", async () => {
     await assert.rejects(hutch.getSandbox("nosuchsandbx"), (e) => e.code === "not_found" && e.status === 404);
     await assert.rejects(new Hutch({ apiKey: "not-a-key" }).listSandboxes(), (e) => e.code === "unauthenticated" && e.status === 401);
