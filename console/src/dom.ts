@@ -37,3 +37,39 @@ export function age(iso?: string): string {
   if (s < 86400) return `${Math.round(s / 3600)} h`;
   return `${Math.round(s / 86400)} d`;
 }
+
+/** poll calls read every `every` ms, each call once the last has answered
+ * (so that a slow answer never overlaps the next), until the function it
+ * returns is called. read catches its own errors; alive() says, after an
+ * await, whether the view is still there to be drawn on. */
+export function poll(every: number, read: (alive: () => boolean) => Promise<void>): () => void {
+  let timer = 0;
+  let stopped = false;
+  const alive = () => !stopped;
+  const next = async () => {
+    await read(alive);
+    if (!stopped) timer = window.setTimeout(next, every);
+  };
+  void next();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+/** A button for a row's action: its accessible name is label (the action
+ * and what it acts on, as several rows have the same button), a failure
+ * is said in status, and after runs once it is done either way (a
+ * refresh). */
+export function actionButton(text: string, label: string, fn: () => unknown, status: HTMLElement, after: () => unknown, cls = ""): HTMLButtonElement {
+  const b = h("button", { type: "button", class: cls, "aria-label": label }, text);
+  b.addEventListener("click", async () => {
+    try {
+      await fn();
+    } catch (err) {
+      status.textContent = message(err);
+    }
+    await after();
+  });
+  return b;
+}

@@ -6,7 +6,7 @@
 // read again every 5 s while the page is open.
 
 import type { Health, Hutch } from "../../sdk/typescript/src/index";
-import { h, listTable, message } from "./dom";
+import { h, listTable, message, poll } from "./dom";
 import "./health.css";
 
 /** How often the page reads the daemon's health again. */
@@ -154,31 +154,19 @@ export function healthPanel(client: Hutch): { panel: HTMLElement; close: () => v
     raw.textContent = JSON.stringify(health, null, 2);
   };
 
-  let timer: number | undefined;
-  let closed = false;
-  const refresh = async () => {
+  const stop = poll(refreshMs, async (alive) => {
     try {
       const health = await client.health();
-      if (closed) return;
+      if (!alive()) return;
       show(health);
       failure.textContent = "";
       updated.textContent = `Updated at ${new Date().toLocaleTimeString()}; read again every ${refreshMs / 1000} s.`;
     } catch (err) {
-      if (closed) return;
+      if (!alive()) return;
       // Said once, not again on every failed refresh.
       const text = `The daemon's health could not be read: ${message(err)}`;
       if (failure.textContent !== text) failure.textContent = text;
     }
-    // The next read after this one ends, so that a slow answer never
-    // overlaps the next.
-    if (!closed) timer = window.setTimeout(refresh, refreshMs);
-  };
-  void refresh();
-  return {
-    panel,
-    close: () => {
-      closed = true;
-      if (timer !== undefined) clearTimeout(timer);
-    },
-  };
+  });
+  return { panel, close: stop };
 }

@@ -1,11 +1,16 @@
-// One sandbox: its terminal, a command run with its output streamed, its
-// services with a preview, and its files with an editor. The terminal, the
-// editor and the panels load with this view, not with the console.
+// One sandbox: what it uses, its terminal, a command run with its output
+// streamed, a scratch pad for code, its background processes, its
+// services with a preview, its files with an editor, and the network
+// lookups and connections its policy refused. The terminal, the editor
+// and each panel load with this view, not with the console.
 
 import type { Hutch } from "../../sdk/typescript/src/index";
 import { age, h, message } from "./dom";
+import "./sandbox.css";
 
-export function sandboxPage(c: Hutch, id: string): { panel: HTMLElement; close: () => void } {
+type View = { panel: HTMLElement; close: () => void };
+
+export function sandboxPage(c: Hutch, id: string): View {
   const info = h("p", { class: "muted" }, "Loading…");
   const cmd = h("input", { id: "cmd", name: "cmd", value: "uname -a", size: "40" });
   const out = h("pre", { class: "output", "aria-live": "polite", "aria-label": "Output" });
@@ -26,30 +31,55 @@ export function sandboxPage(c: Hutch, id: string): { panel: HTMLElement; close: 
   const termBox = h("div", { class: "terminal", role: "region", "aria-label": "Terminal" });
   // What this view opens, closed when it is left.
   const closers: (() => void)[] = [];
+  let closed = false;
   const openButton = h("button", { type: "button" }, "Open a terminal");
   // The terminal and the editor are loaded with their views: the rest of
   // the console starts without them.
   openButton.addEventListener("click", async () => {
     openButton.remove();
     const { openTerminal } = await import("./terminal");
-    closers.push(openTerminal(c, id, termBox, termStatus));
+    if (!closed) closers.push(openTerminal(c, id, termBox, termStatus));
   });
-  const servicesBox = h("div");
-  void import("./services").then(({ servicesPanel }) => {
-    const services = servicesPanel(c, id);
-    closers.push(services.close);
-    servicesBox.replaceChildren(services.panel);
-  });
-  const filesBox = h("div");
-  void import("./files").then(({ filesPanel }) => {
-    const files = filesPanel(c, id);
-    closers.push(files.close);
-    filesBox.replaceChildren(files.panel);
-  });
+
+  // lazy is a box for the panel load makes once its module has loaded. A
+  // panel that loads after the view was left is closed at once, so that
+  // its timers do not outlive it.
+  function lazy(load: () => Promise<View>): HTMLElement {
+    const box = h("div", { class: "lazy" });
+    load().then(
+      (view) => {
+        if (closed) return view.close();
+        closers.push(view.close);
+        box.replaceChildren(view.panel);
+      },
+      (err) => box.replaceChildren(h("p", { class: "error-text" }, message(err))),
+    );
+    return box;
+  }
+
   c.getSandbox(id).then(
     (sb) => (info.textContent = `${sb.state} · ${sb.runtime} · template ${sb.template} · created ${age(sb.created_at)} ago`),
     (err) => (info.textContent = message(err)),
   );
-  const panel = h("div", {}, info, h("h3", {}, "Terminal"), openButton, termBox, termStatus, h("h3", {}, "Run a command"), form, out, servicesBox, filesBox);
-  return { panel, close: () => closers.forEach((close) => close()) };
+  const panel = h(
+    "div",
+    { class: "sandbox-page" },
+    info,
+    lazy(() => import("./stats").then((m) => m.statsPanel(c, id))),
+    // Unnamed, so that the one region named Terminal is the terminal's.
+    h("section", {}, h("h3", {}, "Terminal"), openButton, termBox, termStatus),
+    h("section", {}, h("h3", {}, "Run a command"), form, out),
+    lazy(() => import("./code").then((m) => m.codePanel(c, id))),
+    lazy(() => import("./processes").then((m) => m.processesPanel(c, id))),
+    lazy(() => import("./services").then((m) => m.servicesPanel(c, id))),
+    lazy(() => import("./files").then((m) => m.filesPanel(c, id))),
+    lazy(() => import("./network").then((m) => m.networkPanel(c, id))),
+  );
+  return {
+    panel,
+    close: () => {
+      closed = true;
+      closers.forEach((close) => close());
+    },
+  };
 }

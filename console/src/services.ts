@@ -5,7 +5,8 @@
 // the link's first visit sets the cookie a framed preview needs.
 
 import type { Hutch, Service } from "../../sdk/typescript/src/index";
-import { h, listTable, message } from "./dom";
+import { actionButton, h, listTable, message, poll } from "./dom";
+import { followLogs } from "./logs";
 import { regionShot } from "./regionshot";
 
 export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; close: () => void } {
@@ -26,6 +27,15 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
   const reload = h("button", { type: "button" }, "Reload");
   const newTab = h("a", { target: "_blank", rel: "noopener noreferrer" }, "Open in a new tab");
   let previewing = "";
+  // One service's log is followed at a time, below the list.
+  const logBox = h("div", { class: "service-log" });
+  let logs: { name: string; close: () => void } | undefined;
+  const showLogs = (name: string) => {
+    logs?.close();
+    const view = followLogs(client, id, name);
+    logs = { name, close: view.close };
+    logBox.replaceChildren(h("h4", {}, `Log of ${name}`), view.panel);
+  };
   const form = h(
     "form",
     { class: "row", "aria-label": "Start a service" },
@@ -62,19 +72,9 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
 
   const row = (svc: Service) => {
     const actions = h("td", { class: "actions" });
-    const button = (text: string, fn: () => Promise<unknown>, cls = "") => {
-      const b = h("button", { type: "button", class: cls, "aria-label": `${text} ${svc.name}` }, text);
-      b.addEventListener("click", async () => {
-        try {
-          await fn();
-        } catch (err) {
-          status.textContent = message(err);
-        }
-        await refresh();
-      });
-      actions.append(b);
-    };
+    const button = (text: string, fn: () => unknown, cls = "") => actions.append(actionButton(text, `${text} ${svc.name}`, fn, status, refresh, cls));
     button("Preview", () => preview(svc));
+    button("Logs", () => showLogs(svc.name));
     button("Restart", () => client.serviceAction(id, svc.name, "restart"));
     button("Stop", () => client.serviceAction(id, svc.name, "stop"));
     button("Delete", () => client.deleteService(id, svc.name), "danger");
@@ -114,8 +114,7 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
     }
   });
 
-  void refresh();
-  const timer = window.setInterval(refresh, 2000);
+  const stop = poll(2000, refresh);
   const panel = h(
     "section",
     { "aria-label": "Services" },
@@ -123,9 +122,16 @@ export function servicesPanel(client: Hutch, id: string): { panel: HTMLElement; 
     form,
     status,
     table,
+    logBox,
     h("div", {}, pane),
   );
   const stage = h("div", { class: "stage" }, frame);
   pane.append(h("div", { class: "row" }, paneTitle, reload, newTab, regionShot(client, id, stage, frame, () => previewing)), stage);
-  return { panel, close: () => clearInterval(timer) };
+  return {
+    panel,
+    close: () => {
+      stop();
+      logs?.close();
+    },
+  };
 }

@@ -15,6 +15,8 @@ export type ExecRequest = Schemas["ExecRequest"];
 export type ExecResult = Schemas["ExecResult"];
 export type ExecExit = Schemas["ExecExitEvent"];
 export type CodeRequest = Schemas["CodeRequest"];
+export type CreateContextRequest = Schemas["CreateContextRequest"];
+export type CodeContext = Schemas["CodeContext"];
 export type FileEntry = Schemas["FileEntry"];
 export type StartProcessRequest = Schemas["StartProcessRequest"];
 export type Process = Schemas["Process"];
@@ -246,6 +248,25 @@ export class Hutch {
 
   runCode(id: string, req: CodeRequest): Promise<ExecResult> {
     return this.#json("POST", `/v1/sandboxes/${seg(id)}/code`, { body: req });
+  }
+
+  /** Starts a kernel in which code run with its id as context_id keeps its
+   * state (failed_precondition when the sandbox lacks the kernel). */
+  createContext(id: string, req: CreateContextRequest): Promise<CodeContext> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/contexts`, { body: req });
+  }
+
+  async listContexts(id: string): Promise<CodeContext[]> {
+    return (await this.#json<{ contexts: CodeContext[] }>("GET", `/v1/sandboxes/${seg(id)}/contexts`)).contexts;
+  }
+
+  /** Restarts a context's kernel: its state is gone. */
+  restartContext(id: string, context: string): Promise<CodeContext> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/contexts/${seg(context)}/restart`);
+  }
+
+  async deleteContext(id: string, context: string): Promise<void> {
+    await this.#json("DELETE", `/v1/sandboxes/${seg(id)}/contexts/${seg(context)}`);
   }
 
   /** Opens a terminal session (the PTY WebSocket) where a WebSocket class
