@@ -2,49 +2,28 @@
 // TestConsole runs it, as an unprivileged user with Chromium's own sandbox
 // on). It signs in, is refused a wrong key, creates a sandbox, runs a
 // command in it, deletes it, and saves screenshots of the main views at
-// 1280x800 and 390x844 into $SHOTS. Any console error after signing in
+// 1280x800 and 390x844, light and dark, into $SHOTS. Any console error after signing in
 // fails it. Then it times a list of 500 sandboxes, from its data arriving
 // to its last row painted, and from opening the page. It prints one JSON
 // line: {"screenshots": [...], "render500Ms": N, "open500Ms": N}.
-import { chromium } from "playwright-core";
+import { check, key, signIn, signOut, start, url } from "./lib.mjs";
 
-const url = process.env.HUTCH_URL;
-const key = process.env.HUTCH_API_KEY;
-const shots = process.env.SHOTS;
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
-const saved = [];
-const errors = [];
-let signedIn = false;
+const run = await start();
 
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
 
-async function shot(page, name) {
-  const path = `${shots}/${name}.png`;
-  await page.screenshot({ path, fullPage: true });
-  saved.push(path);
-}
 
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
-  const onError = (text) => signedIn && errors.push(text);
-  page.on("console", (m) => m.type() === "error" && onError(m.text()));
-  page.on("pageerror", (e) => onError(String(e)));
+  const page = await run.page();
 
   await page.goto(url);
   await page.getByLabel("API key").fill("hutch_not_a_key");
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("alert").filter({ hasText: /refused/ }).waitFor();
 
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
-  signedIn = true;
+  await signIn(page, key);
+  run.watch();
   check(!(await page.evaluate(() => location.href)).includes(key), "the key is in the URL");
-  await shot(page, "sandboxes-empty-1280x800");
+  await run.shot(page, "sandboxes-empty-1280x800");
 
   await page.getByRole("button", { name: "Create sandbox" }).click();
   const status = page.getByRole("status");
@@ -54,7 +33,7 @@ try {
   const row = page.locator(`tr[data-id="${id}"]`);
   await row.locator("td.idle").filter({ hasText: /^(suspend in \d+:\d\d|awake)/ }).waitFor();
   await row.locator("td.usage").filter({ hasText: /MiB/ }).waitFor();
-  await shot(page, "sandboxes-1280x800");
+  await run.shot(page, "sandboxes-1280x800");
 
   // The list's filters, and the actions behind More.
   const listed = page.getByRole("table", { name: "Sandboxes" });
@@ -141,6 +120,9 @@ try {
   await page.getByRole("button", { name: "Preview web" }).click();
   await page.frameLocator('iframe[title="Preview"]').getByRole("heading", { name: "preview works" }).waitFor();
   await page.locator("#preview-status").filter({ hasText: "web: running" }).waitFor();
+  // Its log, followed: the frame's request is in it.
+  await page.getByRole("button", { name: "Logs web" }).click();
+  await page.locator(".service-log").getByRole("log", { name: "Log of web" }).filter({ hasText: '"GET / HTTP/1.1" 200' }).waitFor();
   check(
     await page.evaluate(() => {
       try {
@@ -157,7 +139,7 @@ try {
   const output = page.getByLabel("Output");
   await output.filter({ hasText: "[exit 0]" }).waitFor();
   check((await output.textContent()).startsWith("hi\n"), `the command's output: ${await output.textContent()}`);
-  await shot(page, "sandbox-1280x800");
+  await run.shot(page, "sandbox-1280x800");
 
   // Suspend and resume from the list.
   await page.getByRole("link", { name: "Sandboxes" }).click();
@@ -181,7 +163,7 @@ try {
       secret,
     );
   check(!(await shown()), "the secret's value is on the page after it was set");
-  await shot(page, "secrets-1280x800");
+  await run.shot(page, "secrets-1280x800");
   await page.reload();
   await page.getByRole("cell", { name: "CONSOLE_TEST_TOKEN", exact: true }).waitFor();
   check(!(await shown()), "the secret's value is on the page after a reload");
@@ -198,7 +180,7 @@ try {
   await field.waitFor();
   const other = await field.inputValue();
   check(/^hutch_[0-9a-f]+$/.test(other), `the key shown: ${other}`);
-  await shot(page, "keys-1280x800");
+  await run.shot(page, "keys-1280x800");
   await page.reload();
   await page.getByRole("cell", { name: "console-test-other", exact: true }).waitFor();
   check(!(await page.content()).includes(other), "the key is shown again after a reload");
@@ -217,26 +199,38 @@ try {
 
   await page.getByRole("link", { name: "Health" }).click();
   await page.getByRole("table", { name: "Runtimes" }).getByRole("rowheader", { name: "runc", exact: true }).waitFor();
-  await shot(page, "health-1280x800");
+  await run.shot(page, "health-1280x800");
 
   await page.setViewportSize({ width: 390, height: 844 });
   await page.getByRole("link", { name: "Sandboxes" }).click();
   await page.getByRole("link", { name: id }).waitFor();
-  await shot(page, "sandboxes-390x844");
+  await run.shot(page, "sandboxes-390x844");
   await page.getByRole("link", { name: id }).click();
   await page.getByRole("button", { name: "Run" }).waitFor();
-  await shot(page, "sandbox-390x844");
+  await run.shot(page, "sandbox-390x844");
+
+  // Dark, as the system asks: the page's own colours change.
+  const background = () => page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+  check((await background()) === "rgb(255, 255, 255)", `light background: ${await background()}`);
+  await page.emulateMedia({ colorScheme: "dark" });
+  check((await background()) === "rgb(13, 17, 23)", `dark background: ${await background()}`);
+  await run.shot(page, "sandbox-dark-390x844");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("link", { name: id }).waitFor();
+  await run.shot(page, "sandboxes-dark-1280x800");
+  await page.emulateMedia({ colorScheme: "light" });
 
   await page.getByRole("link", { name: "Sandboxes" }).click();
   await page.getByRole("button", { name: `Delete ${id}` }).click();
   await status.filter({ hasText: `Delete ${id}: done.` }).waitFor();
   await page.getByRole("link", { name: id }).waitFor({ state: "detached" });
-  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
+  run.noErrors();
 
   // A list of 500 sandboxes (the API's answer stood in for, so as not to
   // make 500), timed in the page from the list's answer arriving to its
   // last row painted, and, for the record, from opening the page.
-  const many = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const many = await run.browser.newContext({ viewport: { width: 1280, height: 800 } });
   await many.addInitScript((k) => sessionStorage.setItem("hutch.apiKey", k), key);
   await many.addInitScript((last) => {
     const fetched = window.fetch;
@@ -273,7 +267,7 @@ try {
   const renderMs = await list.evaluate(() => window.__lastRowPainted - window.__listArrived);
   check((await list.locator("table tbody tr").count()) === 500, "500 rows");
   await many.close();
-  console.log(JSON.stringify({ screenshots: saved, render500Ms: Math.round(renderMs), open500Ms: openMs }));
+  console.log(JSON.stringify({ screenshots: run.saved, render500Ms: Math.round(renderMs), open500Ms: openMs }));
 } finally {
-  await browser.close();
+  await run.close();
 }

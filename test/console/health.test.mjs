@@ -7,25 +7,9 @@
 // It saves screenshots at 1280x800 and 390x844 into $SHOTS. Any console
 // error after signing in fails it. It prints one JSON line last:
 // {"screenshots": [...]}.
-import { chromium } from "playwright-core";
+import { check, key, signIn, start, url } from "./lib.mjs";
 
-const url = process.env.HUTCH_URL;
-const key = process.env.HUTCH_API_KEY;
-const shots = process.env.SHOTS;
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
-const saved = [];
-const errors = [];
-let signedIn = false;
-
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
-
-async function shot(page, name) {
-  const path = `${shots}/${name}.png`;
-  await page.screenshot({ path, fullPage: true });
-  saved.push(path);
-}
+const run = await start();
 
 try {
   // What the API says, to hold the page up against.
@@ -36,20 +20,13 @@ try {
   check(runc?.usable, `the API says runc is not usable: ${JSON.stringify(runc)}`);
   check(Array.isArray(health.recent_errors) && health.disk, "the daemon's own key is not told the disk and recent errors");
 
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
-  const onError = (text) => signedIn && errors.push(text);
-  page.on("console", (m) => m.type() === "error" && onError(m.text()));
-  page.on("pageerror", (e) => onError(String(e)));
+  const page = await run.page();
   let healthReads = 0;
   page.on("request", (r) => new URL(r.url()).pathname === "/v1/health" && healthReads++);
 
   await page.goto(url);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
-  signedIn = true;
+  await signIn(page, key);
+  run.watch();
 
   await page.goto(new URL("#/health", url).href);
   await page.getByRole("heading", { name: "Health", level: 2 }).waitFor();
@@ -75,7 +52,7 @@ try {
   await recent.waitFor();
   const rows = await recent.locator("tbody tr").count();
   check(rows >= 1, "the recent errors' table has no row, not even none");
-  await shot(page, "health-1280x800");
+  await run.shot(page, "health-1280x800");
 
   // It reads the health again by itself.
   const updated = page.locator("#health-updated");
@@ -84,7 +61,7 @@ try {
 
   await page.setViewportSize({ width: 390, height: 844 });
   await recent.waitFor();
-  await shot(page, "health-390x844");
+  await run.shot(page, "health-390x844");
 
   // Once left, it reads it no more.
   await page.getByRole("link", { name: "Sandboxes" }).click();
@@ -114,8 +91,8 @@ try {
   check((await page.getByRole("table", { name: "Recent errors" }).count()) === 0, "a key's page has a table of recent errors");
   await page.unroute("**/v1/health");
 
-  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ screenshots: saved }));
+  run.noErrors();
+  console.log(JSON.stringify({ screenshots: run.saved }));
 } finally {
-  await browser.close();
+  await run.close();
 }

@@ -5,23 +5,17 @@
 // is red and right half blue. It draws a region across the middle of the
 // frame and prints one JSON line: {"values": {"region": path, "clip":
 // {x, y, w, h}, "frame": {w, h}}}; the Go test checks the PNG's pixels.
-import { chromium } from "playwright-core";
+import { check, key, start, url } from "./lib.mjs";
 
-const { HUTCH_URL: url, HUTCH_API_KEY: key, SHOTS: shots, SANDBOX: id, SERVICE: service } = process.env;
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
-const errors = [];
+const { SHOTS: shots, SANDBOX: id, SERVICE: service } = process.env;
+const run = await start();
 
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
 
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
-  await context.addInitScript((k) => sessionStorage.setItem("hutch.apiKey", k), key);
-  const page = await context.newPage();
+  const page = await run.page({ acceptDownloads: true });
+  await page.context().addInitScript((k) => sessionStorage.setItem("hutch.apiKey", k), key);
   page.setDefaultTimeout(60_000);
-  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
-  page.on("pageerror", (e) => errors.push(String(e)));
+  run.watch();
 
   await page.goto(`${url}#/sandboxes/${id}`);
   await page.getByRole("button", { name: `Preview ${service}` }).click();
@@ -46,9 +40,9 @@ try {
   await download.saveAs(region);
   await page.locator("#screenshot-status").filter({ hasText: "Saved a 200×100 region as a PNG." }).waitFor();
   check(/\.png$/.test(download.suggestedFilename()), `the download's name: ${download.suggestedFilename()}`);
-  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
+  run.noErrors();
   const clip = { x: Math.round(inner.w / 2) - 100, y: 40, w: 200, h: 100 };
   console.log(JSON.stringify({ values: { region, clip, frame: { w: inner.w, h: inner.h } } }));
 } finally {
-  await browser.close();
+  await run.close();
 }

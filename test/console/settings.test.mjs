@@ -10,15 +10,9 @@
 // settings page at 1280x800 and 390x844 into $SHOTS. Any console error
 // after signing in fails it. What it made is removed at the end, also
 // when it fails. It prints one JSON line: {"screenshots": [...]}.
-import { chromium } from "playwright-core";
+import { api, check, key, signIn, signOut, start, url } from "./lib.mjs";
 
-const url = process.env.HUTCH_URL;
-const key = process.env.HUTCH_API_KEY;
-const shots = process.env.SHOTS;
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, chromiumSandbox: true });
-const saved = [];
-const errors = [];
-let signedIn = false;
+const run = await start();
 let quotaSet = false; // so that the cleanup makes no workspace of its own
 
 const stamp = Date.now();
@@ -29,49 +23,17 @@ const secretUser = "settings-test-user";
 const keyName = "settings-test-key";
 const workspace = "settings-test";
 
-function check(ok, what) {
-  if (!ok) throw new Error(what);
-}
 
-async function shot(page, name) {
-  const path = `${shots}/${name}.png`;
-  await page.screenshot({ path, fullPage: true });
-  saved.push(path);
-}
 
-// api calls the daemon with its own key, for the cleanup; a thing already
-// gone is no failure.
-async function api(method, path, body) {
-  const res = await fetch(new URL(path, url), {
-    method,
-    headers: { Authorization: `Bearer ${key}`, ...(body ? { "Content-Type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  if (!res.ok && res.status !== 404) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-}
 
-async function signIn(page, k) {
-  await page.getByLabel("API key").fill(k);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
-}
 
-async function signOut(page) {
-  await page.getByRole("button", { name: "Sign out" }).click();
-  await page.getByLabel("API key").waitFor();
-}
 
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(30_000);
-  const onError = (text) => signedIn && errors.push(text);
-  page.on("console", (m) => m.type() === "error" && onError(m.text()));
-  page.on("pageerror", (e) => onError(String(e)));
+  const page = await run.page();
 
   await page.goto(url);
   await signIn(page, key);
-  signedIn = true;
+  run.watch();
 
   // Two secrets of one name: the workspace's, swapped in by the proxy, and
   // a user's own. Neither value is on the page after it is set.
@@ -180,19 +142,19 @@ try {
   await usage.getByRole("row", { name: /Sandbox hours/ }).getByRole("cell", { name: "12.5 h", exact: true }).waitFor();
   check((await page.getByLabel("Memory (MiB)").inputValue()) === "2048", "the quota form does not show the quota set");
   await page.getByRole("table", { name: "Defaults of a new sandbox" }).waitFor();
-  await shot(page, "settings-1280x800");
+  await run.shot(page, "settings-1280x800");
   await page.setViewportSize({ width: 390, height: 844 });
   await page.getByRole("heading", { name: "Sandbox modes" }).waitFor();
-  await shot(page, "settings-390x844");
+  await run.shot(page, "settings-390x844");
   await page.setViewportSize({ width: 1280, height: 800 });
 
   await page.getByRole("link", { name: "Keys" }).click();
   await page.getByRole("button", { name: `Delete key ${keyName}` }).click();
   await page.locator("#keys-status").filter({ hasText: `Deleted ${keyName}.` }).waitFor();
-  check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
-  console.log(JSON.stringify({ screenshots: saved }));
+  run.noErrors();
+  console.log(JSON.stringify({ screenshots: run.saved }));
 } finally {
-  await browser.close();
+  await run.close();
   await api("DELETE", `v1/secrets/${secretName}?scope=user&user=${secretUser}`);
   await api("DELETE", `v1/secrets/${secretName}`);
   await api("DELETE", `v1/keys/${keyName}`);

@@ -54,8 +54,8 @@ func TestConsole(t *testing.T) {
 			if name != "console" {
 				return
 			}
-			if len(res.Screenshots) < 8 {
-				t.Errorf("%d screenshots, want 8", len(res.Screenshots))
+			if len(res.Screenshots) < 10 {
+				t.Errorf("%d screenshots, want 10", len(res.Screenshots))
 			}
 			// Issue 22: a list of 500 sandboxes renders in under a second.
 			t.Logf("a list of 500 sandboxes rendered in %d ms (%d ms from opening the page)", res.Render500Ms, res.Open500Ms)
