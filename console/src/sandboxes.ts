@@ -61,8 +61,17 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
   // Activity and stats of the rows on screen.
   const details = new Map<string, Detail>();
   const inFlight = new Set<string>();
+  const onScreen = new Set<string>();
   const visible = new IntersectionObserver((entries) => {
-    for (const e of entries) if (e.isIntersecting) void detail((e.target as HTMLElement).dataset.id!);
+    for (const e of entries) {
+      const id = (e.target as HTMLElement).dataset.id!;
+      if (e.isIntersecting) {
+        onScreen.add(id);
+        void detail(id);
+      } else {
+        onScreen.delete(id);
+      }
+    }
   });
   async function detail(id: string) {
     const sb = all.find((s) => s.id === id);
@@ -168,6 +177,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       if (!all.some((s) => s.id === id)) {
         visible.unobserve(r.tr);
         rows.delete(id);
+        onScreen.delete(id);
       }
     }
     const body = table.tBodies[0];
@@ -185,6 +195,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       all.sort((a, b) => (b.created_at ?? "").localeCompare(a.created_at ?? ""));
       for (const id of details.keys()) if (!all.some((s) => s.id === id)) details.delete(id);
       render();
+      for (const id of onScreen) void detail(id); // each at most every detailEvery
     } catch (err) {
       if (!refused(err)) status.textContent = message(err);
     }

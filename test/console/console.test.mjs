@@ -33,6 +33,8 @@ try {
   const row = page.locator(`tr[data-id="${id}"]`);
   await row.locator("td.idle").filter({ hasText: /^(suspend in \d+:\d\d|awake)/ }).waitFor();
   await row.locator("td.usage").filter({ hasText: /MiB/ }).waitFor();
+  // Read again while on screen: two readings give the CPU's share.
+  await row.locator("td.usage").filter({ hasText: /^\d+% CPU · \d+ MiB/ }).waitFor();
   await run.shot(page, "sandboxes-1280x800");
 
   // The list's filters, and the actions behind More.
