@@ -37,7 +37,16 @@ export async function start() {
     noErrors() {
       check(errors.length === 0, `console errors: ${JSON.stringify(errors)}`);
     },
+    /** shot saves a screenshot of the page, after checking that every
+     * control on it has a name a screen reader can say. */
     async shot(page, name) {
+      const unnamed = await page.evaluate(() =>
+        [...document.querySelectorAll("input, select, textarea, button")]
+          .filter((el) => el.type !== "hidden" && el.checkVisibility())
+          .filter((el) => !(el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") || el.labels?.length || el.title || (el.tagName === "BUTTON" && el.textContent.trim())))
+          .map((el) => el.outerHTML.slice(0, 160)),
+      );
+      check(unnamed.length === 0, `${name}: controls without a name: ${unnamed.join(" ")}`);
       const path = `${process.env.SHOTS}/${name}.png`;
       await page.screenshot({ path, fullPage: true });
       saved.push(path);
