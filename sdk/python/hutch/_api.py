@@ -141,6 +141,11 @@ class API:
         """The daemon's version, runtimes, pools and default runtime."""
         return self._call(Request("GET", path("health")))
 
+    def whoami(self):
+        """Who the daemon takes this client's key for (admin or a key, its
+        workspace and modes), and the defaults of what it makes."""
+        return self._call(Request("GET", path("whoami")))
+
     # Sandboxes.
 
     def create_sandbox(self, template: Optional[str] = None, runtime: Optional[str] = None, **fields: Any):

@@ -111,6 +111,11 @@ class TestClient(unittest.TestCase):
             self.client.delete_secret(name)
         self.assertNotIn(name, [s["name"] for s in self.client.list_secrets()])
 
+    def test_whoami(self):
+        me = self.client.whoami()
+        self.assertTrue(me["admin"])
+        self.assertIn(me["defaults"]["network_mode"], ("none", "allowlist", "full"))
+
     def test_errors(self):
         with self.assertRaises(HutchError) as cm:
             self.client.get_sandbox("nosuchsandbx")
