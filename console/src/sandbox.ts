@@ -1,7 +1,7 @@
 // One sandbox: what it uses, its terminal, a command run with its output
 // streamed, a scratch pad for code, its background processes, its
 // services with a preview, its files with an editor, and the network
-// lookups and connections its policy refused. The terminal, the editor
+// lookups and connections its policy refused, and its settings. The terminal, the editor
 // and each panel load with this view, not with the console.
 
 import type { Hutch } from "../../sdk/typescript/src/index";
@@ -74,6 +74,7 @@ export function sandboxPage(c: Hutch, id: string): View {
     lazy(() => import("./services").then((m) => m.servicesPanel(c, id))),
     lazy(() => import("./files").then((m) => m.filesPanel(c, id))),
     lazy(() => import("./network").then((m) => m.networkPanel(c, id))),
+    lazy(() => import("./sandboxsettings").then((m) => m.sandboxSettings(c, id))),
   );
   return {
     panel,

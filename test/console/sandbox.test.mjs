@@ -106,6 +106,21 @@ try {
   await page.getByRole("button", { name: "Delete process sleeper" }).click();
   await processes.getByText("No background processes.").waitFor();
 
+  // Its settings: what it was made with, and a new network policy and
+  // idle timer, which the API then reports.
+  const settings = page.getByRole("region", { name: "Settings" });
+  await settings.getByText("every secret of its workspace").waitFor();
+  check((await page.locator("#policy-allow").inputValue()) === "allowed.test", "the policy's allow-list in the form");
+  await page.locator("#policy-mode").selectOption("none");
+  await page.getByRole("button", { name: "Set network policy" }).click();
+  await page.locator("#sandbox-settings-status").filter({ hasText: "Network policy: done." }).waitFor();
+  await page.getByLabel("Idle timeout (s), from now").fill("600");
+  await page.locator("#idle-then").selectOption("stop");
+  await page.getByRole("button", { name: "Set idle timer" }).click();
+  await page.locator("#sandbox-settings-status").filter({ hasText: "Idle timer: done." }).waitFor();
+  const changed = await api("GET", `/v1/sandboxes/${id}`);
+  check(changed.network.mode === "none" && changed.idle_timeout_s === 600 && changed.idle_action === "stop", `after the settings: ${JSON.stringify(changed)}`);
+
   // Leaving the page closes what it opened: nothing polls after. (Not
   // for the list, which asks for each sandbox's stats itself.)
   await page.getByRole("link", { name: "Keys" }).click();
