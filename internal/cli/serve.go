@@ -35,7 +35,7 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
@@ -84,6 +84,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
+	f.StringVar(&cfg.Store, "store", cfg.Store, "keep the state in this PostgreSQL database (postgres://user@host/db; the password from $PGPASSWORD or ~/.pgpass) (default: SQLite in --data-dir)")
 	f.StringVar(&cfg.RunDir, "run-dir", cfg.RunDir, "where the unix socket and runtime state live, one per data dir (default: /run/hutch for the default --data-dir, else one named after it)")
 	f.StringVar(&cfg.Runc, "runc", cfg.Runc, "the runc binary")
 	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc binary (by name: beside hutch, then in PATH)")

@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets"
+	"github.com/hutchdev/hutch/internal/store/postgres"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -47,6 +48,12 @@ type Config struct {
 	ToolsHostDir string `toml:"tools_host_dir"`
 	// DataDir holds the database, the API key, templates and sandboxes.
 	DataDir string `toml:"data_dir"`
+	// Store is where the state is kept: empty for SQLite in DataDir
+	// (hutch.db), or the URL of a PostgreSQL database (postgres://…),
+	// which several daemons may share. Its password may be left out of
+	// the URL for PGPASSWORD or ~/.pgpass, which are read as libpq reads
+	// them.
+	Store string `toml:"store"`
 	// RunDir holds the unix socket and the runtimes' state. It belongs to
 	// one data dir (see lock.go); empty means the one derived from DataDir:
 	// /run/hutch for the default data dir.
@@ -183,6 +190,11 @@ func (c Config) Validate() error {
 	// deepest: <data_dir>/sandboxes/<12-char id>/run/agent.sock.
 	if n := len(c.DataDir) + len("/sandboxes/123456789012/run/agent.sock"); n > 107 {
 		errs = append(errs, fmt.Errorf("data_dir %q is too long for unix socket paths inside it (%d > 107 bytes)", c.DataDir, n))
+	}
+	if c.Store != "" {
+		if err := postgres.CheckURL(c.Store); err != nil {
+			errs = append(errs, fmt.Errorf("store must be empty (SQLite in data_dir) or a PostgreSQL URL, postgres://user@host/database: %w", err))
+		}
 	}
 	if c.Runc == "" {
 		errs = append(errs, errors.New("runc must name the runc binary"))

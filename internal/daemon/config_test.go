@@ -28,6 +28,10 @@ func TestConfigValidate(t *testing.T) {
 		{"no host routing", func(c *Config) { c.PreviewDomain = "" }, nil},
 		{"preview domain with a port", func(c *Config) { c.PreviewDomain = "localhost:7070" }, []string{"preview_domain", `"localhost:7070"`}},
 		{"preview domain in capitals", func(c *Config) { c.PreviewDomain = "Example.com" }, []string{"preview_domain"}},
+		{"postgres store", func(c *Config) { c.Store = "postgres://hutch@db.example.com/hutch" }, nil},
+		{"store not postgres", func(c *Config) { c.Store = "mysql://hutch:secret@db/hutch" },
+			[]string{"store must be empty (SQLite in data_dir) or a PostgreSQL URL", "mysql://hutch:xxxxx@db/hutch is not a postgres:// URL"}},
+		{"store with a bad port", func(c *Config) { c.Store = "postgres://hutch:secret@db:port/hutch" }, []string{"store must be", `invalid port ":port"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,7 +40,6 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/screenshot"
 	"github.com/hutchdev/hutch/internal/secrets/redact"
-	"github.com/hutchdev/hutch/internal/store/sqlite"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
 	"github.com/hutchdev/hutch/internal/toolrun"
@@ -85,7 +84,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	db, err := sqlite.Open(ctx, cfg.dbPath())
+	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,18 +1,15 @@
 // Package sqlite is the Store on an embedded SQLite database (modernc.org's
 // pure-Go SQLite, so the binary stays static), in WAL mode, with its schema
-// in numbered migrations compiled into the binary.
+// in store/migrations, compiled into the binary.
 package sqlite
 
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -22,12 +19,10 @@ import (
 	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/migrations"
 )
 
 var _ store.Store = (*DB)(nil)
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // DB is a store.Store on one SQLite file.
 type DB struct {
@@ -54,43 +49,40 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	return &DB{db: db}, nil
 }
 
-// migrate applies, in order, every migration newer than the database's
-// user_version, each in its own transaction.
+// migrate applies every migration newer than the database's. SQLite's
+// databases record theirs in user_version, as they did before the
+// migrations were shared: the count of migrations applied.
 func migrate(ctx context.Context, db *sql.DB) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	return migrations.Run(ctx, migrations.SQLite, target{db})
+}
+
+// target is a database being migrated.
+type target struct{ db *sql.DB }
+
+func (t target) Version(ctx context.Context) (int, error) {
+	var v int
+	err := t.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	return v, err
+}
+
+// Apply runs m and sets user_version in one transaction.
+func (t target) Apply(ctx context.Context, m migrations.Migration) (err error) {
+	tx, err := t.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
-	var current int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback() // the error says what failed
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return err
 	}
-	if current > len(names) {
-		return fmt.Errorf("database schema version %d is newer than this binary's %d", current, len(names))
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.Version)); err != nil {
+		return err
 	}
-	for i := current; i < len(names); i++ {
-		body, err := migrations.ReadFile(names[i])
-		if err != nil {
-			return err
-		}
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("%s: %w", names[i], err)
-		}
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tx.Commit()
 }
 
 func (d *DB) Close() error { return d.db.Close() }

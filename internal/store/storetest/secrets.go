@@ -1,4 +1,4 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
@@ -20,9 +20,8 @@ func sampleSecret(workspace, user, name string, at time.Time) *store.Secret {
 // A secret is inserted, then updated keeping its creation time, and its
 // placeholder unless another is given; listing orders by workspace, user
 // and name; a missing one is not found, saying which.
-func TestSecretRoundTrip(t *testing.T) {
-	t.Parallel()
-	db := openTest(t)
+func testSecretRoundTrip(t *testing.T, h Harness) {
+	db := h.Open(t)
 	ctx := t.Context()
 	t0 := time.Now().UTC()
 	t1 := t0.Add(time.Minute)
@@ -118,9 +117,8 @@ func TestSecretRoundTrip(t *testing.T) {
 }
 
 // The key check is absent at first, then set and replaced.
-func TestVaultCheck(t *testing.T) {
-	t.Parallel()
-	db := openTest(t)
+func testVaultCheck(t *testing.T, h Harness) {
+	db := h.Open(t)
 	ctx := t.Context()
 	if c, err := db.VaultCheck(ctx); err != nil || c != nil {
 		t.Fatalf("VaultCheck of a new database = %q, %v; want none", c, err)
@@ -137,8 +135,7 @@ func TestVaultCheck(t *testing.T) {
 
 // ResealAll replaces every sealed value and the check together, or, when
 // the secrets given are not those stored, nothing.
-func TestResealAll(t *testing.T) {
-	t.Parallel()
+func testResealAll(t *testing.T, h Harness) {
 	t0 := time.Now().UTC()
 	// resealed returns the stored secrets sealed anew (as a rotation would),
 	// changed by edit.
@@ -168,7 +165,7 @@ func TestResealAll(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			db := openTest(t)
+			db := h.Open(t)
 			ctx := t.Context()
 			for _, s := range []*store.Secret{sampleSecret("acme", "", "A", t0), sampleSecret("acme", "u-1", "B", t0), sampleSecret("zeta", "", "C", t0)} {
 				if err := db.PutSecret(ctx, s); err != nil {
