@@ -8,9 +8,9 @@
 // would buy nothing here, as the SQL differs from SQLite's anyway.
 //
 // The records are stored as SQLite stores them (times as unix nanoseconds,
-// JSON in text columns), so that both give back exactly what was put: a
-// timestamptz would keep microseconds only, and ResealAll matches a
-// secret's UpdatedAt to the nanosecond.
+// JSON in text columns, laid out for both in store/sqlrows), so that both
+// give back exactly what was put: a timestamptz would keep microseconds
+// only, and ResealAll matches a secret's UpdatedAt to the nanosecond.
 //
 // Where SQLite relied on its single writer, this store relies on single
 // statements (a change of state is one UPDATE, which PostgreSQL re-checks
@@ -20,7 +20,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	neturl "net/url"
@@ -36,6 +35,7 @@ import (
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/migrations"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -149,16 +149,12 @@ func violated(err error, code string) (constraint string, ok bool) {
 	return "", false
 }
 
-const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
-	workspace, owner_user, secrets`
-
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	args, err := sandboxArgs(sb)
+	args, err := sqlrows.SandboxArgs(sb)
 	if err != nil {
 		return err
 	}
-	_, err = d.pool.Exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
+	_, err = d.pool.Exec(ctx, `INSERT INTO sandboxes (`+sqlrows.SandboxColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`, args...)
 	if constraint, ok := violated(err, uniqueViolation); ok {
 		if constraint == "sandboxes_key" {
@@ -173,7 +169,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 }
 
 func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
-	sb, err := scanSandbox(d.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = $1`, id))
+	sb, err := sqlrows.ScanSandbox(d.pool.QueryRow(ctx, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errdefs.NotFound("sandbox %s not found", id)
 	}
@@ -186,7 +182,7 @@ func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) 
 // GetSandboxByKey returns workspace ws's sandbox with key; ErrNotFound if
 // none.
 func (d *DB) GetSandboxByKey(ctx context.Context, ws, key string) (*store.Sandbox, error) {
-	sb, err := scanSandbox(d.pool.QueryRow(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE workspace = $1 AND key = $2`, ws, key))
+	sb, err := sqlrows.ScanSandbox(d.pool.QueryRow(ctx, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes WHERE workspace = $1 AND key = $2`, ws, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errdefs.NotFound("no sandbox has key %q", key)
 	}
@@ -197,20 +193,8 @@ func (d *DB) GetSandboxByKey(ctx context.Context, ws, key string) (*store.Sandbo
 }
 
 func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
-	rows, err := d.pool.Query(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY created_at, id`)
+	out, err := query(ctx, d, sqlrows.ScanSandbox, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	return out, nil
@@ -264,7 +248,7 @@ func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
 }
 
 func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error {
-	network, err := encodeNetwork(p)
+	network, err := sqlrows.EncodeNetwork(p)
 	if err != nil {
 		return err
 	}
@@ -273,15 +257,6 @@ func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at t
 		return fmt.Errorf("set network policy of sandbox %s: %w", id, err)
 	}
 	return expectOne(tag, "sandbox %s not found", id)
-}
-
-// encodeNetwork is a policy as stored: none when not given.
-func encodeNetwork(p netpolicy.Policy) (string, error) {
-	if p.Mode == "" {
-		p.Mode = netpolicy.None
-	}
-	b, err := json.Marshal(p)
-	return string(b), err
 }
 
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
@@ -300,104 +275,12 @@ func expectOne(tag pgconn.CommandTag, format string, args ...any) error {
 	return nil
 }
 
-func sandboxArgs(sb *store.Sandbox) ([]any, error) {
-	env, err := json.Marshal(nonNil(sb.Env))
+// query runs q and scans its every row with scan.
+func query[T any](ctx context.Context, d *DB, scan func(sqlrows.Scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := d.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(nonNil(sb.Metadata))
-	if err != nil {
-		return nil, err
-	}
-	vols := sb.Volumes
-	if vols == nil {
-		vols = []store.VolumeMount{}
-	}
-	volumes, err := json.Marshal(vols)
-	if err != nil {
-		return nil, err
-	}
-	network, err := encodeNetwork(sb.Network)
-	if err != nil {
-		return nil, err
-	}
-	var secrets *string // NULL: all of its workspace's
-	if sb.Secrets != nil {
-		b, err := json.Marshal(sb.Secrets)
-		if err != nil {
-			return nil, err
-		}
-		s := string(b)
-		secrets = &s
-	}
-	return []any{
-		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
-		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
-		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets,
-	}, nil
-}
-
-// nullable is s, or NULL when s is empty.
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-func scanSandbox(row pgx.Row) (*store.Sandbox, error) {
-	var (
-		sb               store.Sandbox
-		state            string
-		idle             int64
-		env, meta        string
-		created, updated int64
-		key              *string
-		expires          int64
-		volumes, network string
-		secrets          *string
-	)
-	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &state, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network,
-		&sb.Workspace, &sb.User, &secrets)
-	if err != nil {
-		return nil, err
-	}
-	sb.State = lifecycle.State(state)
-	sb.IdleTimeout = time.Duration(idle) * time.Second
-	if key != nil {
-		sb.Key = *key
-	}
-	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
-		return nil, fmt.Errorf("decode env of %s: %w", sb.ID, err)
-	}
-	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
-		return nil, fmt.Errorf("decode metadata of %s: %w", sb.ID, err)
-	}
-	sb.CreatedAt = time.Unix(0, created).UTC()
-	sb.UpdatedAt = time.Unix(0, updated).UTC()
-	sb.ExpiresAt = time.Unix(0, expires).UTC()
-	if err := json.Unmarshal([]byte(volumes), &sb.Volumes); err != nil {
-		return nil, fmt.Errorf("decode volumes of %s: %w", sb.ID, err)
-	}
-	if err := json.Unmarshal([]byte(network), &sb.Network); err != nil {
-		return nil, fmt.Errorf("decode network policy of %s: %w", sb.ID, err)
-	}
-	if secrets != nil {
-		if err := json.Unmarshal([]byte(*secrets), &sb.Secrets); err != nil {
-			return nil, fmt.Errorf("decode secrets' names of %s: %w", sb.ID, err)
-		}
-		if sb.Secrets == nil {
-			sb.Secrets = []string{}
-		}
-	}
-	return &sb, nil
+	defer rows.Close() // pgx closes rows read to the end; not those a scan failed in
+	return sqlrows.Collect(rows, scan)
 }

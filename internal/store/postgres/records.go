@@ -2,33 +2,25 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
 // PutProcess inserts or replaces a sandbox's background process.
 func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
-	argv, err := json.Marshal(p.Argv)
+	args, err := sqlrows.ProcessArgs(p)
 	if err != nil {
 		return err
 	}
-	env, err := json.Marshal(nonNil(p.Env))
-	if err != nil {
-		return err
-	}
-	_, err = d.pool.Exec(ctx, `INSERT INTO processes
-		(sandbox_id, name, argv, cwd, "user", env, port, running, created_at, for_user, stdin, public, slot)
+	_, err = d.pool.Exec(ctx, `INSERT INTO processes (`+sqlrows.ProcessColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (sandbox_id, name) DO UPDATE SET
 			argv = excluded.argv, cwd = excluded.cwd, "user" = excluded."user", env = excluded.env,
 			port = excluded.port, running = excluded.running, created_at = excluded.created_at,
-			for_user = excluded.for_user, stdin = excluded.stdin, public = excluded.public, slot = excluded.slot`,
-		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(), p.ForUser, p.Stdin, p.Public, p.Slot)
+			for_user = excluded.for_user, stdin = excluded.stdin, public = excluded.public, slot = excluded.slot`, args...)
 	if _, ok := violated(err, foreignKeyViolation); ok {
 		return errdefs.NotFound("sandbox %s not found", p.SandboxID)
 	}
@@ -40,30 +32,9 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 
 // ListProcesses returns a sandbox's background processes, oldest first.
 func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error) {
-	rows, err := d.pool.Query(ctx, `SELECT name, argv, cwd, "user", env, port, running, created_at, for_user, stdin, public, slot
+	out, err := query(ctx, d, sqlrows.ScanProcess, `SELECT `+sqlrows.ProcessColumns+`
 		FROM processes WHERE sandbox_id = $1 ORDER BY created_at, name`, sandboxID)
 	if err != nil {
-		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
-	}
-	defer rows.Close()
-	var out []*store.Process
-	for rows.Next() {
-		p := store.Process{SandboxID: sandboxID}
-		var argv, env string
-		var created int64
-		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created, &p.ForUser, &p.Stdin, &p.Public, &p.Slot); err != nil {
-			return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
-		}
-		if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
-			return nil, fmt.Errorf("decode command of process %s: %w", p.Name, err)
-		}
-		if err := json.Unmarshal([]byte(env), &p.Env); err != nil {
-			return nil, fmt.Errorf("decode env of process %s: %w", p.Name, err)
-		}
-		p.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &p)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
 	}
 	return out, nil
@@ -92,22 +63,8 @@ func (d *DB) CreateVolume(ctx context.Context, v *store.Volume) error {
 
 // ListVolumes returns every volume, by name.
 func (d *DB) ListVolumes(ctx context.Context) ([]*store.Volume, error) {
-	rows, err := d.pool.Query(ctx, `SELECT name, created_at FROM volumes ORDER BY name`)
+	out, err := query(ctx, d, sqlrows.ScanVolume, `SELECT `+sqlrows.VolumeColumns+` FROM volumes ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("list volumes: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Volume
-	for rows.Next() {
-		var v store.Volume
-		var created int64
-		if err := rows.Scan(&v.Name, &created); err != nil {
-			return nil, fmt.Errorf("list volumes: %w", err)
-		}
-		v.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &v)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	return out, nil
@@ -124,8 +81,8 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 
 // CreateAPIKey records a key.
 func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	_, err := d.pool.Exec(ctx, `INSERT INTO api_keys (name, hash, tools_mode, network_mode, workspace, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-		k.Name, k.Hash, k.ToolsMode, orFull(k.NetworkMode), k.Workspace, k.CreatedAt.UnixNano())
+	_, err := d.pool.Exec(ctx, `INSERT INTO api_keys (`+sqlrows.APIKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+		sqlrows.APIKeyArgs(k)...)
 	if _, ok := violated(err, uniqueViolation); ok {
 		return errdefs.AlreadyExists("API key %s exists already", k.Name)
 	}
@@ -135,16 +92,14 @@ func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 	return nil
 }
 
-const apiKeyColumns = `name, hash, tools_mode, network_mode, workspace, created_at`
-
 // ListAPIKeys returns every key, by name.
 func (d *DB) ListAPIKeys(ctx context.Context) ([]*store.APIKey, error) {
-	return d.queryAPIKeys(ctx, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY name`)
+	return d.queryAPIKeys(ctx, `SELECT `+sqlrows.APIKeyColumns+` FROM api_keys ORDER BY name`)
 }
 
 // APIKeyByHash finds a key by its hash.
 func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	keys, err := d.queryAPIKeys(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE hash = $1`, hash)
+	keys, err := d.queryAPIKeys(ctx, `SELECT `+sqlrows.APIKeyColumns+` FROM api_keys WHERE hash = $1`, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -154,31 +109,9 @@ func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, erro
 	return keys[0], nil
 }
 
-// orFull is a key's network mode as stored: full when not given.
-func orFull(mode string) string {
-	if mode == "" {
-		return string(netpolicy.Full)
-	}
-	return mode
-}
-
-func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*store.APIKey, error) {
-	rows, err := d.pool.Query(ctx, query, args...)
+func (d *DB) queryAPIKeys(ctx context.Context, q string, args ...any) ([]*store.APIKey, error) {
+	out, err := query(ctx, d, sqlrows.ScanAPIKey, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.APIKey
-	for rows.Next() {
-		var k store.APIKey
-		var created int64
-		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &k.NetworkMode, &k.Workspace, &created); err != nil {
-			return nil, fmt.Errorf("list API keys: %w", err)
-		}
-		k.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &k)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list API keys: %w", err)
 	}
 	return out, nil

@@ -2,16 +2,15 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/secrets"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
 var _ secrets.Store = (*DB)(nil)
@@ -19,19 +18,17 @@ var _ secrets.Store = (*DB)(nil)
 // The secrets' methods, which internal/secrets's vault uses (its Store).
 // Values are stored only sealed; nothing here sees a key or a plaintext.
 
-const secretColumns = `workspace, "user", name, description, inject, hosts, query, placeholder, sealed, created_at, updated_at`
-
 // PutSecret inserts s, or updates the secret of its workspace, user and
 // name. An update keeps the stored CreatedAt, and the stored Placeholder
 // unless s gives one (a secret that is no longer InjectProxy has none).
 // s's CreatedAt and Placeholder are set to what is stored.
 func (d *DB) PutSecret(ctx context.Context, s *store.Secret) error {
-	hosts, err := json.Marshal(nonNilStrings(s.Hosts))
+	args, err := sqlrows.SecretArgs(s)
 	if err != nil {
 		return err
 	}
 	var created int64
-	err = d.pool.QueryRow(ctx, `INSERT INTO secrets (`+secretColumns+`)
+	err = d.pool.QueryRow(ctx, `INSERT INTO secrets (`+sqlrows.SecretColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (workspace, "user", name) DO UPDATE SET
 			description = excluded.description,
@@ -44,26 +41,24 @@ func (d *DB) PutSecret(ctx context.Context, s *store.Secret) error {
 				ELSE '' END,
 			sealed      = excluded.sealed,
 			updated_at  = excluded.updated_at
-		RETURNING created_at, placeholder`,
-		s.Workspace, s.User, s.Name, s.Description, s.Inject, string(hosts), s.Query, s.Placeholder, s.Sealed,
-		s.CreatedAt.UnixNano(), s.UpdatedAt.UnixNano()).Scan(&created, &s.Placeholder)
+		RETURNING created_at, placeholder`, args...).Scan(&created, &s.Placeholder)
 	if err != nil {
-		return fmt.Errorf("put %s: %w", describeSecret(s.Workspace, s.User, s.Name), err)
+		return fmt.Errorf("put %s: %w", sqlrows.DescribeSecret(s.Workspace, s.User, s.Name), err)
 	}
-	s.CreatedAt = time.Unix(0, created).UTC()
+	s.CreatedAt = sqlrows.Time(created)
 	return nil
 }
 
 // GetSecret returns one secret (user "" for the workspace's own);
 // ErrNotFound if there is none.
 func (d *DB) GetSecret(ctx context.Context, workspace, user, name string) (*store.Secret, error) {
-	out, err := d.querySecrets(ctx, `SELECT `+secretColumns+` FROM secrets WHERE workspace = $1 AND "user" = $2 AND name = $3`,
+	out, err := query(ctx, d, sqlrows.ScanSecret, `SELECT `+sqlrows.SecretColumns+` FROM secrets WHERE workspace = $1 AND "user" = $2 AND name = $3`,
 		workspace, user, name)
 	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", describeSecret(workspace, user, name), err)
+		return nil, fmt.Errorf("get %s: %w", sqlrows.DescribeSecret(workspace, user, name), err)
 	}
 	if len(out) == 0 {
-		return nil, secretNotFound(workspace, user, name)
+		return nil, sqlrows.SecretNotFound(workspace, user, name)
 	}
 	return out[0], nil
 }
@@ -73,7 +68,7 @@ func (d *DB) GetSecret(ctx context.Context, workspace, user, name string) (*stor
 func (d *DB) ListSecrets(ctx context.Context, workspace string) ([]*store.Secret, error) {
 	// COLLATE "C": ordered by bytes, as SQLite orders them, whatever the
 	// database's locale.
-	out, err := d.querySecrets(ctx, `SELECT `+secretColumns+` FROM secrets WHERE ($1::text = '' OR workspace = $1)
+	out, err := query(ctx, d, sqlrows.ScanSecret, `SELECT `+sqlrows.SecretColumns+` FROM secrets WHERE ($1::text = '' OR workspace = $1)
 		ORDER BY workspace COLLATE "C", "user" COLLATE "C", name COLLATE "C"`, workspace)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
@@ -85,10 +80,10 @@ func (d *DB) ListSecrets(ctx context.Context, workspace string) ([]*store.Secret
 func (d *DB) DeleteSecret(ctx context.Context, workspace, user, name string) error {
 	tag, err := d.pool.Exec(ctx, `DELETE FROM secrets WHERE workspace = $1 AND "user" = $2 AND name = $3`, workspace, user, name)
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", describeSecret(workspace, user, name), err)
+		return fmt.Errorf("delete %s: %w", sqlrows.DescribeSecret(workspace, user, name), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return secretNotFound(workspace, user, name)
+		return sqlrows.SecretNotFound(workspace, user, name)
 	}
 	return nil
 }
@@ -148,13 +143,13 @@ func (d *DB) ResealAll(ctx context.Context, secrets []*store.Secret, check []byt
 		}
 		for _, s := range secrets {
 			if len(s.Sealed) == 0 {
-				return fmt.Errorf("reseal %s: no sealed value", describeSecret(s.Workspace, s.User, s.Name))
+				return fmt.Errorf("reseal %s: no sealed value", sqlrows.DescribeSecret(s.Workspace, s.User, s.Name))
 			}
 			tag, err := tx.Exec(ctx, `UPDATE secrets SET sealed = $1
 				WHERE workspace = $2 AND "user" = $3 AND name = $4 AND updated_at = $5`,
 				s.Sealed, s.Workspace, s.User, s.Name, s.UpdatedAt.UnixNano())
 			if err != nil {
-				return fmt.Errorf("reseal %s: %w", describeSecret(s.Workspace, s.User, s.Name), err)
+				return fmt.Errorf("reseal %s: %w", sqlrows.DescribeSecret(s.Workspace, s.User, s.Name), err)
 			}
 			if tag.RowsAffected() != 1 {
 				return changed
@@ -166,56 +161,4 @@ func (d *DB) ResealAll(ctx context.Context, secrets []*store.Secret, check []byt
 		}
 		return nil
 	})
-}
-
-func (d *DB) querySecrets(ctx context.Context, query string, args ...any) ([]*store.Secret, error) {
-	rows, err := d.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*store.Secret
-	for rows.Next() {
-		var (
-			s                store.Secret
-			hosts            string
-			created, updated int64
-		)
-		if err := rows.Scan(&s.Workspace, &s.User, &s.Name, &s.Description, &s.Inject, &hosts, &s.Query, &s.Placeholder,
-			&s.Sealed, &created, &updated); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal([]byte(hosts), &s.Hosts); err != nil {
-			return nil, fmt.Errorf("decode hosts of %s: %w", describeSecret(s.Workspace, s.User, s.Name), err)
-		}
-		if len(s.Hosts) == 0 {
-			s.Hosts = nil
-		}
-		s.CreatedAt = time.Unix(0, created).UTC()
-		s.UpdatedAt = time.Unix(0, updated).UTC()
-		out = append(out, &s)
-	}
-	return out, rows.Err()
-}
-
-func secretNotFound(workspace, user, name string) error {
-	if user == "" {
-		return errdefs.NotFound("workspace %s has no secret %s", workspace, name)
-	}
-	return errdefs.NotFound("user %s of workspace %s has no personal secret %s", user, workspace, name)
-}
-
-// describeSecret names a secret in an error.
-func describeSecret(workspace, user, name string) string {
-	if user == "" {
-		return fmt.Sprintf("secret %s of workspace %s", name, workspace)
-	}
-	return fmt.Sprintf("personal secret %s of user %s in workspace %s", name, user, workspace)
-}
-
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
 // EnsureWorkspace records workspace name if it is not yet.
@@ -22,11 +23,9 @@ func (d *DB) EnsureWorkspace(ctx context.Context, name string, at time.Time) (*s
 	return d.GetWorkspace(ctx, name)
 }
 
-const workspaceColumns = `name, quota, created_at, updated_at`
-
 // GetWorkspace returns one workspace.
 func (d *DB) GetWorkspace(ctx context.Context, name string) (*store.Workspace, error) {
-	w, err := scanWorkspace(d.pool.QueryRow(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE name = $1`, name))
+	w, err := sqlrows.ScanWorkspace(d.pool.QueryRow(ctx, `SELECT `+sqlrows.WorkspaceColumns+` FROM workspaces WHERE name = $1`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errdefs.NotFound("workspace %s not found", name)
 	}
@@ -38,39 +37,11 @@ func (d *DB) GetWorkspace(ctx context.Context, name string) (*store.Workspace, e
 
 // ListWorkspaces returns every workspace, by name.
 func (d *DB) ListWorkspaces(ctx context.Context) ([]*store.Workspace, error) {
-	rows, err := d.pool.Query(ctx, `SELECT `+workspaceColumns+` FROM workspaces ORDER BY name`)
+	out, err := query(ctx, d, sqlrows.ScanWorkspace, `SELECT `+sqlrows.WorkspaceColumns+` FROM workspaces ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list workspaces: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Workspace
-	for rows.Next() {
-		w, err := scanWorkspace(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list workspaces: %w", err)
-		}
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list workspaces: %w", err)
-	}
 	return out, nil
-}
-
-func scanWorkspace(row pgx.Row) (*store.Workspace, error) {
-	var (
-		w                store.Workspace
-		quota            string
-		created, updated int64
-	)
-	if err := row.Scan(&w.Name, &quota, &created, &updated); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(quota), &w.Quota); err != nil {
-		return nil, fmt.Errorf("decode quota of workspace %s: %w", w.Name, err)
-	}
-	w.CreatedAt, w.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
-	return &w, nil
 }
 
 // SetQuota sets a workspace's quota, making the workspace if absent.
@@ -114,9 +85,8 @@ func (d *DB) SandboxTime(ctx context.Context, ws, day string) (time.Duration, er
 func (d *DB) AppendAudit(ctx context.Context, entries ...*store.AuditEntry) error {
 	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 		for _, e := range entries {
-			if err := tx.QueryRow(ctx, `INSERT INTO audit (at, key_name, workspace, "user", action, object, status, code)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-				e.Time.UnixNano(), e.Key, e.Workspace, e.User, e.Action, e.Object, e.Status, e.Code).Scan(&e.ID); err != nil {
+			if err := tx.QueryRow(ctx, `INSERT INTO audit (`+sqlrows.AuditColumns+`)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`, sqlrows.AuditArgs(e)...).Scan(&e.ID); err != nil {
 				return err
 			}
 		}
@@ -138,24 +108,13 @@ func (d *DB) ListAudit(ctx context.Context, f store.AuditFilter) ([]*store.Audit
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := d.pool.Query(ctx, `SELECT id, at, key_name, workspace, "user", action, object, status, code FROM audit
+	out, err := query(ctx, d, sqlrows.ScanAuditEntry, `SELECT id, `+sqlrows.AuditColumns+` FROM audit
 		WHERE id < $1 AND ($2::text = '' OR workspace = $2) ORDER BY id DESC LIMIT $3`, before, f.Workspace, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list the audit log: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.AuditEntry{}
-	for rows.Next() {
-		var e store.AuditEntry
-		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Key, &e.Workspace, &e.User, &e.Action, &e.Object, &e.Status, &e.Code); err != nil {
-			return nil, fmt.Errorf("list the audit log: %w", err)
-		}
-		e.Time = time.Unix(0, at).UTC()
-		out = append(out, &e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the audit log: %w", err)
+	if out == nil {
+		out = []*store.AuditEntry{} // an empty log lists as [], not null
 	}
 	return out, nil
 }

@@ -6,7 +6,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/migrations"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
 var _ store.Store = (*DB)(nil)
@@ -87,16 +87,12 @@ func (t target) Apply(ctx context.Context, m migrations.Migration) (err error) {
 
 func (d *DB) Close() error { return d.db.Close() }
 
-const sandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
-	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
-	workspace, owner_user, secrets`
-
 func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	args, err := sandboxArgs(sb)
+	args, err := sqlrows.SandboxArgs(sb)
 	if err != nil {
 		return err
 	}
-	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`)
+	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sqlrows.SandboxColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.workspace, sandboxes.key") {
@@ -111,8 +107,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 }
 
 func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
-	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
-	sb, err := scanSandbox(row)
+	sb, err := sqlrows.ScanSandbox(d.db.QueryRowContext(ctx, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("sandbox %s not found", id)
 	}
@@ -125,8 +120,7 @@ func (d *DB) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) 
 // GetSandboxByKey returns workspace ws's sandbox with key; ErrNotFound if
 // none.
 func (d *DB) GetSandboxByKey(ctx context.Context, ws, key string) (*store.Sandbox, error) {
-	row := d.db.QueryRowContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes WHERE workspace = ? AND key = ?`, ws, key)
-	sb, err := scanSandbox(row)
+	sb, err := sqlrows.ScanSandbox(d.db.QueryRowContext(ctx, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes WHERE workspace = ? AND key = ?`, ws, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("no sandbox has key %q", key)
 	}
@@ -137,20 +131,11 @@ func (d *DB) GetSandboxByKey(ctx context.Context, ws, key string) (*store.Sandbo
 }
 
 func (d *DB) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+sandboxColumns+` FROM sandboxes ORDER BY created_at, id`)
+	out, err := query(ctx, d, sqlrows.ScanSandbox, `SELECT `+sqlrows.SandboxColumns+` FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ChangeState applies c if the sandbox's state is one of c.From, in one
@@ -203,7 +188,7 @@ func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
 }
 
 func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error {
-	network, err := encodeNetwork(p)
+	network, err := sqlrows.EncodeNetwork(p)
 	if err != nil {
 		return err
 	}
@@ -212,15 +197,6 @@ func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at t
 		return fmt.Errorf("set network policy of sandbox %s: %w", id, err)
 	}
 	return expectOne(res, id)
-}
-
-// encodeNetwork is a policy as stored: none when not given.
-func encodeNetwork(p netpolicy.Policy) (string, error) {
-	if p.Mode == "" {
-		p.Mode = netpolicy.None
-	}
-	b, err := json.Marshal(p)
-	return string(b), err
 }
 
 func (d *DB) DeleteSandbox(ctx context.Context, id string) error {
@@ -242,119 +218,24 @@ func expectOne(res sql.Result, id string) error {
 	return nil
 }
 
-func sandboxArgs(sb *store.Sandbox) ([]any, error) {
-	env, err := json.Marshal(nonNil(sb.Env))
+// query runs q and scans its every row with scan.
+func query[T any](ctx context.Context, d *DB, scan func(sqlrows.Scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(nonNil(sb.Metadata))
-	if err != nil {
-		return nil, err
-	}
-	vols := sb.Volumes
-	if vols == nil {
-		vols = []store.VolumeMount{}
-	}
-	volumes, err := json.Marshal(vols)
-	if err != nil {
-		return nil, err
-	}
-	network, err := encodeNetwork(sb.Network)
-	if err != nil {
-		return nil, err
-	}
-	var secrets any // NULL: all of its workspace's
-	if sb.Secrets != nil {
-		b, err := json.Marshal(sb.Secrets)
-		if err != nil {
-			return nil, err
-		}
-		secrets = string(b)
-	}
-	return []any{
-		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
-		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
-		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets,
-	}, nil
-}
-
-// nullable is s, or NULL when s is empty.
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scanSandbox(row scanner) (*store.Sandbox, error) {
-	var (
-		sb               store.Sandbox
-		idle             int64
-		env, meta        string
-		created, updated int64
-		key              sql.NullString
-		expires          int64
-		volumes, network string
-		secrets          sql.NullString
-	)
-	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &sb.State, &sb.StateReason, &sb.Handle,
-		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network,
-		&sb.Workspace, &sb.User, &secrets)
-	if err != nil {
-		return nil, err
-	}
-	sb.IdleTimeout = time.Duration(idle) * time.Second
-	sb.Key = key.String
-	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
-		return nil, fmt.Errorf("decode env of %s: %w", sb.ID, err)
-	}
-	if err := json.Unmarshal([]byte(meta), &sb.Metadata); err != nil {
-		return nil, fmt.Errorf("decode metadata of %s: %w", sb.ID, err)
-	}
-	sb.CreatedAt = time.Unix(0, created).UTC()
-	sb.UpdatedAt = time.Unix(0, updated).UTC()
-	sb.ExpiresAt = time.Unix(0, expires).UTC()
-	if err := json.Unmarshal([]byte(volumes), &sb.Volumes); err != nil {
-		return nil, fmt.Errorf("decode volumes of %s: %w", sb.ID, err)
-	}
-	if err := json.Unmarshal([]byte(network), &sb.Network); err != nil {
-		return nil, fmt.Errorf("decode network policy of %s: %w", sb.ID, err)
-	}
-	if secrets.Valid {
-		if err := json.Unmarshal([]byte(secrets.String), &sb.Secrets); err != nil {
-			return nil, fmt.Errorf("decode secrets' names of %s: %w", sb.ID, err)
-		}
-		if sb.Secrets == nil {
-			sb.Secrets = []string{}
-		}
-	}
-	return &sb, nil
+	defer rows.Close()
+	return sqlrows.Collect(rows, scan)
 }
 
 // PutProcess inserts or replaces a sandbox's background process.
 func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
-	argv, err := json.Marshal(p.Argv)
+	args, err := sqlrows.ProcessArgs(p)
 	if err != nil {
 		return err
 	}
-	env, err := json.Marshal(nonNil(p.Env))
-	if err != nil {
-		return err
-	}
-	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes
-		(sandbox_id, name, argv, cwd, user, env, port, running, created_at, for_user, stdin, public, slot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(), p.ForUser, p.Stdin, p.Public, p.Slot)
+	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes (`+sqlrows.ProcessColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
 			return errdefs.NotFound("sandbox %s not found", p.SandboxID)
@@ -366,30 +247,12 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 
 // ListProcesses returns a sandbox's background processes, oldest first.
 func (d *DB) ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, argv, cwd, user, env, port, running, created_at, for_user, stdin, public, slot
+	out, err := query(ctx, d, sqlrows.ScanProcess, `SELECT `+sqlrows.ProcessColumns+`
 		FROM processes WHERE sandbox_id = ? ORDER BY created_at, name`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
 	}
-	defer rows.Close()
-	var out []*store.Process
-	for rows.Next() {
-		p := store.Process{SandboxID: sandboxID}
-		var argv, env string
-		var created int64
-		if err := rows.Scan(&p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created, &p.ForUser, &p.Stdin, &p.Public, &p.Slot); err != nil {
-			return nil, fmt.Errorf("list processes of sandbox %s: %w", sandboxID, err)
-		}
-		if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
-			return nil, fmt.Errorf("decode command of process %s: %w", p.Name, err)
-		}
-		if err := json.Unmarshal([]byte(env), &p.Env); err != nil {
-			return nil, fmt.Errorf("decode env of process %s: %w", p.Name, err)
-		}
-		p.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteProcess removes a sandbox's background process.
@@ -420,22 +283,11 @@ func (d *DB) CreateVolume(ctx context.Context, v *store.Volume) error {
 
 // ListVolumes returns every volume, by name.
 func (d *DB) ListVolumes(ctx context.Context) ([]*store.Volume, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, created_at FROM volumes ORDER BY name`)
+	out, err := query(ctx, d, sqlrows.ScanVolume, `SELECT `+sqlrows.VolumeColumns+` FROM volumes ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.Volume
-	for rows.Next() {
-		var v store.Volume
-		var created int64
-		if err := rows.Scan(&v.Name, &created); err != nil {
-			return nil, fmt.Errorf("list volumes: %w", err)
-		}
-		v.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteVolume removes a volume's record.
@@ -454,8 +306,8 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 
 // CreateAPIKey records a key.
 func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (name, hash, tools_mode, network_mode, workspace, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.Name, k.Hash, k.ToolsMode, orFull(k.NetworkMode), k.Workspace, k.CreatedAt.UnixNano())
+	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (`+sqlrows.APIKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+		sqlrows.APIKeyArgs(k)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return errdefs.AlreadyExists("API key %s exists already", k.Name)
@@ -467,12 +319,12 @@ func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 
 // ListAPIKeys returns every key, by name.
 func (d *DB) ListAPIKeys(ctx context.Context) ([]*store.APIKey, error) {
-	return d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, workspace, created_at FROM api_keys ORDER BY name`)
+	return d.queryAPIKeys(ctx, `SELECT `+sqlrows.APIKeyColumns+` FROM api_keys ORDER BY name`)
 }
 
 // APIKeyByHash finds a key by its hash.
 func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	keys, err := d.queryAPIKeys(ctx, `SELECT name, hash, tools_mode, network_mode, workspace, created_at FROM api_keys WHERE hash = ?`, hash)
+	keys, err := d.queryAPIKeys(ctx, `SELECT `+sqlrows.APIKeyColumns+` FROM api_keys WHERE hash = ?`, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -482,31 +334,12 @@ func (d *DB) APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, erro
 	return keys[0], nil
 }
 
-// orFull is a key's network mode as stored: full when not given.
-func orFull(mode string) string {
-	if mode == "" {
-		return string(netpolicy.Full)
-	}
-	return mode
-}
-
-func (d *DB) queryAPIKeys(ctx context.Context, query string, args ...any) ([]*store.APIKey, error) {
-	rows, err := d.db.QueryContext(ctx, query, args...)
+func (d *DB) queryAPIKeys(ctx context.Context, q string, args ...any) ([]*store.APIKey, error) {
+	out, err := query(ctx, d, sqlrows.ScanAPIKey, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list API keys: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.APIKey
-	for rows.Next() {
-		var k store.APIKey
-		var created int64
-		if err := rows.Scan(&k.Name, &k.Hash, &k.ToolsMode, &k.NetworkMode, &k.Workspace, &created); err != nil {
-			return nil, fmt.Errorf("list API keys: %w", err)
-		}
-		k.CreatedAt = time.Unix(0, created).UTC()
-		out = append(out, &k)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteAPIKey removes a key.
