@@ -186,7 +186,7 @@ func start(ctx context.Context) (_ *server, err error) {
 	initialized := time.Now()
 	s := &server{dir: dir, out: &bytes.Buffer{}, done: make(chan struct{})}
 	// Not ctx: the server outlives it (stop ends it).
-	s.cmd = command(nil, as, filepath.Join(bin, "postgres"), "-D", data,
+	s.cmd = command(context.Background(), as, filepath.Join(bin, "postgres"), "-D", data,
 		"-c", "listen_addresses=", "-c", "unix_socket_directories="+dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
@@ -327,10 +327,7 @@ func command(ctx context.Context, as *identity, argv ...string) *exec.Cmd {
 			"--clear-groups", "--pdeathsig=SIGQUIT", "--"}, argv)
 	}
 	// #nosec G204 -- argv is the server's binaries and their flags
-	cmd := exec.Command(argv[0], argv[1:]...)
-	if ctx != nil {
-		cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
-	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	if as == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGQUIT}

@@ -92,6 +92,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	if err != nil {
 		return err
 	}
+	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sqlrows.SandboxColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
@@ -234,6 +235,7 @@ func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 	if err != nil {
 		return err
 	}
+	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
 	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes (`+sqlrows.ProcessColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
@@ -306,6 +308,7 @@ func (d *DB) DeleteVolume(ctx context.Context, name string) error {
 
 // CreateAPIKey records a key.
 func (d *DB) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
+	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
 	_, err := d.db.ExecContext(ctx, `INSERT INTO api_keys (`+sqlrows.APIKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
 		sqlrows.APIKeyArgs(k)...)
 	if err != nil {
