@@ -18,6 +18,12 @@ export function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** A select named id with an option for each value; the value "" shows
+ * as blank ("default", "any"). */
+export function select(id: string, values: readonly string[], blank = "", attrs: Record<string, string> = {}): HTMLSelectElement {
+  return h("select", { id, name: id, ...attrs }, ...values.map((v) => h("option", { value: v }, v || blank)));
+}
+
 /** A table with these column headings; fill shows its rows, or a line
  * saying there are none. */
 export function listTable(label: string, columns: string[]): { table: HTMLTableElement; fill: (rows: HTMLElement[], none: string) => void } {

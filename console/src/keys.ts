@@ -8,7 +8,7 @@
 // not make one less isolated than itself (permission_denied).
 
 import type { APIKey, Hutch } from "../../sdk/typescript/src/index";
-import { age, h, listTable, message } from "./dom";
+import { age, h, listTable, message, select } from "./dom";
 import "./settings.css";
 
 // The SDK's createKey takes no network_mode yet, though the API does: the
@@ -18,22 +18,9 @@ type CreateRequest = Parameters<Hutch["createKey"]>[0] & { network_mode?: string
 export function keysPanel(client: Hutch): HTMLElement {
   const name = h("input", { id: "key-name", name: "key-name", required: "", placeholder: "my-app" });
   const workspace = h("input", { id: "key-workspace", name: "key-workspace", placeholder: "default" });
-  const tools = h(
-    "select",
-    { id: "key-tools-mode", name: "key-tools-mode", "aria-describedby": "key-modes-hint" },
-    h("option", { value: "" }, "default"),
-    h("option", { value: "all" }, "all"),
-    h("option", { value: "selective" }, "selective"),
-    h("option", { value: "off" }, "off"),
-  );
-  const network = h(
-    "select",
-    { id: "key-network-mode", name: "key-network-mode", "aria-describedby": "key-modes-hint" },
-    h("option", { value: "" }, "default"),
-    h("option", { value: "none" }, "none"),
-    h("option", { value: "allowlist" }, "allowlist"),
-    h("option", { value: "full" }, "full"),
-  );
+  const described = { "aria-describedby": "key-modes-hint" };
+  const tools = select("key-tools-mode", ["", "all", "selective", "off"], "default", described);
+  const network = select("key-network-mode", ["", "none", "allowlist", "full"], "default", described);
   const status = h("p", { role: "status", class: "muted", id: "keys-status" });
   const shown = h("div", { class: "once", hidden: "" });
   const { table, fill } = listTable("API keys", ["Name", "Workspace", "Tools mode", "Network mode", "Made", ""]);

@@ -4,7 +4,7 @@
 // but not its exit code: the log shows how it ended.
 
 import type { Hutch, Process } from "../../sdk/typescript/src/index";
-import { actionButton, h, listTable, message, poll } from "./dom";
+import { actionButton, h, listTable, message, poll, select } from "./dom";
 import { followLogs } from "./logs";
 
 const SIGNALS = ["TERM", "INT", "HUP", "QUIT", "KILL", "USR1", "USR2"];
@@ -28,7 +28,7 @@ export function processesPanel(client: Hutch, id: string): { panel: HTMLElement;
     h("label", { for: "process-command" }, "Process command", command),
     h("button", { type: "submit" }, "Start process"),
   );
-  const signal = h("select", { id: "process-signal", name: "process-signal" }, ...SIGNALS.map((s) => h("option", { value: s }, s)));
+  const signal = select("process-signal", SIGNALS);
   const status = h("p", { role: "status", class: "muted", id: "processes-status" });
   const { table, fill } = listTable("Processes", ["Name", "PID", "Status", "Command", "Actions"]);
   const logTitle = h("h4", {});

@@ -9,7 +9,7 @@
 // in view do. The countdown ticks in the page between those calls.
 
 import type { CreateSandboxRequest, Hutch, Sandbox, SandboxStats, Activity } from "../../sdk/typescript/src/index";
-import { age, h, listTable, message } from "./dom";
+import { age, h, listTable, message, select } from "./dom";
 
 /** How long a row's activity and stats are kept before they are asked for
  * again, while the row is on screen. */
@@ -30,8 +30,8 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
 
   // Filters: text (in id, template, user, key, metadata), state, runtime.
   const text = h("input", { id: "filter-text", name: "filter-text", type: "search", placeholder: "id, template, user…" });
-  const state = h("select", { id: "filter-state", name: "filter-state" }, ...["", "running", "paused", "suspended", "stopped", "error"].map((s) => h("option", { value: s }, s || "any")));
-  const runtime = h("select", { id: "filter-runtime", name: "filter-runtime" }, ...["", "runc", "gvisor"].map((r) => h("option", { value: r }, r || "any")));
+  const state = select("filter-state", ["", "running", "paused", "suspended", "stopped", "error"], "any");
+  const runtime = select("filter-runtime", ["", "runc", "gvisor"], "any");
   const filters = h(
     "form",
     { class: "row", role: "search", "aria-label": "Filter sandboxes" },
@@ -264,13 +264,13 @@ function createForm(client: Hutch, status: HTMLElement, refresh: () => Promise<v
     return { input, label: h("label", { for: id }, label, input) };
   };
   const template = field("template", "Template", { placeholder: "base" });
-  const runtime = h("select", { id: "runtime", name: "runtime" }, h("option", { value: "" }, "default"), h("option", { value: "runc" }, "runc"), h("option", { value: "gvisor" }, "gvisor"));
+  const runtime = select("runtime", ["", "runc", "gvisor"], "default");
   const cpus = field("cpus", "CPUs", { type: "number", min: "0.1", step: "0.1", placeholder: "1" });
   const memory = field("memory", "Memory (MiB)", { type: "number", min: "16", placeholder: "512" });
   const disk = field("disk", "Disk (MiB)", { type: "number", min: "16" });
   const idle = field("idle", "Idle timeout (s)", { type: "number", min: "1", placeholder: "300" });
-  const idleAction = h("select", { id: "idle-action", name: "idle-action" }, ...["", "suspend", "stop", "delete"].map((a) => h("option", { value: a }, a || "default")));
-  const network = h("select", { id: "network", name: "network" }, ...["", "none", "allowlist", "full"].map((m) => h("option", { value: m }, m || "default")));
+  const idleAction = select("idle-action", ["", "suspend", "stop", "delete"], "default");
+  const network = select("network", ["", "none", "allowlist", "full"], "default");
   const allow = field("allow", "Allow (comma-separated)", { placeholder: "pypi.org, *.github.com" });
   const volumes = field("volumes", "Volumes (name or name:path)", { placeholder: "data:/mnt/data" });
   const key = field("sandbox-key", "Key (get or create)", { placeholder: "chat-42" });

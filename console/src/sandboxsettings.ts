@@ -5,13 +5,13 @@
 // connections without a restart; a new timeout counts from now).
 
 import type { Hutch, Sandbox } from "../../sdk/typescript/src/index";
-import { h, message } from "./dom";
+import { h, message, select } from "./dom";
 
 export function sandboxSettings(client: Hutch, id: string): { panel: HTMLElement; close: () => void } {
   const facts = h("dl", { class: "facts" });
   const status = h("p", { role: "status", class: "muted", id: "sandbox-settings-status" });
 
-  const mode = h("select", { id: "policy-mode", name: "policy-mode" }, ...["none", "allowlist", "full"].map((m) => h("option", { value: m }, m)));
+  const mode = select("policy-mode", ["none", "allowlist", "full"]);
   const allow = h("input", { id: "policy-allow", name: "policy-allow", size: "40", placeholder: "pypi.org, *.github.com" });
   const deny = h("input", { id: "policy-deny", name: "policy-deny", size: "40", placeholder: "203.0.113.0/24" });
   const network = h(
@@ -23,7 +23,7 @@ export function sandboxSettings(client: Hutch, id: string): { panel: HTMLElement
     h("button", { type: "submit" }, "Set network policy"),
   );
   const idle = h("input", { id: "idle-timeout", name: "idle-timeout", type: "number", min: "1", required: "" });
-  const action = h("select", { id: "idle-then", name: "idle-then" }, ...["suspend", "stop", "delete"].map((a) => h("option", { value: a }, a)));
+  const action = select("idle-then", ["suspend", "stop", "delete"]);
   const timer = h(
     "form",
     { class: "row", "aria-label": "Idle timer" },

@@ -5,7 +5,7 @@
 // Who signed in, and the daemon's defaults, come from GET /v1/whoami.
 
 import type { Health, Hutch, Quota, Whoami, Workspace, WorkspaceUsage } from "../../sdk/typescript/src/index";
-import { h, listTable, message } from "./dom";
+import { h, listTable, message, select } from "./dom";
 import "./settings.css";
 
 /** Who signed in: whoami's answer, and the workspaces it sees. */
@@ -104,7 +104,7 @@ function quotaSection(client: Hutch, who: Caller): { section: HTMLElement; refre
   if (who.admin) {
     const names = who.workspaces.map((w) => w.name);
     if (!names.includes(ws)) names.unshift(ws);
-    const pick = h("select", { id: "quota-workspace", name: "quota-workspace" }, ...names.map((n) => h("option", { value: n }, n)));
+    const pick = select("quota-workspace", names);
     pick.value = ws;
     pick.addEventListener("change", async () => {
       ws = pick.value;
