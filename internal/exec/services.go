@@ -42,6 +42,11 @@ const (
 	readyPoll    = 100 * time.Millisecond
 	// logTailLines is how much of a failed service's log its status tells.
 	logTailLines = 20
+	// endWait bounds how long a failed service's exit is awaited: its
+	// process has ended, but the agent reads the rest of its output (and
+	// only then knows the exit code) a moment later, or, when a child it
+	// left behind holds its output open, not at all.
+	endWait = 2 * time.Second
 	// eventsPoll is how often an events stream looks at the status.
 	eventsPoll = 250 * time.Millisecond
 )
@@ -278,14 +283,17 @@ func (s *Service) portAccepts(ctx context.Context, id, name string, port int, pi
 }
 
 // howItEnded reads the end of an ended service's kept output and its
-// exit code; nil when they cannot be read (the agent restarted since).
+// exit code; nil when they cannot be read (the agent restarted since, or
+// the output stayed open past endWait).
 func (s *Service) howItEnded(ctx context.Context, id, name string) (*int, string) {
 	r, release, err := s.core.Acquire(ctx, id)
 	if err != nil {
 		return nil, ""
 	}
 	defer release()
-	logs, err := r.Agent().Replay(ctx, sandbox.ProcessTag(name), false)
+	ctx, cancel := context.WithTimeout(ctx, endWait)
+	defer cancel()
+	logs, err := r.Agent().Replay(ctx, sandbox.ProcessTag(name), true)
 	if err != nil {
 		return nil, ""
 	}

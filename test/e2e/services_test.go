@@ -108,8 +108,9 @@ EOF`); res.ExitCode != 0 {
 		d.exec(sb.ID, "true")
 		waitStatus(t, d, sb.ID, "web", client.ServiceRunning)
 
-		// A crash: error, with how it ended.
-		crash, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{Name: "crash", Command: "echo starting up; echo bad config >&2; exit 3", Port: 9000})
+		// A crash: error, with how it ended, also when a child it left
+		// holds its output open for a moment after it exits.
+		crash, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{Name: "crash", Command: "echo starting up; echo bad config >&2; sleep 1 & exit 3", Port: 9000})
 		if err != nil {
 			t.Fatal(err)
 		}
