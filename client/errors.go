@@ -29,6 +29,9 @@ const (
 	// CodeRateLimited: the key made more requests than its rate allows;
 	// try again after the Retry-After the answer gives.
 	CodeRateLimited = "rate_limited"
+	// CodeMisdirected: the call reached a node daemon that does not hold
+	// its sandbox; call through an API replica (hutch serve --role api).
+	CodeMisdirected = "misdirected"
 )
 
 // Error is an error answered by the daemon. StatusCode is 0 for an error
@@ -40,6 +43,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// IsUnavailable reports whether err is the API's unavailable error: the
+// daemon, or the node holding the sandbox, cannot answer now.
+func IsUnavailable(err error) bool { return hasCode(err, CodeUnavailable) }
 
 // IsNotFound reports whether err is the API's not_found error.
 func IsNotFound(err error) bool { return hasCode(err, CodeNotFound) }

@@ -152,6 +152,9 @@ type Sandbox struct {
 	// Secrets, when set, are the only secrets of its workspace its
 	// commands get.
 	Secrets []string `json:"secrets,omitempty"`
+	// Node is the node daemon that holds it, when Hutch runs on several
+	// (hutch serve --role node).
+	Node string `json:"node,omitempty"`
 }
 
 // Network modes, from the most isolated.

@@ -194,7 +194,13 @@ func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 		}
 		defer done()
 		if namesSandbox {
-			if err := s.mayReach(r.Context(), c, r.PathValue("id")); err != nil {
+			err := s.mayReach(r.Context(), c, r.PathValue("id"))
+			if err == nil && rt.pattern != "GET /v1/sandboxes/{id}" {
+				// Among nodes, only the one holding it acts on it; its
+				// record any node can tell.
+				err = s.m.CheckHeld(r.Context(), r.PathValue("id"))
+			}
+			if err != nil {
 				writeError(rec, r, s.log, err)
 				return
 			}

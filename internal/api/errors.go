@@ -48,6 +48,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, kind.Error()
 	case errdefs.ErrRateLimited:
 		return http.StatusTooManyRequests, kind.Error()
+	case errdefs.ErrMisdirected:
+		return http.StatusMisdirectedRequest, kind.Error()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout, "timeout"
@@ -69,6 +71,16 @@ func describe(err error) errorDetail {
 	return errorDetail{Code: code, Message: http.StatusText(status)}
 }
 
+// HeaderNode, on a misdirected call's answer, names the node that holds
+// its sandbox.
+const HeaderNode = "Hutch-Node"
+
+// WriteError answers with err as the API does: for what answers in its
+// stead (an API replica, internal/cluster).
+func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	writeError(w, r, log, err)
+}
+
 // writeError answers with err as JSON, logging internal errors.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status, code := statusOf(err)
@@ -77,6 +89,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 	if status == http.StatusInternalServerError {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	}
+	var elsewhere *errdefs.HeldElsewhere
+	if errors.As(err, &elsewhere) {
+		w.Header().Set(HeaderNode, elsewhere.Node) // where an API replica sends it instead
 	}
 	writeJSON(w, status, errorBody{Error: describe(err)})
 }

@@ -34,6 +34,7 @@ func sandboxJSON(c caller, sb *sandbox.Sandbox) client.Sandbox {
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
 		Network: client.NetworkPolicy{Mode: string(sb.Network.Mode), Allow: sb.Network.Allow, Deny: sb.Network.Deny},
+		Node:    sb.Node,
 	}
 }
 

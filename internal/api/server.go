@@ -251,15 +251,15 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 // says more (see maxBodyOf).
 const maxJSONBody = 8 << 20
 
-// maxCreateBody bounds a create's body, which may carry files_tar: 32 MiB
+// MaxCreateBody bounds a create's body, which may carry files_tar: 32 MiB
 // base64-encoded, and room for the rest; a tool call's arguments too.
-const maxCreateBody = 48 << 20
+const MaxCreateBody = 48 << 20
 
 // maxBodyOf is the bound of a route's request body (see boundedBody).
 func maxBodyOf(pattern string) int64 {
 	switch pattern {
 	case "POST /v1/sandboxes", "POST /v1/sandboxes/{id}/tools/{name}":
-		return maxCreateBody
+		return MaxCreateBody
 	case "POST /v1/templates":
 		// A Hutchfile's context comes in the body, base64: 4/3 of its
 		// 64 MiB.

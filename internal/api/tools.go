@@ -65,7 +65,7 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 		args = []byte("{}")
 	}
 	if !json.Valid(args) || bytes.TrimSpace(args)[0] != '{' {
-		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", maxCreateBody>>20))
+		writeError(w, r, s.log, errdefs.InvalidArgument("the body must be the tool's arguments, a JSON object of at most %d MiB", MaxCreateBody>>20))
 		return
 	}
 	mode, err := toolMode(r.Context(), r.URL.Query().Get("mode"))

@@ -39,6 +39,7 @@ func newServeCmd() *cobra.Command {
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
+					"role": &fileCfg.Role, "node-name": &fileCfg.NodeName, "advertise": &fileCfg.Advertise, "api-key-file": &fileCfg.APIKeyFile,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -54,6 +55,7 @@ func newServeCmd() *cobra.Command {
 				if cmd.Flags().Changed("max-streams") {
 					fileCfg.MaxStreams = cfg.MaxStreams
 				}
+				fileCfg.Heartbeat, fileCfg.NodeTimeout = cfg.Heartbeat, cfg.NodeTimeout
 				cfg = fileCfg
 			}
 			if cmd.Flags().Changed("pool") {
@@ -100,5 +102,11 @@ func newServeCmd() *cobra.Command {
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests a second each API key may make on average (default 1000; negative: no limit)")
 	f.IntVar(&cfg.RateBurst, "rate-burst", 0, "requests each API key may make at once above its rate (default 2000)")
 	f.IntVar(&cfg.MaxStreams, "max-streams", 0, "event streams and WebSockets each API key may hold open (default 256; negative: no limit)")
+	f.StringVar(&cfg.Role, "role", cfg.Role, "all: a single box; node: run sandboxes on this host for the API replicas; api: serve the API and send each call to the node holding its sandbox (node and api share --store and --api-key-file)")
+	f.StringVar(&cfg.NodeName, "node-name", "", "this node's name among the others (default: the host's name)")
+	f.StringVar(&cfg.Advertise, "advertise", "", "the URL API replicas reach this node's API on (default: http:// and --listen)")
+	f.StringVar(&cfg.APIKeyFile, "api-key-file", "", "a file holding the API key, the same for every node and replica (default: api.key in --data-dir, made on first start)")
+	f.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "how often a node tells the others it is up (default 5s)")
+	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 0, "how long a node may be silent before it is marked lost and its running sandboxes error (default 15s)")
 	return cmd
 }

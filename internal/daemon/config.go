@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -106,7 +107,33 @@ type Config struct {
 	// the environment variable HUTCH_MASTER_KEY: it wins over the file.
 	// Never in a config file.
 	MasterKey string `toml:"-"`
+
+	// Role is what this daemon is among several sharing Store
+	// (internal/cluster): RoleAll (the default), a single box; RoleNode,
+	// running sandboxes on its host; RoleAPI, serving the API and sending
+	// each call on to a node.
+	Role string `toml:"role"`
+	// NodeName names a node among the others (default: the host's name).
+	NodeName string `toml:"node_name"`
+	// Advertise is the URL API replicas reach a node's API on (default:
+	// http:// and Listen, unless Listen is every address).
+	Advertise string `toml:"advertise"`
+	// APIKeyFile holds the daemon's API key (default: api.key in DataDir,
+	// made on first start). Nodes and API replicas share one.
+	APIKeyFile string `toml:"api_key_file"`
+	// Heartbeat is how often a node tells it is up; NodeTimeout how long
+	// one may be silent before it is lost (0: internal/cluster's
+	// defaults). Flags only.
+	Heartbeat   time.Duration `toml:"-"`
+	NodeTimeout time.Duration `toml:"-"`
 }
+
+// The roles of Config.Role.
+const (
+	RoleAll  = "all"
+	RoleNode = "node"
+	RoleAPI  = "api"
+)
 
 // Pool is one warm pool: Size ready sandboxes of Template on Runtime
 // (empty: the default runtime).
@@ -132,6 +159,7 @@ func Default() Config {
 		LogLevel:       "info",
 		Pools:          []Pool{{Template: "base", Size: 2}},
 		NetworkDefault: "full",
+		Role:           RoleAll,
 	}
 }
 
@@ -235,12 +263,12 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level must be debug, info, warn or error, got %q", c.LogLevel))
 	}
+	errs = append(errs, c.validateRole()...)
 	return errors.Join(errs...)
 }
 
 // Paths inside the data and run dirs.
-func (c Config) dbPath() string  { return filepath.Join(c.DataDir, "hutch.db") }
-func (c Config) keyPath() string { return filepath.Join(c.DataDir, "api.key") }
+func (c Config) dbPath() string { return filepath.Join(c.DataDir, "hutch.db") }
 
 // masterKey is where the secrets' master key comes from.
 func (c Config) masterKey() secrets.KeySource {
@@ -332,4 +360,74 @@ func (c Config) publicURL() string {
 		return c.PublicURL
 	}
 	return "http://" + c.Listen
+}
+
+// validateRole checks what a role needs: nodes and API replicas share a
+// PostgreSQL store and one API key, and a node says where it is reached.
+func (c Config) validateRole() []error {
+	var errs []error
+	switch c.Role {
+	case "", RoleAll:
+		return nil
+	case RoleNode, RoleAPI:
+	default:
+		return []error{fmt.Errorf("role must be all, node or api, got %q", c.Role)}
+	}
+	if c.Store == "" {
+		errs = append(errs, fmt.Errorf("role %s shares its state with the other daemons: give store, a PostgreSQL URL (postgres://user@host/database)", c.Role))
+	}
+	if c.APIKeyFile == "" {
+		errs = append(errs, fmt.Errorf("role %s accepts the key every node and replica accepts: give api_key_file, a file holding it", c.Role))
+	}
+	if c.Heartbeat < 0 || c.NodeTimeout < 0 || c.NodeTimeout != 0 && c.NodeTimeout <= c.Heartbeat {
+		errs = append(errs, fmt.Errorf("node timeout (%s) must be longer than the heartbeat (%s)", c.NodeTimeout, c.Heartbeat))
+	}
+	if c.Role == RoleNode {
+		if _, err := c.advertise(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// advertise is the URL API replicas reach this node on.
+func (c Config) advertise() (string, error) {
+	if c.Advertise != "" {
+		u, err := url.Parse(c.Advertise)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return "", fmt.Errorf("advertise must be an http URL with no path, such as http://10.0.0.5:7070, got %q", c.Advertise)
+		}
+		return strings.TrimSuffix(c.Advertise, "/"), nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if ip := net.ParseIP(host); err != nil || host == "" || ip != nil && ip.IsUnspecified() {
+		return "", fmt.Errorf("listen %q is every address: give advertise, the URL API replicas reach this node on", c.Listen)
+	}
+	return "http://" + c.Listen, nil
+}
+
+// nodeName is this node's name.
+func (c Config) nodeName() (string, error) {
+	if c.NodeName != "" {
+		return c.NodeName, nil
+	}
+	return os.Hostname()
+}
+
+// keyPath is where the API key is kept.
+func (c Config) keyPath() string {
+	if c.APIKeyFile != "" {
+		return c.APIKeyFile
+	}
+	return filepath.Join(c.DataDir, "api.key")
+}
+
+// nodeNameOf is the name the sandbox core records its sandboxes under:
+// the node's, or "" on a single box (Validate checked that a node has one).
+func (c Config) nodeNameOf() string {
+	if c.Role != RoleNode {
+		return ""
+	}
+	name, _ := c.nodeName()
+	return name
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/hutchdev/hutch/internal/audit"
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/cluster"
 	"github.com/hutchdev/hutch/internal/disk"
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/e2b"
@@ -64,6 +65,9 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid config: %w", err)
 	}
+	if cfg.Role == RoleAPI {
+		return runAPI(ctx, cfg, log)
+	}
 	// The lock first: a daemon refused leaves nothing behind.
 	// #nosec G301 -- searched by sandboxes' roots (see ensureDirs)
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
@@ -80,7 +84,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err := claimRunDir(cfg.runDir(), cfg.DataDir); err != nil {
 		return err
 	}
-	key, err := loadOrCreateKey(cfg.keyPath())
+	key, err := loadKey(cfg)
 	if err != nil {
 		return err
 	}
@@ -151,7 +155,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Network: netCfg, Secrets: secretSource,
+		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(),
 	})
 	if err != nil {
 		return err
@@ -208,12 +212,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// E2B's control plane is a dialect of the API: it calls the API as
 	// its callers' keys (internal/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
-	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	// A client that sends its header slowly, or keeps an idle connection,
-	// holds it for a bounded time; bodies are bounded in pace by the API
-	// itself (internal/api's limits.go).
-	server := func(h http.Handler) *http.Server {
-		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
+	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
+	membership, err := member(cfg, db, mgr, log)
+	if err != nil {
+		return err
 	}
 	servers := []*http.Server{server(withE2B(srv.Handler(true), controlPlane)), server(withProfiles(srv.Handler(false)))}
 	listeners := []net.Listener{tcp, unixLn}
@@ -237,6 +239,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		})
 	}
 	g.Go(func() error { return mgr.Run(gctx) })
+	if membership != nil {
+		g.Go(func() error { return cluster.Beat(gctx, *membership) })
+		g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
+	}
 	g.Go(func() error { return disks.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()

@@ -30,12 +30,16 @@ var (
 	// ErrRateLimited: a caller made more requests than its rate allows;
 	// it may try again shortly.
 	ErrRateLimited = errors.New("rate_limited")
+	// ErrMisdirected: the call reached a node daemon that does not hold
+	// the sandbox it is about (see HeldElsewhere).
+	ErrMisdirected = errors.New("misdirected")
 )
 
 var kinds = []error{
 	ErrNotFound, ErrAlreadyExists, ErrInvalidArgument, ErrFailedPrecondition,
 	ErrConflict, ErrResourceExhausted, ErrUnavailable, ErrNotImplemented,
 	ErrUnauthenticated, ErrPermissionDenied, ErrBadGateway, ErrTooLarge, ErrRateLimited,
+	ErrMisdirected,
 }
 
 // Error is an error whose message is meant for the user of the API, with the
@@ -83,6 +87,22 @@ func TooLarge(format string, args ...any) error   { return newf(ErrTooLarge, for
 func RateLimited(format string, args ...any) error {
 	return newf(ErrRateLimited, format, args...)
 }
+
+// HeldElsewhere is an ErrMisdirected error: sandbox ID is held by node
+// Node, which an API replica sends the call to instead (internal/cluster).
+type HeldElsewhere struct {
+	ID, Node string
+	// Here is the node the call reached.
+	Here string
+}
+
+func (e *HeldElsewhere) Error() string {
+	return fmt.Sprintf("sandbox %s is held by node %s, not by this one (%s): call it through an API replica (hutch serve --role api)", e.ID, e.Node, e.Here)
+}
+
+// Unwrap makes it an *Error of kind ErrMisdirected, with its message for
+// the user.
+func (e *HeldElsewhere) Unwrap() error { return &Error{Kind: ErrMisdirected, Msg: e.Error()} }
 
 // Kind returns the kind err belongs to, or nil when it has none (an internal
 // error).

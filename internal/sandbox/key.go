@@ -37,8 +37,19 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		sb, err := m.create(ctx, opts)
-		return sb, err == nil, err
+		if !errors.Is(err, errdefs.ErrAlreadyExists) {
+			return sb, err == nil, err
+		}
+		// Another node made the key's sandbox meanwhile (the lock above
+		// is this daemon's only; the store's unique key decides between
+		// nodes): that one is the key's.
+		if rec, err = m.store.GetSandboxByKey(ctx, ws, opts.Key); err != nil {
+			return nil, false, err
+		}
 	case err != nil:
+		return nil, false, err
+	}
+	if err := m.checkHeld(rec); err != nil {
 		return nil, false, err
 	}
 	if opts.Template != "" && opts.Template != rec.Template || opts.Runtime != "" && opts.Runtime != rec.Backend {

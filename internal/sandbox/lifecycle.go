@@ -76,7 +76,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: lifecycle.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
-		Volumes: storedMounts(opts.Volumes), Network: policy,
+		Volumes: storedMounts(opts.Volumes), Network: policy, Node: m.node,
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
 	// list waits for the create to end.
@@ -148,7 +148,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 		StateReason: "created", CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB,
 		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
-		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy,
+		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node,
 	}
 	err := m.store.CreateSandbox(ctx, rec)
 	opts.admitted() // it counts towards its workspace's quota now
@@ -194,6 +194,37 @@ func (m *Manager) Workspace(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return sb.Workspace, nil
+}
+
+// held are the sandboxes this daemon holds: on a single box all of them,
+// among nodes those of its name.
+func (m *Manager) held(ctx context.Context) ([]*store.Sandbox, error) {
+	recs, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(recs, func(r *store.Sandbox) bool { return r.Node != m.node }), nil
+}
+
+// CheckHeld is nil if this daemon holds sandbox id, and an
+// errdefs.HeldElsewhere naming the node that does otherwise: a node acts
+// only on its own sandboxes, whose files are on its disk.
+func (m *Manager) CheckHeld(ctx context.Context, id string) error {
+	if m.liveInstance(id) != nil {
+		return nil
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return m.checkHeld(rec)
+}
+
+func (m *Manager) checkHeld(rec *store.Sandbox) error {
+	if rec.Node != m.node {
+		return &errdefs.HeldElsewhere{ID: rec.ID, Node: rec.Node, Here: m.node}
+	}
+	return nil
 }
 
 // List returns every sandbox's record.
@@ -248,6 +279,9 @@ func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, relea
 		rec, err := m.store.GetSandbox(ctx, id)
 		if err != nil {
 			return nil, nil, err
+		}
+		if err := m.checkHeld(rec); err != nil {
+			return nil, nil, err // its files are on another node's disk
 		}
 		if !slices.Contains(wakes, rec.State) && !lifecycle.Transient(rec.State) {
 			return nil, nil, notRunning(rec)

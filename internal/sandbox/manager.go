@@ -82,6 +82,10 @@ type Config struct {
 	// Secrets gives commands their workspace's secrets (see secrets.go);
 	// nil: none.
 	Secrets SecretSource
+	// Node names this daemon among the nodes sharing Store (scale-out,
+	// internal/cluster): it holds, recovers and times only the sandboxes
+	// of its name. "": a single box.
+	Node string
 }
 
 // Manager owns the sandboxes.
@@ -100,6 +104,7 @@ type Manager struct {
 	clock     Clock
 	netCfg    NetworkConfig
 	secrets   SecretSource
+	node      string
 
 	// probeMu guards the backends' last probes (see probe).
 	probeMu  sync.Mutex
@@ -130,6 +135,7 @@ type Manager struct {
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		secrets:   cfg.Secrets,
+		node:      cfg.Node,
 		store:     cfg.Store,
 		backends:  map[string]backend.Backend{},
 		def:       cfg.Default,

@@ -268,7 +268,7 @@ func (m *Manager) templateChanged(name string) {
 // pruneTemplates removes old template versions no sandbox uses, neither
 // the store's nor the pool's.
 func (m *Manager) pruneTemplates(ctx context.Context) error {
-	list, err := m.store.ListSandboxes(ctx)
+	list, err := m.held(ctx)
 	if err != nil {
 		return err
 	}

@@ -197,7 +197,7 @@ func (m *Manager) countSandboxTime(ctx context.Context, now time.Time) {
 	if last.IsZero() {
 		return
 	}
-	recs, err := m.store.ListSandboxes(ctx)
+	recs, err := m.held(ctx) // each node counts its own
 	if err != nil {
 		m.log.Error("list sandboxes for their time", "error", err)
 		return

@@ -19,7 +19,7 @@ import (
 // container died are marked error and cleaned; ones caught half-made are
 // removed; containers no record knows are destroyed.
 func (m *Manager) recoverSandboxes(ctx context.Context) error {
-	recs, err := m.store.ListSandboxes(ctx)
+	recs, err := m.held(ctx)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 // deleteExpired deletes the sandboxes whose max lifetime has ended,
 // running or suspended, in the background as reaps are.
 func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
-	recs, err := m.store.ListSandboxes(ctx)
+	recs, err := m.held(ctx)
 	if err != nil {
 		m.log.Error("list sandboxes for expiry", "error", err)
 		return

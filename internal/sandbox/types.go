@@ -41,6 +41,8 @@ type Sandbox struct {
 	// Secrets, when not nil, are the names of its workspace's secrets its
 	// commands get.
 	Secrets []string
+	// Node is the node daemon that holds it ("" on a single box).
+	Node string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -61,7 +63,7 @@ func view(rec *store.Sandbox) *Sandbox {
 		State: rec.State, StateReason: rec.StateReason, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Key: rec.Key,
 		ExpiresAt: rec.ExpiresAt, Metadata: maps.Clone(rec.Metadata), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,
-		Network: rec.Network,
+		Network: rec.Network, Node: rec.Node,
 	}
 	for _, v := range rec.Volumes {
 		sb.Volumes = append(sb.Volumes, VolumeMount(v))

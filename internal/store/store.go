@@ -65,6 +65,7 @@ type Store interface {
 
 	Workspaces
 	Audit
+	Nodes
 	Close() error
 }
 
@@ -164,6 +165,8 @@ type Sandbox struct {
 	// Secrets, when not nil, narrows the workspace's secrets its commands
 	// get to these names.
 	Secrets []string
+	// Node is the node daemon that holds it ("" on a single box).
+	Node string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

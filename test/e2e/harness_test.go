@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -139,7 +140,13 @@ type daemon struct {
 	// derivedRunDir starts the daemon without --run-dir: runDir is then
 	// the one hutch serve derives from the data dir.
 	derivedRunDir bool
-	client        *client.Client
+	// netns, when set, is the network namespace (a path) the daemon runs
+	// in, as if on a host of its own (cluster_test.go).
+	netns string
+	// keyFile, when set, holds its API key (--api-key-file), instead of
+	// api.key in its data dir.
+	keyFile string
+	client  *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
 	sandboxIDs []string
@@ -294,7 +301,8 @@ func (d *daemon) startOnce(retry bool) bool {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if key, err := os.ReadFile(filepath.Join(d.dataDir, "api.key")); err == nil {
+		keyFile := cmp.Or(d.keyFile, filepath.Join(d.dataDir, "api.key"))
+		if key, err := os.ReadFile(keyFile); err == nil {
 			d.key = strings.TrimSpace(string(key))
 			c, err := client.New("http://"+d.addr, d.key)
 			if err != nil {
@@ -341,7 +349,15 @@ func (d *daemon) serveCommand() *exec.Cmd {
 		args = append(args, "--runsc", runscBin)
 	}
 	args = append(args, "--e2b-listen", d.e2bAddr)
-	return exec.Command(hutchBin, append(args, d.flags...)...)
+	if d.keyFile != "" {
+		args = append(args, "--api-key-file", d.keyFile)
+	}
+	args = append(args, d.flags...)
+	if d.netns != "" {
+		// nsenter execs hutch in the namespace: the pid is hutch's.
+		return exec.Command("nsenter", append([]string{"--net=" + d.netns, "--", hutchBin}, args...)...)
+	}
+	return exec.Command(hutchBin, args...)
 }
 
 // logSince reports whether the log at path has text after offset.

@@ -14,7 +14,7 @@ import (
 // ScanSandbox.
 const SandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
 	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
-	workspace, owner_user, secrets`
+	workspace, owner_user, secrets, node`
 
 // SandboxArgs are sb's values for SandboxColumns.
 func SandboxArgs(sb *store.Sandbox) ([]any, error) {
@@ -51,7 +51,7 @@ func SandboxArgs(sb *store.Sandbox) ([]any, error) {
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets,
+		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets, sb.Node,
 	}, nil
 }
 
@@ -70,7 +70,7 @@ func ScanSandbox(row Scanner) (*store.Sandbox, error) {
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &state, &sb.StateReason, &sb.Handle,
 		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network,
-		&sb.Workspace, &sb.User, &secrets)
+		&sb.Workspace, &sb.User, &secrets, &sb.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -258,4 +258,33 @@ func nonNil(m map[string]string) map[string]string {
 		return map[string]string{}
 	}
 	return m
+}
+
+// NodeColumns are a node's columns, in the order of NodeArgs and ScanNode.
+const NodeColumns = `id, url, state, reason, report, started_at, heartbeat_at`
+
+// NodeArgs are n's values for NodeColumns.
+func NodeArgs(n *store.Node) ([]any, error) {
+	report, err := json.Marshal(n.Report)
+	if err != nil {
+		return nil, err
+	}
+	return []any{n.ID, n.URL, n.State, n.Reason, string(report), n.StartedAt.UnixNano(), n.HeartbeatAt.UnixNano()}, nil
+}
+
+// ScanNode reads a row of NodeColumns.
+func ScanNode(row Scanner) (*store.Node, error) {
+	var (
+		n              store.Node
+		report         string
+		started, beats int64
+	)
+	if err := row.Scan(&n.ID, &n.URL, &n.State, &n.Reason, &report, &started, &beats); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(report), &n.Report); err != nil {
+		return nil, fmt.Errorf("decode report of node %s: %w", n.ID, err)
+	}
+	n.StartedAt, n.HeartbeatAt = Time(started), Time(beats)
+	return &n, nil
 }

@@ -54,6 +54,8 @@ func Run(t *testing.T, h Harness) {
 		{"SecretRoundTrip", testSecretRoundTrip},
 		{"VaultCheck", testVaultCheck},
 		{"ResealAll", testResealAll},
+		{"Nodes", testNodes},
+		{"NodeLostRace", testNodeLostRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,6 +74,7 @@ func Sample(id string) *store.Sandbox {
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
 		ExpiresAt: now.Add(time.Hour), Workspace: "default", User: "u-42", Secrets: []string{"TOKEN"},
+		Node: "node-a",
 	}
 }
 

@@ -1883,6 +1883,8 @@ export interface components {
             user?: string;
             /** @description The names of its workspace's secrets its commands get, when narrowed at create. */
             secrets?: string[];
+            /** @description The node daemon that holds it, when Hutch runs on several (hutch serve --role node). */
+            node?: string;
             template: string;
             /** @enum {string} */
             runtime: "runc" | "gvisor";

@@ -1,0 +1,340 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/preview"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// RouterStore is what a Router reads of the store.
+type RouterStore interface {
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+	ListNodes(ctx context.Context) ([]*store.Node, error)
+}
+
+// RouterConfig wires a Router.
+type RouterConfig struct {
+	Store RouterStore
+	// PreviewDomain is the domain of previews' hosts,
+	// {port}-{sandbox}.DOMAIN ("": path routing only), as the nodes'.
+	PreviewDomain string
+	// Timeout: nodes not heard from for longer get no calls
+	// (DefaultTimeout when 0).
+	Timeout time.Duration
+	// Sample is the placement's K (DefaultSample when 0).
+	Sample int
+	Logger *slog.Logger
+}
+
+// Router is an API replica's handler: it sends each call on to a node,
+// as it came (the node checks the caller's key, as a single box does):
+// a call about a sandbox to the node holding it, a create to the node
+// placement picks, anything else to any node up, since every node
+// answers it from the shared store.
+type Router struct {
+	cfg    RouterConfig
+	log    *slog.Logger
+	placer *Placer
+	proxy  *httputil.ReverseProxy
+
+	mu       sync.Mutex
+	nodes    []*store.Node
+	listedAt time.Time
+}
+
+// nodesFresh is how long a replica's list of nodes serves before it is
+// read again: placement sees a node's new report within it.
+const nodesFresh = time.Second
+
+// NewRouter returns a Router.
+func NewRouter(cfg RouterConfig) *Router {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rt := &Router{cfg: cfg, log: log, placer: &Placer{Sample: cfg.Sample, Timeout: cfg.Timeout}}
+	transport := &http.Transport{
+		// Never through an HTTP proxy from the environment: nodes are
+		// reached directly.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	rt.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(targetOf(pr.In.Context()).url)
+			// The node routes previews by the host the caller named, and
+			// makes its URLs with it.
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		Transport: &redirecting{base: transport, rt: rt},
+		// Streams (exec's output, events, logs) go on as they come.
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			t := targetOf(r.Context())
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return // the caller left
+			}
+			api.WriteError(w, r, log, errdefs.BadGateway("node %s did not answer: %v", t.node, err))
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return rt
+}
+
+// target is where a call goes.
+type target struct {
+	node string
+	url  *url.URL
+}
+
+type targetKey struct{}
+
+func targetOf(ctx context.Context) target {
+	t, _ := ctx.Value(targetKey{}).(target)
+	return t
+}
+
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t, err := rt.route(w, r)
+	if err != nil {
+		api.WriteError(w, r, rt.log, err)
+		return
+	}
+	rt.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// route chooses r's node. A create's body is read (and put back) for
+// what it asks of the node.
+func (rt *Router) route(w http.ResponseWriter, r *http.Request) (target, error) {
+	nodes, err := rt.listNodes(r.Context())
+	if err != nil {
+		return target{}, err
+	}
+	if isCreate(r) {
+		want, err := readWant(w, r)
+		if err != nil {
+			return target{}, err
+		}
+		n, err := rt.placer.Place(nodes, want)
+		if err != nil {
+			return target{}, err
+		}
+		return targetFor(n)
+	}
+	if id := sandboxOf(r, rt.cfg.PreviewDomain); id != "" {
+		return rt.holder(r, id, nodes)
+	}
+	return rt.anyNode(nodes)
+}
+
+// holder is the target of a call about sandbox id: the node holding it.
+// Its record any node tells; for the rest, a lost holder is an error
+// saying so.
+func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (target, error) {
+	sb, err := rt.cfg.Store.GetSandbox(r.Context(), id)
+	if errors.Is(err, errdefs.ErrNotFound) || err == nil && sb.Node == "" {
+		return rt.anyNode(nodes) // which says it is not found as the API does
+	}
+	if err != nil {
+		return target{}, err
+	}
+	for _, n := range nodes {
+		if n.ID != sb.Node {
+			continue
+		}
+		if fresh(n, rt.cfg.Timeout, time.Now().UTC()) {
+			return targetFor(n)
+		}
+		if isRecordRead(r, id) {
+			return rt.anyNode(nodes)
+		}
+		return target{}, errdefs.Unavailable("sandbox %s is on node %s, which does not answer: %s", id, n.ID, lostReason(n))
+	}
+	return target{}, errdefs.Unavailable("sandbox %s is on node %s, which is not a member", id, sb.Node)
+}
+
+func lostReason(n *store.Node) string {
+	if n.Reason != "" {
+		return n.Reason
+	}
+	return "no heartbeat since " + n.HeartbeatAt.Format(time.RFC3339)
+}
+
+// anyNode is a node up, chosen at random.
+func (rt *Router) anyNode(nodes []*store.Node) (target, error) {
+	now := time.Now().UTC()
+	var up []*store.Node
+	for _, n := range nodes {
+		if fresh(n, rt.cfg.Timeout, now) {
+			up = append(up, n)
+		}
+	}
+	if len(up) == 0 {
+		return target{}, errdefs.Unavailable("no node is up: start one with hutch serve --role node and this --store")
+	}
+	return targetFor(up[rand.IntN(len(up))])
+}
+
+func targetFor(n *store.Node) (target, error) {
+	u, err := url.Parse(n.URL)
+	if err != nil || u.Host == "" {
+		return target{}, fmt.Errorf("node %s's URL %q: %v", n.ID, n.URL, err)
+	}
+	return target{node: n.ID, url: u}, nil
+}
+
+// listNodes returns the nodes, read from the store at most every
+// nodesFresh.
+func (rt *Router) listNodes(ctx context.Context) ([]*store.Node, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if time.Since(rt.listedAt) < nodesFresh && rt.nodes != nil {
+		return rt.nodes, nil
+	}
+	nodes, err := rt.cfg.Store.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rt.nodes, rt.listedAt = nodes, time.Now()
+	return nodes, nil
+}
+
+// nodeURL is node id's URL, from the last list.
+func (rt *Router) nodeURL(id string) (*url.URL, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, n := range rt.nodes {
+		if n.ID == id {
+			t, err := targetFor(n)
+			return t.url, err == nil
+		}
+	}
+	return nil, false
+}
+
+// isCreate says whether r creates a sandbox: Hutch's create, or E2B's
+// (its control plane is under /e2b).
+func isCreate(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	switch r.URL.Path {
+	case "/v1/sandboxes", "/e2b/sandboxes", "/e2b/v2/sandboxes":
+		return true
+	}
+	return false
+}
+
+// readWant reads what a create's body asks of a node, and puts the body
+// back to be sent on (and again, should the node send it elsewhere). A
+// body that does not read as a create is the node's to refuse.
+func readWant(w http.ResponseWriter, r *http.Request) (Want, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxCreateBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return Want{}, errdefs.TooLarge("the request body is over %d bytes", tooLarge.Limit)
+		}
+		return Want{}, errdefs.InvalidArgument("read the request body: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	var req struct {
+		Template   string  `json:"template"`
+		TemplateID string  `json:"templateID"` // E2B's
+		Runtime    string  `json:"runtime"`
+		MemoryMB   int64   `json:"memory_mb"`
+		CPUs       float64 `json:"cpus"`
+	}
+	_ = json.Unmarshal(body, &req)
+	want := Want{Template: req.Template, Runtime: req.Runtime, MemoryMB: req.MemoryMB, CPUs: req.CPUs}
+	if want.Template == "" {
+		want.Template = req.TemplateID
+	}
+	if want.MemoryMB <= 0 {
+		want.MemoryMB = sandbox.DefaultMemoryMB
+	}
+	if want.CPUs <= 0 {
+		want.CPUs = sandbox.DefaultCPUs
+	}
+	return want, nil
+}
+
+// sandboxOf is the sandbox r is about: a preview's host, or the API's
+// paths naming one (Hutch's, and E2B's control plane's); "" for none.
+func sandboxOf(r *http.Request, domain string) string {
+	if domain != "" {
+		if t, ok := preview.ParseHost(r.Host, domain); ok {
+			return t.Sandbox
+		}
+	}
+	for _, prefix := range []string{"/v1/sandboxes/", "/e2b/sandboxes/", "/e2b/v2/sandboxes/"} {
+		if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			return id
+		}
+	}
+	return ""
+}
+
+// isRecordRead says whether r only reads sandbox id's record, which any
+// node tells from the store.
+func isRecordRead(r *http.Request, id string) bool {
+	return r.Method == http.MethodGet && (r.URL.Path == "/v1/sandboxes/"+id || r.URL.Path == "/e2b/sandboxes/"+id)
+}
+
+// redirecting sends a call again, once, to the node a misdirected answer
+// names: the holder of a keyed sandbox another node made first. Only a
+// call whose body can be sent again (a create's, read by readWant, or
+// none) is.
+type redirecting struct {
+	base http.RoundTripper
+	rt   *Router
+}
+
+func (t *redirecting) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		return resp, err
+	}
+	node := resp.Header.Get(api.HeaderNode)
+	u, ok := t.rt.nodeURL(node)
+	if !ok || req.Body != nil && req.GetBody == nil {
+		return resp, nil
+	}
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	again.URL.Scheme, again.URL.Host = u.Scheme, u.Host
+	_ = resp.Body.Close()
+	t.rt.log.Debug("call sent again to the node holding its sandbox", "node", node, "path", req.URL.Path)
+	return t.base.RoundTrip(again)
+}

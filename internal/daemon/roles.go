@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/cluster"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// runAPI serves as an API replica (--role api): no sandboxes, no data
+// dir; every call goes on to a node (internal/cluster), and the replica
+// watches the nodes' heartbeats with them.
+func runAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
+	db, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := db.Close(); err != nil {
+			log.Error("close database", "error", err)
+		}
+	}()
+	router := cluster.NewRouter(cluster.RouterConfig{
+		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
+	})
+	tcp, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.E2BListen != "" {
+		log.Info("the E2B sandbox front is served by the nodes, not by API replicas", "e2b_listen", cfg.E2BListen)
+	}
+	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String())
+	server := httpServer(router, log)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := server.Serve(tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down")
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownTimeout)
+		defer cancel()
+		if err := server.Shutdown(sctx); err != nil {
+			server.Close()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// httpServer serves h as every listener of the daemon's does. A client
+// that sends its header slowly, or keeps an idle connection, holds it for
+// a bounded time; bodies are bounded in pace by the API itself
+// (internal/api's limits.go).
+func httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
+}
+
+// member is a node's membership (--role node): nil for the other roles.
+func member(cfg Config, db database, mgr *sandbox.Manager, log *slog.Logger) (*cluster.Member, error) {
+	if cfg.Role != RoleNode {
+		return nil, nil
+	}
+	name, err := cfg.nodeName()
+	if err != nil {
+		return nil, fmt.Errorf("name this node: %w", err)
+	}
+	url, err := cfg.advertise()
+	if err != nil {
+		return nil, err
+	}
+	return &cluster.Member{Store: db, ID: name, URL: url, Report: mgr.NodeReport, Every: cfg.Heartbeat, Log: log}, nil
+}
+
+// loadKey returns the API key cfg names: a shared file's (api_key_file),
+// which must hold one, or the data dir's, made on first start.
+func loadKey(cfg Config) (string, error) {
+	if cfg.APIKeyFile == "" {
+		return loadOrCreateKey(cfg.keyPath())
+	}
+	// #nosec G304 -- the key file's path comes from the daemon's configuration
+	b, err := os.ReadFile(cfg.APIKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("read the API key (api_key_file): %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if len(key) < 16 {
+		return "", fmt.Errorf("the API key in %s is %d characters: give one of 16 or more, the same to every node and replica", cfg.APIKeyFile, len(key))
+	}
+	return key, nil
+}

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
+)
+
+// PutNode inserts or replaces a node's record.
+func (d *DB) PutNode(ctx context.Context, n *store.Node) error {
+	args, err := sqlrows.NodeArgs(n)
+	if err != nil {
+		return err
+	}
+	if _, err := d.pool.Exec(ctx, `INSERT INTO nodes (`+sqlrows.NodeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, state = excluded.state, reason = excluded.reason,
+			report = excluded.report, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`, args...); err != nil {
+		return fmt.Errorf("put node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// ListNodes returns every node, by ID.
+func (d *DB) ListNodes(ctx context.Context) ([]*store.Node, error) {
+	out, err := query(ctx, d, sqlrows.ScanNode, `SELECT `+sqlrows.NodeColumns+` FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
+
+// MarkNodeLost marks a node that stopped beating lost, and its live
+// sandboxes failed, in one transaction: of several daemons doing it at
+// once, the one whose UPDATE finds the node still up does both.
+func (d *DB) MarkNodeLost(ctx context.Context, id string, before time.Time, reason string, live []lifecycle.State, at time.Time) (marked bool, err error) {
+	states := make([]string, len(live))
+	for i, s := range live {
+		states[i] = string(s)
+	}
+	err = pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE nodes SET state = $1, reason = $2 WHERE id = $3 AND state = $4 AND heartbeat_at < $5`,
+			store.NodeLost, reason, id, store.NodeUp, before.UnixNano())
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		marked = true
+		_, err = tx.Exec(ctx, `UPDATE sandboxes SET state = $1, state_reason = $2, updated_at = $3
+			WHERE node = $4 AND state = ANY($5)`, string(lifecycle.Error), reason, at.UnixNano(), id, states)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark node %s lost: %w", id, err)
+	}
+	return marked, nil
+}
+
+// DeleteNode removes a node's record.
+func (d *DB) DeleteNode(ctx context.Context, id string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM nodes WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete node %s: %w", id, err)
+	}
+	return expectOne(tag, "node %s not found", id)
+}

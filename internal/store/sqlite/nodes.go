@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/sqlrows"
+)
+
+// PutNode inserts or replaces a node's record.
+func (d *DB) PutNode(ctx context.Context, n *store.Node) error {
+	args, err := sqlrows.NodeArgs(n)
+	if err != nil {
+		return err
+	}
+	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
+	if _, err := d.db.ExecContext(ctx, `INSERT OR REPLACE INTO nodes (`+sqlrows.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+		return fmt.Errorf("put node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// ListNodes returns every node, by ID.
+func (d *DB) ListNodes(ctx context.Context) ([]*store.Node, error) {
+	out, err := query(ctx, d, sqlrows.ScanNode, `SELECT `+sqlrows.NodeColumns+` FROM nodes ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return out, nil
+}
+
+// MarkNodeLost marks a node that stopped beating lost, and its live
+// sandboxes failed, in one transaction.
+func (d *DB) MarkNodeLost(ctx context.Context, id string, before time.Time, reason string, live []lifecycle.State, at time.Time) (marked bool, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil || !marked {
+			_ = tx.Rollback() // the error says what failed; or there was nothing to do
+		}
+	}()
+	res, err := tx.ExecContext(ctx, `UPDATE nodes SET state = ?, reason = ? WHERE id = ? AND state = ? AND heartbeat_at < ?`,
+		store.NodeLost, reason, id, store.NodeUp, before.UnixNano())
+	if err != nil {
+		return false, fmt.Errorf("mark node %s lost: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	if len(live) > 0 {
+		args := []any{string(lifecycle.Error), reason, at.UnixNano(), id}
+		for _, s := range live {
+			args = append(args, string(s))
+		}
+		// #nosec G202 -- only placeholders are added, one per state
+		if _, err := tx.ExecContext(ctx, `UPDATE sandboxes SET state = ?, state_reason = ?, updated_at = ?
+			WHERE node = ? AND state IN (?`+strings.Repeat(", ?", len(live)-1)+`)`, args...); err != nil {
+			return false, fmt.Errorf("fail the sandboxes of lost node %s: %w", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// DeleteNode removes a node's record.
+func (d *DB) DeleteNode(ctx context.Context, id string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete node %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if err == nil {
+			err = errdefs.NotFound("node %s not found", id)
+		}
+		return err
+	}
+	return nil
+}

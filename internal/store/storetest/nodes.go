@@ -1,0 +1,143 @@
+package storetest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// live are the states a lost node's sandboxes leave for error in these
+// tests (the daemon passes its own).
+var live = []lifecycle.State{lifecycle.Running, lifecycle.Paused}
+
+func sampleNode(id string, beat time.Time) *store.Node {
+	return &store.Node{
+		ID: id, URL: "http://10.0.0.1:7070", State: store.NodeUp, StartedAt: beat.Add(-time.Minute), HeartbeatAt: beat,
+		Report: store.NodeReport{
+			E2BURL: "http://10.0.0.1:49983", CPUs: 8, MemoryMB: 32768, CommittedCPUs: 1.5, CommittedMemoryMB: 512,
+			Sandboxes: 3, Runtimes: []string{"runc", "gvisor"}, DefaultRuntime: "gvisor", DefaultTemplate: "base",
+			Templates: map[string]string{"base": "20261126T000000Z", "host": "1"}, Warm: map[string]int{"base@gvisor": 2},
+			Version: "v1",
+		},
+	}
+}
+
+func testNodes(t *testing.T, h Harness) {
+	db := h.Open(t)
+	ctx := t.Context()
+	beat := now()
+	a, b := sampleNode("a", beat), sampleNode("b", beat)
+	b.Report.Warm = nil
+	for _, n := range []*store.Node{b, a} {
+		if err := db.PutNode(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.ListNodes(ctx)
+	if err != nil || len(got) != 2 || !reflect.DeepEqual(got[0], a) || !reflect.DeepEqual(got[1], b) {
+		t.Fatalf("ListNodes = %+v, %v; want a then b as put", got, err)
+	}
+
+	// A heartbeat replaces the record.
+	a.HeartbeatAt = beat.Add(time.Second)
+	a.Report.Sandboxes = 4
+	if err := db.PutNode(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.ListNodes(ctx); err != nil || !reflect.DeepEqual(got[0], a) {
+		t.Errorf("after a heartbeat: %+v, %v", got[0], err)
+	}
+
+	if err := db.DeleteNode(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteNode(ctx, "b"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("deleting a node twice: %v, want not found", err)
+	}
+}
+
+func testNodeLostRace(t *testing.T, h Harness) {
+	db := h.Open(t)
+	ctx := t.Context()
+	beat := now()
+	if err := db.PutNode(ctx, sampleNode("a", beat)); err != nil {
+		t.Fatal(err)
+	}
+	sandboxes := map[string]lifecycle.State{"run": lifecycle.Running, "zz": lifecycle.Suspended, "stop": lifecycle.Stopped}
+	for id, state := range sandboxes {
+		sb := Sample(id)
+		sb.Node, sb.State = "a", state
+		if err := db.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := Sample("elsewhere")
+	other.Node = "b"
+	if err := db.CreateSandbox(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+
+	// A heartbeat after the bound: not lost.
+	if marked, err := db.MarkNodeLost(ctx, "a", beat, "no heartbeat", live, now()); marked || err != nil {
+		t.Errorf("a node that beat at the bound: marked %v, %v", marked, err)
+	}
+
+	// Several daemons notice at once: one marks it.
+	const n = 8
+	type result struct {
+		marked bool
+		err    error
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			marked, err := db.MarkNodeLost(ctx, "a", beat.Add(time.Second), "node a lost: no heartbeat", live, now())
+			results <- result{marked, err}
+		}()
+	}
+	marked := 0
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("MarkNodeLost: %v", r.err)
+		}
+		if r.marked {
+			marked++
+		}
+	}
+	if marked != 1 {
+		t.Errorf("%d racing calls marked the node, want 1", marked)
+	}
+	nodes, err := db.ListNodes(ctx)
+	if err != nil || nodes[0].State != store.NodeLost || nodes[0].Reason != "node a lost: no heartbeat" {
+		t.Errorf("the lost node: %+v, %v", nodes[0], err)
+	}
+
+	// Its live sandbox failed with the reason; its suspended and stopped
+	// ones, and another node's, are as they were.
+	want := map[string]lifecycle.State{"run": lifecycle.Error, "zz": lifecycle.Suspended, "stop": lifecycle.Stopped, "elsewhere": lifecycle.Running}
+	for id, state := range want {
+		sb, err := db.GetSandbox(ctx, id)
+		if err != nil || sb.State != state {
+			t.Errorf("sandbox %s: %+v, %v; want %s", id, sb, err, state)
+			continue
+		}
+		if state == lifecycle.Error && sb.StateReason != "node a lost: no heartbeat" {
+			t.Errorf("sandbox %s's reason: %q", id, sb.StateReason)
+		}
+	}
+
+	// It beats again: up.
+	back := sampleNode("a", now())
+	if err := db.PutNode(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	if nodes, err := db.ListNodes(ctx); err != nil || nodes[0].State != store.NodeUp {
+		t.Errorf("a lost node that beat again: %+v, %v", nodes[0], err)
+	}
+}
