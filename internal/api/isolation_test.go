@@ -136,9 +136,11 @@ func TestWorkspacesIsolated(t *testing.T) {
 		"POST /v1/secrets/rotate-master": {{want: 403}},
 		"POST /mcp":                      {}, // an MCP session, below
 	}
-	// Routes with one, whose answer is not 404: they make ws-b's own.
+	// Routes with one, whose answer is not 404: they make ws-b's own, or
+	// are the administrator's alone (403).
 	own := map[string]bool{
 		"POST /v1/templates/{name}/import": true, // an empty body: 400, and ws-a's snapa-7 untouched
+		"GET /v1/templates/{name}/archive": true, // nodes copy templates with the daemon's key
 	}
 
 	// First what ws-b's key reads, before it made anything; then each

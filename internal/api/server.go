@@ -204,6 +204,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/templates/{name}", s.getTemplate},
 		{"DELETE /v1/templates/{name}", s.deleteTemplate},
 		{"POST /v1/templates/{name}/import", s.importTemplate},
+		{"GET /v1/templates/{name}/archive", s.templateArchive},
 	}
 }
 

@@ -80,6 +80,9 @@ type Templates interface {
 	Snapshot(ctx context.Context, id, name string) (template.Info, error)
 	Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error)
 	Resolve(ws, name string, admin bool) (string, error)
+	// Archive writes a version of a template as an archive (see
+	// template.Store.WriteArchive) and returns its SHA-256.
+	Archive(ctx context.Context, w io.Writer, name, version string) (string, error)
 }
 
 // Workspaces keeps the workspaces' quotas and tells their usage.

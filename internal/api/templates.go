@@ -101,6 +101,39 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, templateJSON(c, t))
 }
 
+// HeaderArchiveSum is the trailer of a template's archive: the SHA-256
+// of what was sent, which the receiver checks what it read against.
+const HeaderArchiveSum = "Hutch-Archive-Sha256"
+
+// templateArchive sends a version of a template (?version=, else the
+// current one) as an archive: how nodes copy templates to each other
+// (internal/cluster). The administrator's only: it holds whole roots.
+func (s *Server) templateArchive(w http.ResponseWriter, r *http.Request) {
+	if err := ownerOnly(r, "copy a template's archive"); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	name, version := r.PathValue("name"), r.URL.Query().Get("version")
+	if version == "" {
+		t, err := s.templates.Get(r.Context(), name)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		version = t.Version
+	}
+	w.Header().Set("Trailer", HeaderArchiveSum)
+	w.Header().Set("Content-Type", "application/x-tar")
+	// An archive that fails half-way ends without its sum: the receiver
+	// refuses it.
+	sum, err := s.templates.Archive(r.Context(), w, name, version)
+	if err != nil {
+		s.log.Warn("send a template's archive", "template", name, "version", version, "error", err)
+		return
+	}
+	w.Header().Set(HeaderArchiveSum, sum)
+}
+
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
 	name, err := s.templateOwned(r.Context(), callerOf(r.Context()), r.PathValue("name"))
 	if err != nil {

@@ -241,6 +241,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	g.Go(func() error { return mgr.Run(gctx) })
 	if membership != nil {
 		g.Go(func() error { return cluster.Beat(gctx, *membership) })
+		g.Go(func() error { return templateSync(membership, db, templateStore, key, log).Run(gctx) })
 		g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
 	}
 	g.Go(func() error { return disks.Run(gctx) })

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/cluster"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // runAPI serves as an API replica (--role api): no sandboxes, no data
@@ -87,6 +90,21 @@ func member(cfg Config, db database, mgr *sandbox.Manager, log *slog.Logger) (*c
 		return nil, err
 	}
 	return &cluster.Member{Store: db, ID: name, URL: url, Report: mgr.NodeReport, Every: cfg.Heartbeat, Log: log}, nil
+}
+
+// templateSync keeps a node's templates the other nodes' (see
+// internal/cluster/templates.go).
+func templateSync(m *cluster.Member, db database, local *template.Store, key string, log *slog.Logger) *cluster.TemplateSync {
+	return &cluster.TemplateSync{
+		Store: db, Local: local, Node: m.ID, Key: key, Every: m.Every, Log: log,
+		InUse: func(ctx context.Context, name string) (bool, error) {
+			list, err := db.ListSandboxes(ctx)
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(list, func(sb *store.Sandbox) bool { return sb.Node == m.ID && sb.Template == name }), nil
+		},
+	}
 }
 
 // loadKey returns the API key cfg names: a shared file's (api_key_file),

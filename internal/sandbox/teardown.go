@@ -113,6 +113,9 @@ func (m *Manager) AwaitTeardown(ctx context.Context, id string) error {
 	if err != nil || rec.State != lifecycle.Deleting {
 		return nil // gone already, or not being deleted
 	}
+	if rec.Node != m.node {
+		return m.awaitRecordGone(ctx, id) // another node tears it down
+	}
 	unlock, err := m.locks.lock(ctx, id) // the teardown holds it
 	if err != nil {
 		return err
@@ -200,4 +203,22 @@ func (m *Manager) teardown(ctx context.Context, be backend.Backend, h backend.Ha
 // caller it is gone already.
 func deletedError(id string) error {
 	return errdefs.NotFound("sandbox %s not found: it was deleted", id)
+}
+
+// teardownPoll is how often a teardown on another node is looked at.
+const teardownPoll = 100 * time.Millisecond
+
+// awaitRecordGone waits until sandbox id's record is gone: the end of a
+// teardown on another node, which removes it last.
+func (m *Manager) awaitRecordGone(ctx context.Context, id string) error {
+	for {
+		if _, err := m.store.GetSandbox(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(teardownPoll):
+		}
+	}
 }

@@ -24,6 +24,23 @@ type Nodes interface {
 	MarkNodeLost(ctx context.Context, id string, before time.Time, reason string, live []lifecycle.State, at time.Time) (marked bool, err error)
 	// DeleteNode removes a node's record; ErrNotFound if absent.
 	DeleteNode(ctx context.Context, id string) error
+
+	// PublishTemplate records t as its name's current version unless the
+	// store has that name at the same or a newer version (versions sort
+	// as their times); published says whether it did.
+	PublishTemplate(ctx context.Context, t *ClusterTemplate) (published bool, err error)
+	// ListClusterTemplates returns every template's record, by name.
+	ListClusterTemplates(ctx context.Context) ([]*ClusterTemplate, error)
+	// UnpublishTemplate removes a template's record (absent is fine).
+	UnpublishTemplate(ctx context.Context, name string) error
+}
+
+// ClusterTemplate is a template as the nodes share it: its current
+// version, the node that made it, and its info (template.Info as JSON).
+type ClusterTemplate struct {
+	Name, Version, Origin string
+	Info                  []byte
+	UpdatedAt             time.Time
 }
 
 // A node's states.

@@ -80,6 +80,9 @@ type Info struct {
 	// Skeleton is the host skeleton's version (skeletonVersion) that a
 	// snapshot standing on the host template was made on; "" before 5.
 	Skeleton string `json:"skeleton,omitempty"`
+	// Origin is the node it was copied from, among several
+	// (internal/cluster); "" when it was made here.
+	Origin string `json:"origin,omitempty"`
 	// Suite and Mirror are the Debian release and mirror it came from.
 	Suite  string `json:"suite,omitempty"`
 	Mirror string `json:"mirror,omitempty"`
@@ -392,9 +395,18 @@ func (b *Build) Commit(info Info) (Info, error) {
 	if points, err := mountinfo.Under(b.dir); err != nil || len(points) > 0 {
 		return Info{}, errors.Join(err, fmt.Errorf("template %s: still mounted in the build: %v", b.name, points))
 	}
+	info.Created, info.Version = newVersion(filepath.Join(b.s.dir, b.name), time.Now().UTC())
+	return b.commitAs(info)
+}
+
+// commitAs is Commit under info's own Version and Created: a version
+// received from another node (Receive) keeps them.
+func (b *Build) commitAs(info Info) (Info, error) {
+	if b.done {
+		return Info{}, errors.New("template build already ended")
+	}
 	nameDir := filepath.Join(b.s.dir, b.name)
 	info.Name = b.name
-	info.Created, info.Version = newVersion(nameDir, time.Now().UTC())
 	size, err := diskUsage(b.Root())
 	if err != nil {
 		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)

@@ -266,3 +266,9 @@ func (s *Service) users(ctx context.Context) (map[string][]string, error) {
 	}
 	return users, nil
 }
+
+// Archive writes a version of template name as an archive to w (see
+// template.Store.WriteArchive).
+func (s *Service) Archive(ctx context.Context, w io.Writer, name, version string) (string, error) {
+	return s.templates.WriteArchive(ctx, w, name, version)
+}

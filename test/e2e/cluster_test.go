@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/store/pgtest"
 )
@@ -37,6 +40,8 @@ type cluster struct {
 	nodes    []*daemon
 	replicas []*daemon
 	byName   map[string]*daemon // nodes by their --node-name
+	// What every node is started with.
+	url, keyFile, masterKey, publicURL, suffix string
 }
 
 // startCluster starts nodes node daemons and replicas API replicas.
@@ -65,28 +70,22 @@ func startCluster(t *testing.T, nodes, replicas int) *cluster {
 	if err := os.WriteFile(masterKey, []byte(base64.StdEncoding.EncodeToString(raw32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, byName: map[string]*daemon{}}
-	timing := []string{"--heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String()}
 	// The replicas' addresses come first: the nodes make their URLs
 	// (previews', links') with the first one's.
 	replicaAddrs := make([]string, replicas)
 	for i := range replicaAddrs {
 		replicaAddrs[i] = freeAddr(t)
 	}
-	suffix := hex.EncodeToString(raw[:3])
+	c := &cluster{
+		t: t, byName: map[string]*daemon{}, url: url, keyFile: keyFile, masterKey: masterKey,
+		publicURL: "http://" + replicaAddrs[0], suffix: hex.EncodeToString(raw[:3]),
+	}
+	c.bridge()
 	for i := range nodes {
-		name := fmt.Sprintf("node-%d", i+1)
-		ip := hostNetns(t, fmt.Sprintf("hct%s%d", suffix, i), i)
-		d := newDaemon(t, append([]string{"--role", "node", "--store", url, "--node-name", name,
-			"--public-url", "http://" + replicaAddrs[0], "--pool", "base=0", "--secrets-key-file", masterKey}, timing...)...)
-		d.netns, d.keyFile = "/run/netns/"+fmt.Sprintf("hct%s%d", suffix, i), keyFile
-		d.addr = net.JoinHostPort(ip, "7070")
-		d.start()
-		c.nodes = append(c.nodes, d)
-		c.byName[name] = d
+		c.addNode(fmt.Sprintf("node-%d", i+1))
 	}
 	for i := range replicas {
-		d := newDaemon(t, append([]string{"--role", "api", "--store", url}, timing...)...)
+		d := newDaemon(t, append([]string{"--role", "api", "--store", url}, clusterTiming...)...)
 		d.keyFile, d.addr = keyFile, replicaAddrs[i]
 		d.start()
 		c.replicas = append(c.replicas, d)
@@ -94,36 +93,79 @@ func startCluster(t *testing.T, nodes, replicas int) *cluster {
 	return c
 }
 
-// hostNetns makes a network namespace named name, linked to this one by a
-// veth pair on 10.231.i.0/30, and returns the namespace's address. The
-// test's cleanup removes both (after the daemon's, registered later).
-func hostNetns(t *testing.T, name string, i int) string {
+var clusterTiming = []string{"--heartbeat", clusterHeartbeat.String(), "--node-timeout", clusterTimeout.String()}
+
+// addNode starts a node daemon named name on a "host" of its own.
+func (c *cluster) addNode(name string) *daemon {
+	t := c.t
 	t.Helper()
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	netns, addr := c.hostNetns(len(c.nodes))
+	d := newDaemon(t, append([]string{"--role", "node", "--store", c.url, "--node-name", name,
+		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, clusterTiming...)...)
+	d.netns, d.keyFile, d.nodeName = netns, c.keyFile, name
+	d.addr = net.JoinHostPort(addr, "7070")
+	d.start()
+	c.nodes = append(c.nodes, d)
+	c.byName[name] = d
+	return d
+}
+
+// The test's network: a bridge in a namespace of its own, which the
+// host (this namespace, at 10.231.0.1) and each node's namespace (at
+// 10.231.0.10 and up) are linked to by veth pairs: one segment, so that
+// the nodes reach each other and the replicas reach them with no
+// forwarding on the host.
+const clusterSubnet = "10.231.0"
+
+// ip runs ip(8), failing the test when it fails.
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	outer, inner := name+"a", name+"b"
-	hostIP, nodeIP := fmt.Sprintf("10.231.%d.1", i), fmt.Sprintf("10.231.%d.2", i)
-	ip("netns", "add", name)
+}
+
+// netnsAdd makes network namespace name, removed by the test's cleanup
+// (with its ends of the veth pairs, and so the pairs).
+func netnsAdd(t *testing.T, name string) {
+	t.Helper()
+	ip(t, "netns", "add", name)
 	t.Cleanup(func() {
-		// Deleting the namespace deletes its end of the pair, and so
-		// the pair.
 		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
 			t.Errorf("ip netns del %s: %v\n%s", name, err, out)
 		}
 	})
-	ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-	ip("link", "set", inner, "netns", name)
-	ip("addr", "add", hostIP+"/30", "dev", outer)
-	ip("link", "set", outer, "up")
-	ip("-n", name, "addr", "add", nodeIP+"/30", "dev", inner)
-	ip("-n", name, "link", "set", inner, "up")
-	ip("-n", name, "link", "set", "lo", "up")
-	ip("-n", name, "route", "add", "default", "via", hostIP)
-	return nodeIP
+}
+
+// bridge makes the test's bridge and links the host to it.
+func (c *cluster) bridge() {
+	t := c.t
+	br := "hct" + c.suffix + "br"
+	netnsAdd(t, br)
+	ip(t, "-n", br, "link", "add", "br0", "type", "bridge")
+	ip(t, "-n", br, "link", "set", "br0", "up")
+	host := "hct" + c.suffix + "h"
+	ip(t, "link", "add", host, "type", "veth", "peer", "name", "host", "netns", br)
+	ip(t, "-n", br, "link", "set", "host", "master", "br0", "up")
+	ip(t, "addr", "add", clusterSubnet+".1/24", "dev", host)
+	ip(t, "link", "set", host, "up")
+}
+
+// hostNetns makes node i's namespace, on the bridge, and returns the
+// path of the namespace and its address.
+func (c *cluster) hostNetns(i int) (netns, addr string) {
+	t := c.t
+	name := fmt.Sprintf("hct%s%d", c.suffix, i)
+	br := "hct" + c.suffix + "br"
+	netnsAdd(t, name)
+	port := fmt.Sprintf("n%d", i)
+	ip(t, "-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", br)
+	ip(t, "-n", br, "link", "set", port, "master", "br0", "up")
+	addr = fmt.Sprintf("%s.%d", clusterSubnet, 10+i)
+	ip(t, "-n", name, "addr", "add", addr+"/24", "dev", "eth0")
+	ip(t, "-n", name, "link", "set", "eth0", "up")
+	ip(t, "-n", name, "link", "set", "lo", "up")
+	return "/run/netns/" + name, addr
 }
 
 // create makes a sandbox through replica r, and gives it to the node
@@ -237,6 +279,8 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
+	c.templatesOnEveryNode(b)
+
 	// A node killed: lost within its timeout, its running sandboxes in
 	// error saying so, and calls to them refused with that reason.
 	victim := sandboxes[1]
@@ -314,4 +358,68 @@ func getVia(t *testing.T, addr, u string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// templatesOnEveryNode imports a template through replica r: it is made
+// on one node and copied to the others, to a node that joins later too;
+// sandboxes of it run on any; deleted, it goes from every node.
+func (c *cluster) templatesOnEveryNode(r *daemon) {
+	t := c.t
+	ctx := t.Context()
+	archive := filepath.Join(t.TempDir(), "hello.tar")
+	ref, err := name.ParseReference("e2e/hello:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(archive, ref.(name.Tag), helloImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	made, err := r.client.ImportTemplate(ctx, "hello", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node that joins after the import gets it too.
+	c.addNode("node-late")
+	waitTemplate := func(d *daemon, want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			got, err := d.client.GetTemplate(ctx, "hello")
+			if want && err == nil && got.Version == made.Version || !want && client.IsNotFound(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("template hello on the node at %s: %+v, %v; want it there: %v", d.addr, got, err, want)
+			}
+		}
+	}
+	for _, d := range c.nodes {
+		waitTemplate(d, true)
+	}
+	// Its sandboxes, placed on any node, run it.
+	seen := map[string]bool{}
+	for i := range 4 {
+		sb := c.create(c.replicas[i%2], client.CreateSandboxRequest{Template: "hello"})
+		seen[sb.Node] = true
+		res, err := r.client.Exec(ctx, sb.ID, client.ExecRequest{Cmd: []string{"/bin/hello"}})
+		if err != nil || res.Stdout != "hello from the image as uid 1000\n" {
+			t.Errorf("hello on node %s: %+v, %v", sb.Node, res, err)
+		}
+		if err := r.client.DeleteSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("sandboxes of a template imported on one node ran on %d nodes", len(seen))
+	// Deleted right after its sandboxes (whose teardowns on other nodes
+	// the delete waits for): from every node.
+	if err := r.client.DeleteTemplate(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range c.nodes {
+		waitTemplate(d, false)
+	}
 }

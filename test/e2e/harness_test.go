@@ -146,7 +146,10 @@ type daemon struct {
 	// keyFile, when set, holds its API key (--api-key-file), instead of
 	// api.key in its data dir.
 	keyFile string
-	client  *client.Client
+	// nodeName is its --node-name, when it is a node among others: it
+	// holds (and its cleanup deletes) only its own sandboxes.
+	nodeName string
+	client   *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
 	sandboxIDs []string
@@ -383,6 +386,9 @@ func (d *daemon) stop() {
 	defer cancel()
 	if list, err := d.client.ListSandboxes(ctx); err == nil {
 		for _, sb := range list {
+			if d.nodeName != "" && sb.Node != d.nodeName {
+				continue // another node's, deleted through it or a replica
+			}
 			// One being deleted by itself (an idle delete) may be gone
 			// by now; the leak census checks that nothing of it is left.
 			if err := d.client.DeleteSandbox(ctx, sb.ID); err != nil && !client.IsNotFound(err) {

@@ -68,3 +68,31 @@ func (d *DB) DeleteNode(ctx context.Context, id string) error {
 	}
 	return expectOne(tag, "node %s not found", id)
 }
+
+// PublishTemplate records a template's version unless one as new is.
+func (d *DB) PublishTemplate(ctx context.Context, t *store.ClusterTemplate) (bool, error) {
+	tag, err := d.pool.Exec(ctx, `INSERT INTO cluster_templates (name, version, origin, info, updated_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name) DO UPDATE SET version = excluded.version, origin = excluded.origin, info = excluded.info, updated_at = excluded.updated_at
+		WHERE excluded.version > cluster_templates.version`, t.Name, t.Version, t.Origin, string(t.Info), t.UpdatedAt.UnixNano())
+	if err != nil {
+		return false, fmt.Errorf("publish template %s: %w", t.Name, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ListClusterTemplates returns every template's record, by name.
+func (d *DB) ListClusterTemplates(ctx context.Context) ([]*store.ClusterTemplate, error) {
+	out, err := query(ctx, d, sqlrows.ScanClusterTemplate, `SELECT name, version, origin, info, updated_at FROM cluster_templates ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list templates: %w", err)
+	}
+	return out, nil
+}
+
+// UnpublishTemplate removes a template's record.
+func (d *DB) UnpublishTemplate(ctx context.Context, name string) error {
+	if _, err := d.pool.Exec(ctx, `DELETE FROM cluster_templates WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("unpublish template %s: %w", name, err)
+	}
+	return nil
+}

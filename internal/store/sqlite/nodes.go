@@ -85,3 +85,32 @@ func (d *DB) DeleteNode(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// PublishTemplate records a template's version unless one as new is.
+func (d *DB) PublishTemplate(ctx context.Context, t *store.ClusterTemplate) (bool, error) {
+	res, err := d.db.ExecContext(ctx, `INSERT INTO cluster_templates (name, version, origin, info, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET version = excluded.version, origin = excluded.origin, info = excluded.info, updated_at = excluded.updated_at
+		WHERE excluded.version > cluster_templates.version`, t.Name, t.Version, t.Origin, string(t.Info), t.UpdatedAt.UnixNano())
+	if err != nil {
+		return false, fmt.Errorf("publish template %s: %w", t.Name, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// ListClusterTemplates returns every template's record, by name.
+func (d *DB) ListClusterTemplates(ctx context.Context) ([]*store.ClusterTemplate, error) {
+	out, err := query(ctx, d, sqlrows.ScanClusterTemplate, `SELECT name, version, origin, info, updated_at FROM cluster_templates ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list templates: %w", err)
+	}
+	return out, nil
+}
+
+// UnpublishTemplate removes a template's record.
+func (d *DB) UnpublishTemplate(ctx context.Context, name string) error {
+	if _, err := d.db.ExecContext(ctx, `DELETE FROM cluster_templates WHERE name = ?`, name); err != nil {
+		return fmt.Errorf("unpublish template %s: %w", name, err)
+	}
+	return nil
+}

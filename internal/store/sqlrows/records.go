@@ -288,3 +288,18 @@ func ScanNode(row Scanner) (*store.Node, error) {
 	n.StartedAt, n.HeartbeatAt = Time(started), Time(beats)
 	return &n, nil
 }
+
+// ScanClusterTemplate reads a row of name, version, origin, info and
+// updated_at.
+func ScanClusterTemplate(row Scanner) (*store.ClusterTemplate, error) {
+	var (
+		t       store.ClusterTemplate
+		info    string
+		updated int64
+	)
+	if err := row.Scan(&t.Name, &t.Version, &t.Origin, &info, &updated); err != nil {
+		return nil, err
+	}
+	t.Info, t.UpdatedAt = []byte(info), Time(updated)
+	return &t, nil
+}

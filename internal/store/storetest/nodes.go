@@ -141,3 +141,37 @@ func testNodeLostRace(t *testing.T, h Harness) {
 		t.Errorf("a lost node that beat again: %+v, %v", nodes[0], err)
 	}
 }
+
+func testClusterTemplates(t *testing.T, h Harness) {
+	db := h.Open(t)
+	ctx := t.Context()
+	publish := func(version, origin string) bool {
+		t.Helper()
+		ok, err := db.PublishTemplate(ctx, &store.ClusterTemplate{Name: "py", Version: version, Origin: origin, Info: []byte(`{"v":"` + version + `"}`), UpdatedAt: now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !publish("20261126T100000000Z", "a") {
+		t.Error("the first version of a name was not published")
+	}
+	if publish("20261126T090000000Z", "b") || publish("20261126T100000000Z", "b") {
+		t.Error("an older or the same version replaced the newer")
+	}
+	if !publish("20261126T110000000Z", "c") {
+		t.Error("a newer version was not published")
+	}
+	list, err := db.ListClusterTemplates(ctx)
+	if err != nil || len(list) != 1 || list[0].Version != "20261126T110000000Z" || list[0].Origin != "c" || string(list[0].Info) != `{"v":"20261126T110000000Z"}` {
+		t.Fatalf("ListClusterTemplates = %+v, %v", list, err)
+	}
+	for range 2 { // absent the second time: fine
+		if err := db.UnpublishTemplate(ctx, "py"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list, err := db.ListClusterTemplates(ctx); err != nil || len(list) != 0 {
+		t.Errorf("after unpublishing: %+v, %v", list, err)
+	}
+}

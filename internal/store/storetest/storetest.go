@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"ResealAll", testResealAll},
 		{"Nodes", testNodes},
 		{"NodeLostRace", testNodeLostRace},
+		{"ClusterTemplates", testClusterTemplates},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

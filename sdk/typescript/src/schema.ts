@@ -1571,6 +1571,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/templates/{name}/archive": {
+        parameters: {
+            query?: {
+                /** @description The version to send (default the current one). */
+                version?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Copy a template's archive (the daemon's own key only)
+         * @description A tar of one version of a template: its root and, for a snapshot with memory, its memory image, with owners, modes and links kept. Nodes of a scale-out copy templates to each other with it. The trailer `Hutch-Archive-Sha256` is the SHA-256 of the tar sent; a stream without it failed half-way.
+         */
+        get: operations["getTemplateArchive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/templates/{name}/import": {
         parameters: {
             query?: never;
@@ -4454,6 +4479,32 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getTemplateArchive: {
+        parameters: {
+            query?: {
+                /** @description The version to send (default the current one). */
+                version?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The archive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": string;
+                };
             };
             default: components["responses"]["Error"];
         };
