@@ -118,11 +118,12 @@ func sample(nodes []*store.Node, k int) []*store.Node {
 	return out[:k]
 }
 
-// bestOf returns the node with the most left, as a share of its machine.
+// bestOf returns the node with the most left, as a share of its machine:
+// limits may commit more than a machine has (they are bounds, not use),
+// so the least overcommitted, then.
 func (p *Placer) bestOf(nodes []*store.Node) *store.Node {
-	var best *store.Node
-	bestFree := -1.0
-	for _, n := range nodes {
+	best, bestFree := nodes[0], p.free(nodes[0])
+	for _, n := range nodes[1:] {
 		if f := p.free(n); f > bestFree {
 			best, bestFree = n, f
 		}

@@ -96,6 +96,17 @@ func TestPlaceSpreadsABurst(t *testing.T) {
 	}
 }
 
+// Overcommitted nodes (limits are bounds, not use) still take sandboxes:
+// the least overcommitted.
+func TestPlaceOvercommitted(t *testing.T) {
+	a := node("a", func(n *store.Node) { n.Report.CPUs, n.Report.CommittedCPUs = 2, 9 })
+	b := node("b", func(n *store.Node) { n.Report.CPUs, n.Report.CommittedCPUs = 2, 6 })
+	p := &Placer{Sample: 2}
+	if got, err := p.Place([]*store.Node{a, b}, Want{CPUs: 1}); err != nil || got.ID != "b" {
+		t.Errorf("placed on %v, %v; want b", got, err)
+	}
+}
+
 // The scarcer of memory and CPU decides.
 func TestPlacePrefersTheMostLeft(t *testing.T) {
 	busyCPU := node("busy-cpu", func(n *store.Node) { n.Report.CommittedCPUs = 7 })

@@ -41,7 +41,10 @@ type RouterConfig struct {
 	Timeout time.Duration
 	// Sample is the placement's K (DefaultSample when 0).
 	Sample int
-	Logger *slog.Logger
+	// Self is this replica's API as it reaches itself (http://127.0.0.1:
+	// its port), which MCP's tools call; Version is told to MCP clients.
+	Self, Version string
+	Logger        *slog.Logger
 }
 
 // Router is an API replica's handler: it sends each call on to a node,
@@ -54,6 +57,7 @@ type Router struct {
 	log    *slog.Logger
 	placer *Placer
 	proxy  *httputil.ReverseProxy
+	mcp    *mcpSessions
 
 	mu       sync.Mutex
 	nodes    []*store.Node
@@ -73,7 +77,7 @@ func NewRouter(cfg RouterConfig) *Router {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rt := &Router{cfg: cfg, log: log, placer: &Placer{Sample: cfg.Sample, Timeout: cfg.Timeout}}
+	rt := &Router{cfg: cfg, log: log, placer: &Placer{Sample: cfg.Sample, Timeout: cfg.Timeout}, mcp: &mcpSessions{self: cfg.Self, version: cfg.Version}}
 	transport := &http.Transport{
 		// Never through an HTTP proxy from the environment: nodes are
 		// reached directly.
@@ -119,6 +123,10 @@ func targetOf(ctx context.Context) target {
 }
 
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == mcpPath && rt.cfg.Self != "" && !isPreviewHost(r, rt.cfg.PreviewDomain) {
+		rt.mcp.ServeHTTP(w, r, rt)
+		return
+	}
 	t, err := rt.route(w, r)
 	if err != nil {
 		api.WriteError(w, r, rt.log, err)
@@ -300,6 +308,16 @@ func sandboxOf(r *http.Request, domain string) string {
 		}
 	}
 	return ""
+}
+
+// isPreviewHost says whether r's host is a preview's (whose paths are
+// the sandbox's own).
+func isPreviewHost(r *http.Request, domain string) bool {
+	if domain == "" {
+		return false
+	}
+	_, ok := preview.ParseHost(r.Host, domain)
+	return ok
 }
 
 // isRecordRead says whether r only reads sandbox id's record, which any

@@ -66,7 +66,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		return fmt.Errorf("invalid config: %w", err)
 	}
 	if cfg.Role == RoleAPI {
-		return runAPI(ctx, cfg, log)
+		return runAPI(ctx, cfg, version, log)
 	}
 	// The lock first: a daemon refused leaves nothing behind.
 	// #nosec G301 -- searched by sandboxes' roots (see ensureDirs)

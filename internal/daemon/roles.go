@@ -24,7 +24,7 @@ import (
 // runAPI serves as an API replica (--role api): no sandboxes, no data
 // dir; every call goes on to a node (internal/cluster), and the replica
 // watches the nodes' heartbeats with them.
-func runAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
+func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) error {
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -34,13 +34,14 @@ func runAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 			log.Error("close database", "error", err)
 		}
 	}()
-	router := cluster.NewRouter(cluster.RouterConfig{
-		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
-	})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	router := cluster.NewRouter(cluster.RouterConfig{
+		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
+		Self: "http://" + selfAddr(tcp.Addr()), Version: version,
+	})
 	if cfg.E2BListen != "" {
 		log.Info("the E2B sandbox front is served by the nodes, not by API replicas", "e2b_listen", cfg.E2BListen)
 	}
@@ -65,6 +66,20 @@ func runAPI(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// selfAddr is how a process reaches its own listener at addr: by the
+// loopback when it listens on every address.
+func selfAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	loopback := net.IPv4(127, 0, 0, 1)
+	if tcp.IP.To4() == nil {
+		loopback = net.IPv6loopback
+	}
+	return net.JoinHostPort(loopback.String(), fmt.Sprint(tcp.Port))
 }
 
 // httpServer serves h as every listener of the daemon's does. A client

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/store/pgtest"
@@ -280,6 +282,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	c.templatesOnEveryNode(b)
+	c.mcpThroughReplicas()
 
 	// A node killed: lost within its timeout, its running sandboxes in
 	// error saying so, and calls to them refused with that reason.
@@ -421,5 +424,73 @@ func (c *cluster) templatesOnEveryNode(r *daemon) {
 	}
 	for _, d := range c.nodes {
 		waitTemplate(d, false)
+	}
+}
+
+// bearer adds a key to every request.
+type bearer struct {
+	key  string
+	base http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.base.RoundTrip(r)
+}
+
+// mcpThroughReplicas: an MCP session opened on one replica makes a
+// sandbox and runs a command in it; its requests answered by either
+// replica (sessions are stateless there), whichever node holds it. A
+// wrong key is refused.
+func (c *cluster) mcpThroughReplicas() {
+	t := c.t
+	ctx := t.Context()
+	connect := func(r *daemon, key string) (*mcp.ClientSession, error) {
+		transport := &mcp.StreamableClientTransport{
+			Endpoint:   "http://" + r.addr + "/mcp",
+			HTTPClient: &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}},
+			MaxRetries: -1,
+		}
+		return mcp.NewClient(&mcp.Implementation{Name: "cluster-test"}, nil).Connect(ctx, transport, nil)
+	}
+	call := func(s *mcp.ClientSession, name string, args map[string]any) string {
+		t.Helper()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError || len(res.Content) == 0 {
+			t.Fatalf("MCP %s: %+v, %v", name, res, err)
+		}
+		text, _ := res.Content[0].(*mcp.TextContent)
+		if text == nil {
+			t.Fatalf("MCP %s: %+v", name, res.Content[0])
+		}
+		return text.Text
+	}
+	var id string
+	for i, r := range c.replicas {
+		s, err := connect(r, c.replicas[0].key)
+		if err != nil {
+			t.Fatalf("MCP through %s: %v", r.addr, err)
+		}
+		if i == 0 {
+			var made struct {
+				SandboxID string `json:"sandbox_id"`
+			}
+			if err := json.Unmarshal([]byte(call(s, "sandbox_create", map[string]any{"key": "mcp-cluster"})), &made); err != nil || made.SandboxID == "" {
+				t.Fatalf("sandbox_create: %+v, %v", made, err)
+			}
+			id = made.SandboxID
+			if sb, err := r.client.GetSandbox(ctx, id); err == nil {
+				c.holder(sb).sandboxIDs = append(c.holder(sb).sandboxIDs, id)
+			}
+		}
+		if out := call(s, "sandbox_run_command", map[string]any{"sandbox_id": id, "command": "echo via-mcp"}); !strings.Contains(out, "via-mcp") {
+			t.Errorf("sandbox_run_command through %s: %s", r.addr, out)
+		}
+		_ = s.Close()
+	}
+	if s, err := connect(c.replicas[1], "hutch_wrong"); err == nil {
+		_ = s.Close()
+		t.Error("an MCP session with a wrong key was opened")
 	}
 }
