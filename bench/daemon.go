@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ type daemon struct {
 	version string
 	addr    string // the API's, host:port
 	key     string // the daemon's own API key
+	keyFile string // where it is: api.key in the data dir, or --api-key-file's
 }
 
 // startDaemon runs `hutch serve` on a free loopback port with its data and
@@ -42,6 +44,10 @@ func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) 
 		dataDir: filepath.Join(base, "d"),
 		runDir:  filepath.Join(base, "r"),
 		logPath: filepath.Join(base, "daemon.log"),
+	}
+	d.keyFile = filepath.Join(d.dataDir, "api.key")
+	if i := slices.Index(extra, "--api-key-file"); i >= 0 && i+1 < len(extra) {
+		d.keyFile = extra[i+1]
 	}
 	logf, err := os.Create(d.logPath)
 	if err != nil {
@@ -85,7 +91,7 @@ func (d *daemon) waitReady(ctx context.Context, addr string, timeout time.Durati
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		if key, err := os.ReadFile(filepath.Join(d.dataDir, "api.key")); err == nil {
+		if key, err := os.ReadFile(d.keyFile); err == nil {
 			c, err := client.New("http://"+addr, strings.TrimSpace(string(key)))
 			if err != nil {
 				return err

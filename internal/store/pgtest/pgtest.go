@@ -336,3 +336,17 @@ func command(ctx context.Context, as *identity, argv ...string) *exec.Cmd {
 	}
 	return cmd
 }
+
+// Serve starts a server outside a test (the bench's scale-out row) and
+// returns the URL of an empty database on it, and stop, which stops the
+// server and removes its files.
+func Serve(ctx context.Context) (url string, stop func() error, err error) {
+	srv, err := start(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := srv.exec(ctx, "CREATE DATABASE bench"); err != nil {
+		return "", nil, errors.Join(err, srv.stop())
+	}
+	return srv.url("bench"), srv.stop, nil
+}
