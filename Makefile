@@ -80,7 +80,8 @@ test: build
 FUZZ := ./internal/sandbox:FuzzWorkspaceFiles ./internal/template:FuzzUntar \
 	./internal/agent:FuzzResolvePath ./internal/tools:FuzzLinkStaysInside \
 	./internal/tools:FuzzPatch ./internal/template:FuzzParseHutchfile \
-	./internal/api:FuzzDecodeBodies ./internal/secrets/redact:FuzzStream
+	./internal/api:FuzzDecodeBodies ./internal/secrets/redact:FuzzStream \
+	./internal/imagestore:FuzzDirNames
 FUZZTIME ?= 10m
 FUZZTIME_SHORT ?= 10s
 fuzz:
