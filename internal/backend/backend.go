@@ -6,6 +6,7 @@ package backend
 
 import (
 	"context"
+	"io"
 	"net"
 	"time"
 )
@@ -74,6 +75,27 @@ type Suspender interface {
 	// Resume starts a suspended sandbox with spec, the one it was created
 	// with (its Files are in its layer already and are not written again).
 	Resume(ctx context.Context, h Handle, spec Spec) error
+}
+
+// Mover is a Suspender whose suspended sandboxes can move to another node
+// (scale-out, with a shared image store): one node exports a suspended
+// sandbox, another imports it and resumes it as its own.
+type Mover interface {
+	// Export writes suspended sandbox h's writable layer to layer, a tar
+	// whose owners are the sandbox's own ids (0–65535, not the host's it
+	// is mapped to), overlay whiteouts and opaque directories kept; and,
+	// when the suspend kept its memory, its memory image to memory, a
+	// tar: memoryKept says whether it wrote one.
+	Export(ctx context.Context, h Handle, layer, memory io.Writer) (memoryKept bool, err error)
+	// Import makes suspended sandbox spec.ID here from what Export wrote
+	// on another node: its directory, a disk of spec.Limits.DiskBytes,
+	// ids of this node's for it, the layer, and the memory image when
+	// memory is not nil. Resume then starts it as any suspended sandbox
+	// of this node, restoring the memory when there is one. A failure
+	// leaves nothing.
+	Import(ctx context.Context, spec Spec, layer, memory io.Reader) (Handle, error)
+	// Has says whether this node has sandbox id's directory.
+	Has(id string) bool
 }
 
 // Networked is a backend whose sandboxes have a network: each one's

@@ -39,7 +39,7 @@ func newServeCmd() *cobra.Command {
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
-					"role": &fileCfg.Role, "node-name": &fileCfg.NodeName, "advertise": &fileCfg.Advertise, "api-key-file": &fileCfg.APIKeyFile,
+					"role": &fileCfg.Role, "node-name": &fileCfg.NodeName, "advertise": &fileCfg.Advertise, "api-key-file": &fileCfg.APIKeyFile, "image-store": &fileCfg.ImageStore,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -106,6 +106,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's name among the others (default: the host's name)")
 	f.StringVar(&cfg.Advertise, "advertise", "", "the URL API replicas reach this node's API on (default: http:// and --listen)")
 	f.StringVar(&cfg.APIKeyFile, "api-key-file", "", "a file holding the API key, the same for every node and replica (default: api.key in --data-dir, made on first start)")
+	f.StringVar(&cfg.ImageStore, "image-store", "", "where suspended sandboxes' images go so that another node can resume them: a directory every node mounts, or s3://bucket/prefix?endpoint=URL (keys from $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY) (default: none)")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "how often a node tells the others it is up (default 5s)")
 	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 0, "how long a node may be silent before it is marked lost and its running sandboxes error (default 15s)")
 	return cmd

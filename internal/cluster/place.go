@@ -9,6 +9,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // DefaultSample is how many nodes a placement compares: the best of two
@@ -19,8 +20,10 @@ const DefaultSample = 2
 
 // Want is what a create asks of a node.
 type Want struct {
-	// Template and Runtime are the create's ("": the node's default).
-	Template, Runtime string
+	// Template and Runtime are the create's ("": the node's default);
+	// TemplateVersion, when not "", the version the node must have (a
+	// moved sandbox's files lie on it).
+	Template, TemplateVersion, Runtime string
 	MemoryMB          int64
 	CPUs              float64
 }
@@ -58,19 +61,11 @@ func (p *Placer) Place(nodes []*store.Node, w Want) (*store.Node, error) {
 			continue
 		}
 		up = append(up, n)
-		runtime := w.Runtime
-		if runtime == "" {
-			runtime = n.Report.DefaultRuntime
-		}
-		template := w.Template
-		if template == "" {
-			template = n.Report.DefaultTemplate
-		}
-		if !slices.Contains(n.Report.Runtimes, runtime) || !hasTemplate(n, template) {
+		if !canRun(n, w) {
 			continue
 		}
 		able = append(able, n)
-		if n.Report.Warm[template+"@"+runtime] > 0 {
+		if n.Report.Warm[orDefault(w.Template, n.Report.DefaultTemplate)+"@"+orDefault(w.Runtime, n.Report.DefaultRuntime)] > 0 {
 			warm = append(warm, n)
 		}
 	}
@@ -91,6 +86,24 @@ func (p *Placer) Place(nodes []*store.Node, w Want) (*store.Node, error) {
 	best := p.bestOf(sample(candidates, p.sample()))
 	p.add(best, w)
 	return best, nil
+}
+
+// canRun says whether node n can make a sandbox that wants w: its
+// runtime, its template (at its version, when w names one).
+func canRun(n *store.Node, w Want) bool {
+	name := orDefault(w.Template, n.Report.DefaultTemplate)
+	if !slices.Contains(n.Report.Runtimes, orDefault(w.Runtime, n.Report.DefaultRuntime)) || !hasTemplate(n, name) {
+		return false
+	}
+	// The host template is every node's own, of its own host.
+	return w.TemplateVersion == "" || name == template.HostName || n.Report.Templates[name] == w.TemplateVersion
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // hasTemplate says whether node n has template name, its own or, named

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
@@ -28,6 +29,7 @@ import (
 type RouterStore interface {
 	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
 	ListNodes(ctx context.Context) ([]*store.Node, error)
+	MoveSandbox(ctx context.Context, id, from, to string, at time.Time) error
 }
 
 // RouterConfig wires a Router.
@@ -180,9 +182,45 @@ func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (targe
 		if isRecordRead(r, id) {
 			return rt.anyNode(nodes)
 		}
+		if sb.State == lifecycle.Suspended && sb.Image != "" {
+			return rt.move(r, sb, nodes)
+		}
 		return target{}, errdefs.Unavailable("sandbox %s is on node %s, which does not answer: %s", id, n.ID, lostReason(n))
 	}
 	return target{}, errdefs.Unavailable("sandbox %s is on node %s, which is not a member", id, sb.Node)
+}
+
+// move hands suspended sandbox sb, whose node does not answer, to a node
+// placement picks among those with its template's version; that node's
+// resume makes it from its image in the shared image store. Of replicas
+// moving it at once, the store lets one; the others follow it.
+func (rt *Router) move(r *http.Request, sb *store.Sandbox, nodes []*store.Node) (target, error) {
+	n, err := rt.placer.Place(nodes, Want{Template: sb.Template, TemplateVersion: sb.TemplateVersion, Runtime: sb.Backend, MemoryMB: sb.MemoryMB, CPUs: sb.CPUs})
+	if err != nil {
+		return target{}, err
+	}
+	if !canRun(n, Want{Template: sb.Template, TemplateVersion: sb.TemplateVersion, Runtime: sb.Backend}) {
+		return target{}, errdefs.Unavailable("sandbox %s is on node %s, which does not answer, and no node up has template %s@%s and runtime %s to resume it on",
+			sb.ID, sb.Node, sb.Template, sb.TemplateVersion, sb.Backend)
+	}
+	err = rt.cfg.Store.MoveSandbox(r.Context(), sb.ID, sb.Node, n.ID, time.Now().UTC())
+	if errors.Is(err, errdefs.ErrConflict) {
+		moved, gerr := rt.cfg.Store.GetSandbox(r.Context(), sb.ID)
+		if gerr != nil {
+			return target{}, gerr
+		}
+		for _, other := range nodes {
+			if other.ID == moved.Node && fresh(other, rt.cfg.Timeout, time.Now().UTC()) {
+				return targetFor(other) // another replica moved it there
+			}
+		}
+		return target{}, err
+	}
+	if err != nil {
+		return target{}, err
+	}
+	rt.log.Info("suspended sandbox of a lost node moved", "sandbox_id", sb.ID, "from", sb.Node, "to", n.ID, "image", sb.Image)
+	return targetFor(n)
 }
 
 func lostReason(n *store.Node) string {

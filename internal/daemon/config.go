@@ -118,6 +118,11 @@ type Config struct {
 	// Advertise is the URL API replicas reach a node's API on (default:
 	// http:// and Listen, unless Listen is every address).
 	Advertise string `toml:"advertise"`
+	// ImageStore is where nodes keep suspended sandboxes' images, so that
+	// another node can resume them when theirs is lost: a directory every
+	// node mounts (NFS), or s3://bucket/prefix?endpoint=… (the keys from
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY). "": none.
+	ImageStore string `toml:"image_store"`
 	// APIKeyFile holds the daemon's API key (default: api.key in DataDir,
 	// made on first start). Nodes and API replicas share one.
 	APIKeyFile string `toml:"api_key_file"`

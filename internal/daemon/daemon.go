@@ -152,10 +152,17 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	def, why := defaultRuntime(cfg.Runtime, unusable)
 	log.Info("default runtime", "runtime", def, "reason", why)
 	volumeDir := filepath.Join(cfg.DataDir, "volumes")
+	images, err := openImages(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if images != nil {
+		defer images.Close()
+	}
 	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(),
+		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(), Images: images,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/api"
 	"github.com/hutchdev/hutch/internal/cluster"
+	"github.com/hutchdev/hutch/internal/imagestore"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
@@ -120,6 +121,18 @@ func templateSync(m *cluster.Member, db database, local *template.Store, key str
 			return slices.ContainsFunc(list, func(sb *store.Sandbox) bool { return sb.Node == m.ID && sb.Template == name }), nil
 		},
 	}
+}
+
+// openImages opens the image store cfg names; nil when it names none.
+func openImages(ctx context.Context, cfg Config) (imagestore.Store, error) {
+	if cfg.ImageStore == "" {
+		return nil, nil
+	}
+	s, err := imagestore.Open(ctx, cfg.ImageStore)
+	if err != nil {
+		return nil, fmt.Errorf("image store (--image-store): %w", err)
+	}
+	return s, nil
 }
 
 // loadKey returns the API key cfg names: a shared file's (api_key_file),

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/imagestore"
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandboxnet"
 	"github.com/hutchdev/hutch/internal/store"
@@ -82,6 +83,10 @@ type Config struct {
 	// Secrets gives commands their workspace's secrets (see secrets.go);
 	// nil: none.
 	Secrets SecretSource
+	// Images is the image store the nodes share, where suspended
+	// sandboxes' images go so that another node can resume them (see
+	// move.go); nil: none, a sandbox resumes where it was suspended.
+	Images imagestore.Store
 	// Node names this daemon among the nodes sharing Store (scale-out,
 	// internal/cluster): it holds, recovers and times only the sandboxes
 	// of its name. "": a single box.
@@ -105,6 +110,7 @@ type Manager struct {
 	netCfg    NetworkConfig
 	secrets   SecretSource
 	node      string
+	images    imagestore.Store
 
 	// probeMu guards the backends' last probes (see probe).
 	probeMu  sync.Mutex
@@ -136,6 +142,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		secrets:   cfg.Secrets,
 		node:      cfg.Node,
+		images:    cfg.Images,
 		store:     cfg.Store,
 		backends:  map[string]backend.Backend{},
 		def:       cfg.Default,

@@ -91,6 +91,9 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	}
 	m.mustTransition(sctx, id, halted, reason, halting)
 	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
+	if keepMemory {
+		m.uploadImage(id) // once this lock is let go
+	}
 	return m.get(sctx, id)
 }
 
@@ -160,7 +163,19 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	if err != nil {
 		return nil, err
 	}
-	if err := suspender.Resume(rctx, h, m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)); err != nil {
+	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
+	// Moved here from another node: made from its image first.
+	switch imported, err := m.importImage(rctx, rec, spec); {
+	case err != nil:
+		m.mustTransition(rctx, rec.ID, was, why, lifecycle.Resuming)
+		return nil, err
+	case imported != nil:
+		h = *imported
+		if err := m.store.ChangeState(rctx, store.StateChange{ID: rec.ID, From: []lifecycle.State{lifecycle.Resuming}, To: lifecycle.Resuming, Reason: reason, At: m.clock.Now().UTC(), Handle: h.State}); err != nil {
+			return nil, errors.Join(err, m.destroyImported(rctx, h))
+		}
+	}
+	if err := suspender.Resume(rctx, h, spec); err != nil {
 		m.mustTransition(rctx, rec.ID, was, why, lifecycle.Resuming)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
 	}
@@ -172,6 +187,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	m.setLive(inst)
 	m.mustTransition(rctx, rec.ID, lifecycle.Running, reason, lifecycle.Resuming)
 	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))
+	m.forgetImage(rec)
 	return inst, nil
 }
 

@@ -191,6 +191,9 @@ func (m *Manager) teardown(ctx context.Context, be backend.Backend, h backend.Ha
 			return fmt.Errorf("delete sandbox %s: %w", h.ID, err)
 		}
 	}
+	if err := m.dropImages(ctx, h.ID, ""); err != nil {
+		m.log.Warn("drop the images of a deleted sandbox", attrSandbox, h.ID, "error", err)
+	}
 	if err := m.store.DeleteSandbox(ctx, h.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("drop record of deleted sandbox", attrSandbox, h.ID, "error", err)
 		return err

@@ -33,6 +33,15 @@ type Nodes interface {
 	ListClusterTemplates(ctx context.Context) ([]*ClusterTemplate, error)
 	// UnpublishTemplate removes a template's record (absent is fine).
 	UnpublishTemplate(ctx context.Context, name string) error
+
+	// SetImage records image as the image of sandbox id, held by node:
+	// ErrNotFound if absent, ErrConflict if another node holds it, or if
+	// image is not "" and it is not suspended.
+	SetImage(ctx context.Context, id, node, image string) error
+	// MoveSandbox makes node to the holder of sandbox id, suspended with
+	// an image, if from holds it: ErrNotFound if absent, ErrConflict
+	// (saying what it is) otherwise.
+	MoveSandbox(ctx context.Context, id, from, to string, at time.Time) error
 }
 
 // ClusterTemplate is a template as the nodes share it: its current

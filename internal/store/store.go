@@ -167,6 +167,9 @@ type Sandbox struct {
 	Secrets []string
 	// Node is the node daemon that holds it ("" on a single box).
 	Node string
+	// Image names the image of it, suspended, that its node uploaded to
+	// the shared image store ("": none): another node can resume it.
+	Image string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,13 @@ type cluster struct {
 	byName   map[string]*daemon // nodes by their --node-name
 	// What every node is started with.
 	url, keyFile, masterKey, publicURL, suffix string
+	nodeFlags                                  []string
+	subnet                                     string // 10.231.N
 }
 
-// startCluster starts nodes node daemons and replicas API replicas.
-func startCluster(t *testing.T, nodes, replicas int) *cluster {
+// startCluster starts nodes node daemons and replicas API replicas;
+// nodeFlags go to every node.
+func startCluster(t *testing.T, nodes, replicas int, nodeFlags ...string) *cluster {
 	t.Helper()
 	if skipReason != "" {
 		t.Skip(skipReason)
@@ -81,6 +85,7 @@ func startCluster(t *testing.T, nodes, replicas int) *cluster {
 	c := &cluster{
 		t: t, byName: map[string]*daemon{}, url: url, keyFile: keyFile, masterKey: masterKey,
 		publicURL: "http://" + replicaAddrs[0], suffix: hex.EncodeToString(raw[:3]),
+		nodeFlags: nodeFlags, subnet: fmt.Sprintf("10.231.%d", clusters.Add(1)%250),
 	}
 	c.bridge()
 	for i := range nodes {
@@ -103,7 +108,7 @@ func (c *cluster) addNode(name string) *daemon {
 	t.Helper()
 	netns, addr := c.hostNetns(len(c.nodes))
 	d := newDaemon(t, append([]string{"--role", "node", "--store", c.url, "--node-name", name,
-		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, clusterTiming...)...)
+		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, append(clusterTiming, c.nodeFlags...)...)...)
 	d.netns, d.keyFile, d.nodeName = netns, c.keyFile, name
 	d.addr = net.JoinHostPort(addr, "7070")
 	d.start()
@@ -112,12 +117,13 @@ func (c *cluster) addNode(name string) *daemon {
 	return d
 }
 
-// The test's network: a bridge in a namespace of its own, which the
-// host (this namespace, at 10.231.0.1) and each node's namespace (at
-// 10.231.0.10 and up) are linked to by veth pairs: one segment, so that
+// A cluster's network: a bridge in a namespace of its own, which the
+// host (this namespace, at 10.231.N.1) and each node's namespace (at
+// 10.231.N.10 and up) are linked to by veth pairs: one segment, so that
 // the nodes reach each other and the replicas reach them with no
-// forwarding on the host.
-const clusterSubnet = "10.231.0"
+// forwarding on the host. N tells the clusters of tests running at once
+// apart.
+var clusters atomic.Int32
 
 // ip runs ip(8), failing the test when it fails.
 func ip(t *testing.T, args ...string) {
@@ -149,7 +155,7 @@ func (c *cluster) bridge() {
 	host := "hct" + c.suffix + "h"
 	ip(t, "link", "add", host, "type", "veth", "peer", "name", "host", "netns", br)
 	ip(t, "-n", br, "link", "set", "host", "master", "br0", "up")
-	ip(t, "addr", "add", clusterSubnet+".1/24", "dev", host)
+	ip(t, "addr", "add", c.subnet+".1/24", "dev", host)
 	ip(t, "link", "set", host, "up")
 }
 
@@ -163,7 +169,7 @@ func (c *cluster) hostNetns(i int) (netns, addr string) {
 	port := fmt.Sprintf("n%d", i)
 	ip(t, "-n", name, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", br)
 	ip(t, "-n", br, "link", "set", port, "master", "br0", "up")
-	addr = fmt.Sprintf("%s.%d", clusterSubnet, 10+i)
+	addr = fmt.Sprintf("%s.%d", c.subnet, 10+i)
 	ip(t, "-n", name, "addr", "add", addr+"/24", "dev", "eth0")
 	ip(t, "-n", name, "link", "set", "eth0", "up")
 	ip(t, "-n", name, "link", "set", "lo", "up")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/sqlrows"
@@ -95,4 +96,39 @@ func (d *DB) UnpublishTemplate(ctx context.Context, name string) error {
 		return fmt.Errorf("unpublish template %s: %w", name, err)
 	}
 	return nil
+}
+
+// SetImage records a suspended sandbox's uploaded image.
+func (d *DB) SetImage(ctx context.Context, id, node, image string) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE sandboxes SET image = $1 WHERE id = $2 AND node = $3 AND ($1 = '' OR state = $4)`,
+		image, id, node, string(lifecycle.Suspended))
+	if err != nil {
+		return fmt.Errorf("set image of sandbox %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return d.whyNot(ctx, id, "record an image of")
+}
+
+// MoveSandbox hands a suspended sandbox with an image to another node.
+func (d *DB) MoveSandbox(ctx context.Context, id, from, to string, at time.Time) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE sandboxes SET node = $1, updated_at = $2 WHERE id = $3 AND node = $4 AND state = $5 AND image != ''`,
+		to, at.UnixNano(), id, from, string(lifecycle.Suspended))
+	if err != nil {
+		return fmt.Errorf("move sandbox %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	return d.whyNot(ctx, id, "move")
+}
+
+// whyNot says why a conditional change of sandbox id did not apply.
+func (d *DB) whyNot(ctx context.Context, id, what string) error {
+	sb, err := d.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return errdefs.Conflict("cannot %s sandbox %s: it is %s on node %q, with image %q", what, id, sb.State, sb.Node, sb.Image)
 }

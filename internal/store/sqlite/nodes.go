@@ -114,3 +114,38 @@ func (d *DB) UnpublishTemplate(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// SetImage records a suspended sandbox's uploaded image.
+func (d *DB) SetImage(ctx context.Context, id, node, image string) error {
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET image = ? WHERE id = ? AND node = ? AND (? = '' OR state = ?)`,
+		image, id, node, image, string(lifecycle.Suspended))
+	if err != nil {
+		return fmt.Errorf("set image of sandbox %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	return d.whyNot(ctx, id, "record an image of")
+}
+
+// MoveSandbox hands a suspended sandbox with an image to another node.
+func (d *DB) MoveSandbox(ctx context.Context, id, from, to string, at time.Time) error {
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET node = ?, updated_at = ? WHERE id = ? AND node = ? AND state = ? AND image != ''`,
+		to, at.UnixNano(), id, from, string(lifecycle.Suspended))
+	if err != nil {
+		return fmt.Errorf("move sandbox %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	return d.whyNot(ctx, id, "move")
+}
+
+// whyNot says why a conditional change of sandbox id did not apply.
+func (d *DB) whyNot(ctx context.Context, id, what string) error {
+	sb, err := d.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	return errdefs.Conflict("cannot %s sandbox %s: it is %s on node %q, with image %q", what, id, sb.State, sb.Node, sb.Image)
+}

@@ -175,3 +175,56 @@ func testClusterTemplates(t *testing.T, h Harness) {
 		t.Errorf("after unpublishing: %+v, %v", list, err)
 	}
 }
+
+func testMoveSandbox(t *testing.T, h Harness) {
+	db := h.Open(t)
+	ctx := t.Context()
+	sb := Sample("mv")
+	sb.Node, sb.State = "a", lifecycle.Running
+	if err := db.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	// Not suspended: no image, no move.
+	if err := db.SetImage(ctx, "mv", "a", "g1"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("an image of a running sandbox: %v, want a conflict", err)
+	}
+	if err := db.ChangeState(ctx, store.StateChange{ID: "mv", From: []lifecycle.State{lifecycle.Running}, To: lifecycle.Suspended, At: now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MoveSandbox(ctx, "mv", "a", "b", now()); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("a move without an image: %v, want a conflict", err)
+	}
+	if err := db.SetImage(ctx, "mv", "b", "g1"); !errors.Is(err, errdefs.ErrConflict) {
+		t.Errorf("an image set by a node that does not hold it: %v, want a conflict", err)
+	}
+	if err := db.SetImage(ctx, "mv", "a", "g1"); err != nil {
+		t.Fatal(err)
+	}
+	// Two replicas move it at once: one does.
+	errs := make(chan error, 2)
+	for _, to := range []string{"b", "c"} {
+		go func() { errs <- db.MoveSandbox(ctx, "mv", "a", to, now()) }()
+	}
+	moved := 0
+	for range 2 {
+		if err := <-errs; err == nil {
+			moved++
+		} else if !errors.Is(err, errdefs.ErrConflict) {
+			t.Errorf("racing move: %v", err)
+		}
+	}
+	got, err := db.GetSandbox(ctx, "mv")
+	if err != nil || moved != 1 || got.Node != "b" && got.Node != "c" || got.Image != "g1" {
+		t.Errorf("after racing moves (%d applied): %+v, %v", moved, got, err)
+	}
+	// Its new node clears the image once it runs again.
+	if err := db.SetImage(ctx, "mv", got.Node, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.GetSandbox(ctx, "mv"); err != nil || got.Image != "" {
+		t.Errorf("after clearing the image: %+v, %v", got, err)
+	}
+	if err := db.MoveSandbox(ctx, "gone", "a", "b", now()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("moving a sandbox that is not there: %v", err)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Nodes", testNodes},
 		{"NodeLostRace", testNodeLostRace},
 		{"ClusterTemplates", testClusterTemplates},
+		{"MoveSandbox", testMoveSandbox},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +76,7 @@ func Sample(id string) *store.Sandbox {
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
 		ExpiresAt: now.Add(time.Hour), Workspace: "default", User: "u-42", Secrets: []string{"TOKEN"},
-		Node: "node-a",
+		Node: "node-a", Image: "",
 	}
 }
 
