@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		return err
 	}
 	if images != nil {
-		defer images.Close()
+		defer func() { _ = images.Close() }() // nothing is written through it by now
 	}
 	mgr, err := sandbox.New(ctx, sandbox.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
