@@ -55,7 +55,10 @@ type RouterConfig struct {
 // placement picks, anything else to any node up, since every node
 // answers it from the shared store.
 type Router struct {
-	cfg    RouterConfig
+	cfg RouterConfig
+	// e2b: this Router is E2B's sandbox front's, sending calls to the
+	// nodes' fronts (NewE2BRouter).
+	e2b    bool
 	log    *slog.Logger
 	placer *Placer
 	proxy  *httputil.ReverseProxy
@@ -111,6 +114,17 @@ func NewRouter(cfg RouterConfig) *Router {
 	return rt
 }
 
+// NewE2BRouter returns the Router of E2B's sandbox front on an API replica
+// (--e2b-listen): a call goes to the front of the node holding the
+// sandbox its E2b-Sandbox-Id header or its host ({port}-{sandbox}.…)
+// names.
+func NewE2BRouter(cfg RouterConfig) *Router {
+	cfg.Self = "" // no MCP there
+	rt := NewRouter(cfg)
+	rt.e2b = true
+	return rt
+}
+
 // target is where a call goes.
 type target struct {
 	node string
@@ -144,6 +158,12 @@ func (rt *Router) route(w http.ResponseWriter, r *http.Request) (target, error) 
 	if err != nil {
 		return target{}, err
 	}
+	if rt.e2b {
+		if id := e2bSandboxOf(r); id != "" {
+			return rt.holder(r, id, nodes)
+		}
+		return rt.anyNode(nodes)
+	}
 	if isCreate(r) {
 		want, err := readWant(w, r)
 		if err != nil {
@@ -153,7 +173,7 @@ func (rt *Router) route(w http.ResponseWriter, r *http.Request) (target, error) 
 		if err != nil {
 			return target{}, err
 		}
-		return targetFor(n)
+		return rt.targetFor(n)
 	}
 	if id := sandboxOf(r, rt.cfg.PreviewDomain); id != "" {
 		return rt.holder(r, id, nodes)
@@ -177,7 +197,7 @@ func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (targe
 			continue
 		}
 		if fresh(n, rt.cfg.Timeout, time.Now().UTC()) {
-			return targetFor(n)
+			return rt.targetFor(n)
 		}
 		if isRecordRead(r, id) {
 			return rt.anyNode(nodes)
@@ -211,7 +231,7 @@ func (rt *Router) move(r *http.Request, sb *store.Sandbox, nodes []*store.Node) 
 		}
 		for _, other := range nodes {
 			if other.ID == moved.Node && fresh(other, rt.cfg.Timeout, time.Now().UTC()) {
-				return targetFor(other) // another replica moved it there
+				return rt.targetFor(other) // another replica moved it there
 			}
 		}
 		return target{}, err
@@ -220,7 +240,7 @@ func (rt *Router) move(r *http.Request, sb *store.Sandbox, nodes []*store.Node) 
 		return target{}, err
 	}
 	rt.log.Info("suspended sandbox of a lost node moved", "sandbox_id", sb.ID, "from", sb.Node, "to", n.ID, "image", sb.Image)
-	return targetFor(n)
+	return rt.targetFor(n)
 }
 
 func lostReason(n *store.Node) string {
@@ -242,13 +262,19 @@ func (rt *Router) anyNode(nodes []*store.Node) (target, error) {
 	if len(up) == 0 {
 		return target{}, errdefs.Unavailable("no node is up: start one with hutch serve --role node and this --store")
 	}
-	return targetFor(up[rand.IntN(len(up))]) // #nosec G404 -- spreading load, not a secret
+	return rt.targetFor(up[rand.IntN(len(up))]) // #nosec G404 -- spreading load, not a secret
 }
 
-func targetFor(n *store.Node) (target, error) {
-	u, err := url.Parse(n.URL)
+func (rt *Router) targetFor(n *store.Node) (target, error) {
+	raw := n.URL
+	if rt.e2b {
+		if raw = n.Report.E2BURL; raw == "" {
+			return target{}, errdefs.Unavailable("node %s serves no E2B sandbox front (its --e2b-listen)", n.ID)
+		}
+	}
+	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return target{}, fmt.Errorf("node %s's URL %q: %v", n.ID, n.URL, err)
+		return target{}, fmt.Errorf("node %s's URL %q: %v", n.ID, raw, err)
 	}
 	return target{node: n.ID, url: u}, nil
 }
@@ -275,7 +301,7 @@ func (rt *Router) nodeURL(id string) (*url.URL, bool) {
 	defer rt.mu.Unlock()
 	for _, n := range rt.nodes {
 		if n.ID == id {
-			t, err := targetFor(n)
+			t, err := rt.targetFor(n)
 			return t.url, err == nil
 		}
 	}
@@ -356,6 +382,24 @@ func isPreviewHost(r *http.Request, domain string) bool {
 	}
 	_, ok := preview.ParseHost(r.Host, domain)
 	return ok
+}
+
+// e2bSandboxOf is the sandbox a call to E2B's sandbox front is about:
+// its E2b-Sandbox-Id header, or its host's first label, {port}-{sandbox}
+// (whatever the domain); "" for none.
+func e2bSandboxOf(r *http.Request) string {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		return id
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, _, _ := strings.Cut(host, ".")
+	if _, id, ok := strings.Cut(label, "-"); ok && label != host {
+		return strings.ToLower(id)
+	}
+	return ""
 }
 
 // isRecordRead says whether r only reads sandbox id's record, which any

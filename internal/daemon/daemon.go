@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// its callers' keys (internal/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
 	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
-	membership, err := member(cfg, db, mgr, log)
+	membership, err := member(cfg, db, mgr, e2bLn, log)
 	if err != nil {
 		return err
 	}

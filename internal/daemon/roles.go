@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strings"
@@ -43,26 +44,37 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
 		Self: "http://" + selfAddr(tcp.Addr()), Version: version,
 	})
+	servers, listeners := []*http.Server{httpServer(router, log)}, []net.Listener{tcp}
+	// E2B's sandbox front, routed to the nodes' fronts.
 	if cfg.E2BListen != "" {
-		log.Info("the E2B sandbox front is served by the nodes, not by API replicas", "e2b_listen", cfg.E2BListen)
-	}
-	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String())
-	server := httpServer(router, log)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := server.Serve(tcp); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
+		e2bLn, err := net.Listen("tcp", cfg.E2BListen)
+		if err != nil {
+			tcp.Close()
+			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
 		}
-		return nil
-	})
+		front := cluster.NewE2BRouter(cluster.RouterConfig{Store: db, Timeout: cfg.NodeTimeout, Logger: log})
+		servers, listeners = append(servers, httpServer(front, log)), append(listeners, e2bLn)
+	}
+	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String(), "e2b_listen", cfg.E2BListen)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, s := range servers {
+		g.Go(func() error {
+			if err := s.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
 	g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), shutdownTimeout)
 		defer cancel()
-		if err := server.Shutdown(sctx); err != nil {
-			server.Close()
+		for _, s := range servers {
+			if err := s.Shutdown(sctx); err != nil {
+				s.Close()
+			}
 		}
 		return nil
 	})
@@ -93,7 +105,8 @@ func httpServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // member is a node's membership (--role node): nil for the other roles.
-func member(cfg Config, db database, mgr *sandbox.Manager, log *slog.Logger) (*cluster.Member, error) {
+// e2b is its E2B front's listener, nil when it has none.
+func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Role != RoleNode {
 		return nil, nil
 	}
@@ -105,7 +118,30 @@ func member(cfg Config, db database, mgr *sandbox.Manager, log *slog.Logger) (*c
 	if err != nil {
 		return nil, err
 	}
-	return &cluster.Member{Store: db, ID: name, URL: url, Report: mgr.NodeReport, Every: cfg.Heartbeat, Log: log}, nil
+	e2bURL := ""
+	if e2b != nil {
+		e2bURL = reachable(url, e2b.Addr())
+	}
+	report := func(ctx context.Context) (store.NodeReport, error) {
+		r, err := mgr.NodeReport(ctx)
+		r.E2BURL = e2bURL
+		return r, err
+	}
+	return &cluster.Member{Store: db, ID: name, URL: url, Report: report, Every: cfg.Heartbeat, Log: log}, nil
+}
+
+// reachable is the URL others reach listener addr on: its own address, or
+// with advertise's host when it listens on every address.
+func reachable(advertise string, addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return "http://" + addr.String()
+	}
+	host := advertise
+	if u, err := neturl.Parse(advertise); err == nil {
+		host = u.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
 }
 
 // templateSync keeps a node's templates the other nodes' (see

@@ -110,7 +110,7 @@ func (c *cluster) addNode(name string) *daemon {
 	d := newDaemon(t, append([]string{"--role", "node", "--store", c.url, "--node-name", name,
 		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, append(clusterTiming, c.nodeFlags...)...)...)
 	d.netns, d.keyFile, d.nodeName = netns, c.keyFile, name
-	d.addr = net.JoinHostPort(addr, "7070")
+	d.addr, d.e2bAddr = net.JoinHostPort(addr, "7070"), net.JoinHostPort(addr, "49983")
 	d.start()
 	c.nodes = append(c.nodes, d)
 	c.byName[name] = d
@@ -289,6 +289,7 @@ func TestCluster(t *testing.T) {
 
 	c.templatesOnEveryNode(b)
 	c.mcpThroughReplicas()
+	c.e2bThroughReplicas()
 
 	// A node killed: lost within its timeout, its running sandboxes in
 	// error saying so, and calls to them refused with that reason.
@@ -498,5 +499,50 @@ func (c *cluster) mcpThroughReplicas() {
 	if s, err := connect(c.replicas[1], "hutch_wrong"); err == nil {
 		_ = s.Close()
 		t.Error("an MCP session with a wrong key was opened")
+	}
+}
+
+// e2bThroughReplicas: E2B's control plane on a replica (under /e2b)
+// creates a sandbox, placed on a node; the replica's E2B sandbox front
+// reaches its files on that node with the access token the create gave.
+func (c *cluster) e2bThroughReplicas() {
+	t := c.t
+	ctx := t.Context()
+	r := c.replicas[1]
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.addr+"/e2b/sandboxes", strings.NewReader(`{"templateID":"host"}`))
+	req.Header.Set("X-API-KEY", r.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct {
+		SandboxID       string `json:"sandboxID"`
+		EnvdAccessToken string `json:"envdAccessToken"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated || made.SandboxID == "" {
+		t.Fatalf("E2B create through a replica: %d %+v %v", resp.StatusCode, made, err)
+	}
+	sb, err := r.client.GetSandbox(ctx, made.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.holder(sb).sandboxIDs = append(c.holder(sb).sandboxIDs, sb.ID)
+	if _, err := r.client.WriteFile(ctx, sb.ID, "e2b.txt", strings.NewReader("through the front")); err != nil {
+		t.Fatal(err)
+	}
+	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.e2bAddr+"/files?path=/home/user/workspace/e2b.txt&username=user", nil)
+	get.Header.Set("E2b-Sandbox-Id", sb.ID)
+	get.Header.Set("X-Access-Token", made.EnvdAccessToken)
+	resp, err = http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "through the front" {
+		t.Errorf("envd's /files through the replica's E2B front, sandbox on %s: %d %q", sb.Node, resp.StatusCode, body)
 	}
 }
