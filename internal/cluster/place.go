@@ -24,8 +24,8 @@ type Want struct {
 	// TemplateVersion, when not "", the version the node must have (a
 	// moved sandbox's files lie on it).
 	Template, TemplateVersion, Runtime string
-	MemoryMB          int64
-	CPUs              float64
+	MemoryMB                           int64
+	CPUs                               float64
 }
 
 // Placer chooses nodes for new sandboxes.
