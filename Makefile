@@ -139,3 +139,6 @@ generate:
 
 clean:
 	rm -rf bin
+
+# Hutch on Kubernetes: make image, make test-kube (see test/kube/kube.mk).
+include test/kube/kube.mk
