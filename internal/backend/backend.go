@@ -79,21 +79,25 @@ type Suspender interface {
 
 // Mover is a Suspender whose suspended sandboxes can move to another node
 // (scale-out, with a shared image store): one node exports a suspended
-// sandbox, another imports it and resumes it as its own.
+// sandbox, another imports it and resumes it as its own. (Its methods are
+// not Export and Import: a Builder's Export is another, and the oci
+// runtime is both.)
 type Mover interface {
-	// Export writes suspended sandbox h's writable layer to layer, a tar
-	// whose owners are the sandbox's own ids (0–65535, not the host's it
-	// is mapped to), overlay whiteouts and opaque directories kept; and,
-	// when the suspend kept its memory, its memory image to memory, a
-	// tar: memoryKept says whether it wrote one.
-	Export(ctx context.Context, h Handle, layer, memory io.Writer) (memoryKept bool, err error)
-	// Import makes suspended sandbox spec.ID here from what Export wrote
-	// on another node: its directory, a disk of spec.Limits.DiskBytes,
-	// ids of this node's for it, the layer, and the memory image when
-	// memory is not nil. Resume then starts it as any suspended sandbox
-	// of this node, restoring the memory when there is one. A failure
-	// leaves nothing.
-	Import(ctx context.Context, spec Spec, layer, memory io.Reader) (Handle, error)
+	// ExportSuspended writes suspended sandbox h's writable layer to
+	// layer, a tar whose owners are the sandbox's own ids (0–65535, not
+	// the host's it is mapped to), overlay whiteouts and opaque
+	// directories kept; and, when the suspend kept its memory, its
+	// memory image to memory, a tar: memoryKept says whether it wrote
+	// one. A sandbox that is not suspended is ErrFailedPrecondition.
+	ExportSuspended(ctx context.Context, h Handle, layer, memory io.Writer) (memoryKept bool, err error)
+	// ImportSuspended makes suspended sandbox spec.ID here from what
+	// ExportSuspended wrote on another node: its directory, a disk of
+	// spec.Limits.DiskBytes, ids of this node's for it, the layer, and
+	// the memory image when memory is not nil. Resume then starts it as
+	// any suspended sandbox of this node, restoring the memory when
+	// there is one. Archives that are not what ExportSuspended writes
+	// are ErrInvalidArgument. A failure leaves nothing.
+	ImportSuspended(ctx context.Context, spec Spec, layer, memory io.Reader) (Handle, error)
 	// Has says whether this node has sandbox id's directory.
 	Has(id string) bool
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
@@ -73,15 +74,15 @@ func (m *Manager) upload(ctx context.Context, id string) (image string, size int
 	}
 	image = strings.Replace(m.clock.Now().UTC().Format("20060102T150405.000000000Z"), ".", "", 1)
 	prefix := imagePrefix(id) + image + "/"
-	// Export writes the layer, then the memory: each goes to its blob
-	// through a pipe, both uploads under way at once.
+	// ExportSuspended writes the layer, then the memory: each goes to
+	// its blob through a pipe, both uploads under way at once.
 	layerR, layerW := io.Pipe()
 	memR, memW := io.Pipe()
 	counted := &counter{}
 	puts := make(chan error, 2)
 	go func() { puts <- m.images.Put(ctx, prefix+"layer.tar", io.TeeReader(layerR, counted)) }()
 	go func() { puts <- m.images.Put(ctx, prefix+"memory.tar", io.TeeReader(memR, counted)) }()
-	kept, err := mover.Export(ctx, backend.Handle{ID: id, Backend: rec.Backend, State: rec.Handle}, layerW, memW)
+	kept, err := mover.ExportSuspended(ctx, backend.Handle{ID: id, Backend: rec.Backend, State: rec.Handle}, layerW, memW)
 	layerW.CloseWithError(err)
 	memW.CloseWithError(err)
 	err = errors.Join(err, <-puts, <-puts)
@@ -94,14 +95,14 @@ func (m *Manager) upload(ctx context.Context, id string) (image string, size int
 	if err != nil {
 		return "", 0, errors.Join(err, m.dropImages(context.WithoutCancel(ctx), id, ""))
 	}
-	return image, counted.n, m.dropImages(ctx, id, image)
+	return image, counted.n.Load(), m.dropImages(ctx, id, image)
 }
 
-// counter counts what goes through it.
-type counter struct{ n int64 }
+// counter counts what goes through it, from both uploads at once.
+type counter struct{ n atomic.Int64 }
 
 func (c *counter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
+	c.n.Add(int64(len(p)))
 	return len(p), nil
 }
 
@@ -151,7 +152,7 @@ func (m *Manager) importImage(ctx context.Context, rec *store.Sandbox, spec back
 		defer mem.Close()
 		memory = mem
 	}
-	h, err := mover.Import(ctx, spec, layer, memory)
+	h, err := mover.ImportSuspended(ctx, spec, layer, memory)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: import its image: %w", rec.ID, err)
 	}

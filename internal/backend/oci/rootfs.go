@@ -69,27 +69,40 @@ type userNS struct {
 // namespace's ids, and the template and the binds' sources are seen through
 // idmapped clones, at l.idmapped (see userns.go), until unmountIDMapped.
 func (l sandboxLayout) mount(lower string, binds []backend.Bind, files map[string]backend.File, ns *userNS) ([]backend.Bind, error) {
+	if err := l.makeDirs(ns); err != nil {
+		return nil, err
+	}
+	var ids idMapping // no user namespace: ids as they are
+	if ns != nil {
+		ids = ns.ids
+	}
+	if err := writeFiles(l.upper, lower, files, ids); err != nil {
+		return nil, fmt.Errorf("write the sandbox's files: %w", err)
+	}
+	return l.mountOverlay(lower, binds, ns)
+}
+
+// makeDirs makes the directories a sandbox keeps from its create (or
+// import) to its destroy, across suspends: its writable layer, overlayfs'
+// scratch dir, the root's mount point and the agent's socket directory.
+// The writable layer's top is the root directory of the sandbox's root:
+// its root's (ns's, in a user namespace).
+func (l sandboxLayout) makeDirs(ns *userNS) error {
 	for _, d := range []string{l.upper, l.work, l.rootfs, l.socketDir} {
 		if d == "" {
 			continue
 		}
 		// #nosec G301 -- the sandbox root and its layers must be traversable by its users; the sandbox dir above is 0700
 		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var ids idMapping // no user namespace: ids as they are
 	if ns != nil {
-		ids = ns.ids
-		// The root directory of the overlay is upper's: root's.
-		if err := os.Lchown(l.upper, ids.host(0), ids.host(0)); err != nil {
-			return nil, err
+		if err := os.Lchown(l.upper, ns.ids.host(0), ns.ids.host(0)); err != nil {
+			return err
 		}
 	}
-	if err := writeFiles(l.upper, lower, files, ids); err != nil {
-		return nil, fmt.Errorf("write the sandbox's files: %w", err)
-	}
-	return l.mountOverlay(lower, binds, ns)
+	return nil
 }
 
 // mountOverlay mounts the root over the writable layer as it is: at
