@@ -45,13 +45,19 @@ type cluster struct {
 	byName   map[string]*daemon // nodes by their --node-name
 	// What every node is started with.
 	url, keyFile, masterKey, publicURL, suffix string
-	nodeFlags                                  []string
+	nodeFlags, nodeEnv                         []string
 	subnet                                     string // 10.231.N
 }
 
 // startCluster starts nodes node daemons and replicas API replicas;
 // nodeFlags go to every node.
 func startCluster(t *testing.T, nodes, replicas int, nodeFlags ...string) *cluster {
+	return startClusterWith(t, nodes, replicas, func(*cluster) ([]string, []string) { return nodeFlags, nil })
+}
+
+// startClusterWith is startCluster with the nodes' flags and environment
+// chosen once the cluster's network is there.
+func startClusterWith(t *testing.T, nodes, replicas int, nodeOptions func(c *cluster) (flags, env []string)) *cluster {
 	t.Helper()
 	if skipReason != "" {
 		t.Skip(skipReason)
@@ -85,9 +91,10 @@ func startCluster(t *testing.T, nodes, replicas int, nodeFlags ...string) *clust
 	c := &cluster{
 		t: t, byName: map[string]*daemon{}, url: url, keyFile: keyFile, masterKey: masterKey,
 		publicURL: "http://" + replicaAddrs[0], suffix: hex.EncodeToString(raw[:3]),
-		nodeFlags: nodeFlags, subnet: fmt.Sprintf("10.231.%d", clusters.Add(1)%250),
+		subnet: fmt.Sprintf("10.231.%d", clusters.Add(1)%250),
 	}
 	c.bridge()
+	c.nodeFlags, c.nodeEnv = nodeOptions(c)
 	for i := range nodes {
 		c.addNode(fmt.Sprintf("node-%d", i+1))
 	}
@@ -109,7 +116,7 @@ func (c *cluster) addNode(name string) *daemon {
 	netns, addr := c.hostNetns(len(c.nodes))
 	d := newDaemon(t, append([]string{"--role", "node", "--store", c.url, "--node-name", name,
 		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, append(clusterTiming, c.nodeFlags...)...)...)
-	d.netns, d.keyFile, d.nodeName = netns, c.keyFile, name
+	d.netns, d.keyFile, d.nodeName, d.env = netns, c.keyFile, name, c.nodeEnv
 	d.addr, d.e2bAddr = net.JoinHostPort(addr, "7070"), net.JoinHostPort(addr, "49983")
 	d.start()
 	c.nodes = append(c.nodes, d)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/imagestore/s3test"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/postgres"
 )
@@ -15,13 +16,22 @@ import (
 // With a shared image store, a suspended sandbox of a lost node resumes on
 // another one: under runc with its files, under gVisor with its memory (a
 // background counter goes on from where it was, not from 1). The store is
-// a directory all nodes see, as an NFS mount would be: the nodes here are
-// namespaces of one machine. (The image store's own suite runs against a
-// real S3 server too: internal/imagestore.)
+// a bucket of a real S3 server the test starts (versitygw, built from the
+// Go module proxy: internal/imagestore/s3test) on the cluster's bridge;
+// where that cannot be built, a directory all nodes see, as an NFS mount
+// would be (the nodes here are namespaces of one machine).
 func TestClusterMove(t *testing.T) {
 	t.Parallel()
-	images := t.TempDir()
-	c := startCluster(t, 2, 1, "--image-store", images)
+	c := startClusterWith(t, 2, 1, func(c *cluster) ([]string, []string) {
+		if _, err := s3test.Binary(t.Context()); err != nil {
+			t.Logf("the image store is a directory: no S3 server here (%v)", err)
+			return []string{"--image-store", t.TempDir()}, nil
+		}
+		b := s3test.StartOn(t, c.subnet+".1")
+		t.Logf("the image store is %s", b)
+		return []string{"--image-store", b.URL("hutch")},
+			[]string{"AWS_ACCESS_KEY_ID=" + b.AccessKey, "AWS_SECRET_ACCESS_KEY=" + b.SecretKey}
+	})
 	ctx := t.Context()
 	from, r := c.nodes[0], c.replicas[0]
 	db, err := postgres.Open(ctx, c.url)

@@ -149,6 +149,8 @@ type daemon struct {
 	// nodeName is its --node-name, when it is a node among others: it
 	// holds (and its cleanup deletes) only its own sandboxes.
 	nodeName string
+	// env is added to its environment.
+	env []string
 	client   *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
@@ -356,11 +358,15 @@ func (d *daemon) serveCommand() *exec.Cmd {
 		args = append(args, "--api-key-file", d.keyFile)
 	}
 	args = append(args, d.flags...)
+	cmd := exec.Command(hutchBin, args...)
 	if d.netns != "" {
 		// nsenter execs hutch in the namespace: the pid is hutch's.
-		return exec.Command("nsenter", append([]string{"--net=" + d.netns, "--", hutchBin}, args...)...)
+		cmd = exec.Command("nsenter", append([]string{"--net=" + d.netns, "--", hutchBin}, args...)...)
 	}
-	return exec.Command(hutchBin, args...)
+	if d.env != nil {
+		cmd.Env = append(os.Environ(), d.env...)
+	}
+	return cmd
 }
 
 // logSince reports whether the log at path has text after offset.

@@ -137,10 +137,22 @@ func Main(m *testing.M) {
 // It skips the test when the server cannot be built or run here.
 func Start(t testing.TB) Bucket {
 	t.Helper()
-	srv := sharedServer(t)
+	return startOn(t, sharedServer(t), "127.0.0.1")
+}
+
+// StartOn is Start on a server of t's own listening on host, an address
+// of this machine others reach it on (a bridge's, for daemons in network
+// namespaces of the test's), instead of the loopback.
+func StartOn(t testing.TB, host string) Bucket {
+	t.Helper()
+	return startOn(t, nil, host)
+}
+
+func startOn(t testing.TB, srv *server, host string) Bucket {
+	t.Helper()
 	if srv == nil {
 		var err error
-		srv, err = start(t.Context())
+		srv, err = start(t.Context(), host)
 		if errors.Is(err, errSkip) {
 			skip(t, err.Error())
 		}
@@ -202,7 +214,7 @@ func sharedServer(t testing.TB) *server {
 	}
 	if shared.srv == nil && shared.err == nil && shared.skip == "" {
 		// Not t.Context(): the server outlives this test.
-		shared.srv, shared.err = start(context.Background())
+		shared.srv, shared.err = start(context.Background(), "127.0.0.1")
 		if errors.Is(shared.err, errSkip) {
 			shared.skip, shared.err = shared.err.Error(), nil
 		}
@@ -232,9 +244,9 @@ type server struct {
 }
 
 // start builds the gateway if it is not built yet and starts it on a free
-// loopback port. Another process may take the port between its choice and
+// port of host. Another process may take the port between its choice and
 // the gateway's listening on it; then it tries another.
-func start(ctx context.Context) (*server, error) {
+func start(ctx context.Context, host string) (*server, error) {
 	began := time.Now()
 	bin, err := Binary(ctx)
 	if err != nil {
@@ -243,7 +255,7 @@ func start(ctx context.Context) (*server, error) {
 	built := time.Now()
 	var s *server
 	for attempt := 1; ; attempt++ {
-		s, err = startOnce(ctx, bin)
+		s, err = startOnce(ctx, bin, host)
 		if err == nil || !errors.Is(err, errPortTaken) || attempt == 3 {
 			break
 		}
@@ -260,7 +272,7 @@ func start(ctx context.Context) (*server, error) {
 
 var errPortTaken = errors.New("port taken")
 
-func startOnce(ctx context.Context, bin string) (_ *server, err error) {
+func startOnce(ctx context.Context, bin, host string) (_ *server, err error) {
 	// Not t.TempDir: a shared server outlives the test that started it.
 	dir, err := os.MkdirTemp("", "s3test-")
 	if err != nil {
@@ -275,7 +287,7 @@ func startOnce(ctx context.Context, bin string) (_ *server, err error) {
 	if err := os.Mkdir(data, 0o700); err != nil {
 		return nil, err
 	}
-	addr, err := freePort()
+	addr, err := freePort(host)
 	if err != nil {
 		return nil, err
 	}
@@ -383,9 +395,9 @@ func (s *server) removeBucket(ctx context.Context, name string) error {
 	return errors.Join(errs...)
 }
 
-// freePort returns a loopback address no process listens on now.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns an address of host no process listens on now.
+func freePort(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
