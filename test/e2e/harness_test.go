@@ -150,8 +150,8 @@ type daemon struct {
 	// holds (and its cleanup deletes) only its own sandboxes.
 	nodeName string
 	// env is added to its environment.
-	env []string
-	client   *client.Client
+	env    []string
+	client *client.Client
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
 	sandboxIDs []string
