@@ -243,11 +243,14 @@ func (rt *Router) move(r *http.Request, sb *store.Sandbox, nodes []*store.Node) 
 	return rt.targetFor(n)
 }
 
+// lostReason says why node n, not heard from, is lost: the reason it was
+// marked lost with, or (until the mark, or until this replica's list of
+// nodes has it) the same in other words.
 func lostReason(n *store.Node) string {
 	if n.Reason != "" {
 		return n.Reason
 	}
-	return "no heartbeat since " + n.HeartbeatAt.Format(time.RFC3339)
+	return fmt.Sprintf("node %s lost: no heartbeat since %s", n.ID, n.HeartbeatAt.Format(time.RFC3339))
 }
 
 // anyNode is a node up, chosen at random.
