@@ -234,6 +234,24 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 		logPath: filepath.Join(base, "daemon.log"),
 		flags:   flags,
 	}
+	// Registered first, so run last: the test's directories go even when
+	// the cleanup below fails half-way (a daemon that does not start
+	// again ends it), unless something is still mounted in them.
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(d.logPath); t.Failed() && err == nil {
+			t.Logf("daemon log:\n%s", b)
+		}
+		if left := linesContaining(t, "/proc/self/mountinfo", base); len(left) > 0 {
+			t.Errorf("%s kept: mounts are left in it", base)
+			return
+		}
+		if err := os.RemoveAll(base); err != nil {
+			t.Errorf("remove test dirs: %v", err)
+		}
+		if d.derivedRunDir {
+			_ = os.RemoveAll(d.runDir)
+		}
+	})
 	t.Cleanup(func() {
 		if d.cmd != nil && d.cmd.ProcessState != nil {
 			// The test killed the daemon and ended before starting it
@@ -242,17 +260,6 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 		}
 		d.stop()
 		d.assertNothingLeft()
-		if t.Failed() {
-			if b, err := os.ReadFile(d.logPath); err == nil {
-				t.Logf("daemon log:\n%s", b)
-			}
-		}
-		if err := os.RemoveAll(base); err != nil {
-			t.Errorf("remove test dirs: %v", err)
-		}
-		if d.derivedRunDir {
-			_ = os.RemoveAll(d.runDir)
-		}
 	})
 	return d
 }
