@@ -35,9 +35,12 @@ var hostSystemDirs = []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "li
 // start, as one that gains or loses an entry does.
 var hostEtc = []string{
 	"alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf",
-	"debian_version", "environment", "ethertypes", "gai.conf", "host.conf",
+	"debian_version", "environment", "ethertypes",
+	"fonts", // fontconfig's configuration: charts and PDFs find the fonts
+	"gai.conf", "host.conf",
 	"inputrc", "issue", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
 	"locale.alias", "localtime", "login.defs", "magic", "magic.mime",
+	"matplotlibrc", // Debian's matplotlib reads its defaults there, and fails without
 	"mime.types", "networks", "nsswitch.conf", "os-release", "perl", "profile",
 	"profile.d", "protocols", "python3", "rpc", "services", "skel", "ssl",
 	"terminfo", "timezone", "vim",
