@@ -328,10 +328,8 @@ func busyboxApplets(ctx context.Context, busybox string) ([]string, error) {
 	return applets, sc.Err()
 }
 
-// idFile names the image's content (contentID). deploy/node.yaml copies
-// the image's system directories out of the pod's overlay filesystem onto
-// the node's disk under this name, once per content: runc's sandboxes see
-// them through idmapped mounts, which overlayfs does not take.
+// idFile names the image's content (contentID): what a node runs, for an
+// operator to tell images of one tag apart.
 const idFile = "usr/local/share/hutch/image-id"
 
 // contentID is a name for what the image holds: the hash of its Debian

@@ -76,9 +76,6 @@ patches:
       - op: replace
         path: /spec/template/spec/containers/0/imagePullPolicy
         value: Never
-      - op: replace
-        path: /spec/template/spec/initContainers/0/imagePullPolicy
-        value: Never
 `, base, repo, tag, o.APIKey, o.MasterKey, o.Store, o.PostgresPassword, o.NodeData, o.NodeRun, nodePort, nodePort)
 	// The API tier runs under gVisor here: it faces the callers, and it
 	// needs nothing gVisor lacks.

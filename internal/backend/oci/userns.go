@@ -37,6 +37,7 @@ package oci
 // claims in one directory every daemon shares (see idranges.go).
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -142,6 +143,12 @@ func IDMapTree(root string, binds []backend.Bind, target string, userns *os.File
 // when recursive is AT_RECURSIVE), idmaps the clone, read-only when asked,
 // and attaches it at target. A clone can be idmapped only before it is
 // attached.
+//
+// A read-only source on a filesystem that cannot be idmapped (overlayfs
+// on kernels up to this one, as a pod's root is) is attached as it is:
+// inside the sandbox its files are nobody's, as any file of an id outside
+// the sandbox's range is, and still readable and runnable as their modes
+// say. A writable one is an error: its files could not be written.
 func attachIDMapped(source string, recursive uint, target string, userns *os.File, readOnly bool) error {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|recursive)
 	if err != nil {
@@ -155,7 +162,12 @@ func attachIDMapped(source string, recursive uint, target string, userns *os.Fil
 	if readOnly {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+	err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
+	if errors.Is(err, unix.EINVAL) && readOnly {
+		attr.Attr_set, attr.Userns_fd = attr.Attr_set&^unix.MOUNT_ATTR_IDMAP, 0
+		err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
+	}
+	if err != nil {
 		return fmt.Errorf("idmap mount of %s: %w", source, err)
 	}
 	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
