@@ -170,10 +170,13 @@ func readPid(path string) (int, error) {
 // gVisor's kernel, which holds that memory mapped.
 var memoryMarks = []int64{gvisorMemoryHeadroom / 4, gvisorMemoryHeadroom / 2, 3 * gvisorMemoryHeadroom / 4}
 
-// WatchMemory calls full each time sandbox h's memory goes past one of
+// WatchMemory calls full each time sandbox h's memory goes up past one of
 // its marks (see memoryMarks), while ctx lasts. The host tells through
 // cgroup v1's usage thresholds; on cgroup v2 there are none, and it is
-// not implemented.
+// not implemented. A crossing down (the memory of a process just killed
+// coming back to the host, which gVisor does over a few hundred
+// milliseconds) is no reason to kill another: the next process there may
+// be the shell of the next command (it was, in CI).
 func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()) error {
 	if !r.cfg.StubsTakeOOMKills {
 		return errdefs.NotImplemented("runtime %s has an OOM killer inside its sandboxes", r.cfg.Name)
@@ -217,6 +220,7 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 		defer stop()
 		defer events.Close()
 		buf := make([]byte, 8)
+		var last int64 // the usage read at the last crossing
 		for {
 			// Each crossing of a mark, up or down, and the cgroup's
 			// removal, wake this read.
@@ -230,9 +234,10 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 			if err != nil {
 				return // the cgroup is gone
 			}
-			if used >= first {
+			if used >= first && used > last {
 				full()
 			}
+			last = used
 		}
 	}()
 	return nil
