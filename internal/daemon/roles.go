@@ -42,7 +42,7 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 	}
 	router := cluster.NewRouter(cluster.RouterConfig{
 		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
-		Self: "http://" + selfAddr(tcp.Addr()), Version: version,
+		Self: "http://" + reachable(tcp.Addr(), "127.0.0.1"), Version: version,
 	})
 	servers, listeners := []*http.Server{httpServer(router, log)}, []net.Listener{tcp}
 	// E2B's sandbox front, routed to the nodes' fronts.
@@ -81,20 +81,6 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 	return g.Wait()
 }
 
-// selfAddr is how a process reaches its own listener at addr: by the
-// loopback when it listens on every address.
-func selfAddr(addr net.Addr) string {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok || !tcp.IP.IsUnspecified() {
-		return addr.String()
-	}
-	loopback := net.IPv4(127, 0, 0, 1)
-	if tcp.IP.To4() == nil {
-		loopback = net.IPv6loopback
-	}
-	return net.JoinHostPort(loopback.String(), fmt.Sprint(tcp.Port))
-}
-
 // httpServer serves h as every listener of the daemon's does. A client
 // that sends its header slowly, or keeps an idle connection, holds it for
 // a bounded time; bodies are bounded in pace by the API itself
@@ -120,7 +106,11 @@ func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, log
 	}
 	e2bURL := ""
 	if e2b != nil {
-		e2bURL = reachable(url, e2b.Addr())
+		u, err := neturl.Parse(url)
+		if err != nil {
+			return nil, err
+		}
+		e2bURL = "http://" + reachable(e2b.Addr(), u.Hostname())
 	}
 	report := func(ctx context.Context) (store.NodeReport, error) {
 		r, err := mgr.NodeReport(ctx)
@@ -130,18 +120,15 @@ func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, log
 	return &cluster.Member{Store: db, ID: name, URL: url, Report: report, Every: cfg.Heartbeat, Log: log}, nil
 }
 
-// reachable is the URL others reach listener addr on: its own address, or
-// with advertise's host when it listens on every address.
-func reachable(advertise string, addr net.Addr) string {
+// reachable is the address listener addr is reached on: its own, or
+// host's (the loopback, for the process itself; the advertised host, for
+// others) when it listens on every address.
+func reachable(addr net.Addr, host string) string {
 	tcp, ok := addr.(*net.TCPAddr)
 	if !ok || !tcp.IP.IsUnspecified() {
-		return "http://" + addr.String()
+		return addr.String()
 	}
-	host := advertise
-	if u, err := neturl.Parse(advertise); err == nil {
-		host = u.Hostname()
-	}
-	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port))
 }
 
 // templateSync keeps a node's templates the other nodes' (see

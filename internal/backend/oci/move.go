@@ -16,7 +16,6 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -95,35 +94,14 @@ func (r *Runtime) suspended(ctx context.Context, id string) error {
 // then starts it. Both archives are untrusted (see layerarchive.go). Any
 // failure removes what was made.
 func (r *Runtime) ImportSuspended(ctx context.Context, s backend.Spec, layer, memory io.Reader) (h backend.Handle, err error) {
-	if !validID(s.ID) {
-		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
-	}
 	if layer == nil {
 		return backend.Handle{}, errdefs.InvalidArgument("sandbox %s: no writable layer to import", s.ID)
 	}
-	dir := r.dir(s.ID)
-	// #nosec G301 -- searched by sandboxes' roots in their user namespaces (see userns.go); each sandbox's own is 0700
-	if err := os.MkdirAll(r.cfg.SandboxDir, 0o711); err != nil {
-		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+	h, dir, err := r.newDir(s.ID)
+	if err != nil {
+		return h, err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return backend.Handle{}, errdefs.AlreadyExists("sandbox %s already exists on this node", s.ID)
-		}
-		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
-	}
-	h = backend.Handle{ID: s.ID, Backend: r.cfg.Name}
-	h.State, _ = json.Marshal(state{Dir: dir})
-	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Destroy(cctx, h); derr != nil {
-			r.log.Error("roll back sandbox import", "sandbox_id", s.ID, "error", derr)
-		}
-	}()
+	defer func() { r.rollBack(ctx, h, err, "roll back sandbox import") }()
 
 	began := time.Now()
 	own := owners{}

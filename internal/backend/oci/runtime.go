@@ -231,35 +231,49 @@ type state struct {
 
 func (r *Runtime) dir(id string) string { return filepath.Join(r.cfg.SandboxDir, id) }
 
-// Create writes the bundle, mounts the root, starts the container and waits
-// for its agent. Any failure removes what was made.
-func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle, err error) {
-	if !validID(s.ID) {
-		return backend.Handle{}, errdefs.InvalidArgument("invalid sandbox id %q", s.ID)
+// newDir makes sandbox id's directory (ErrAlreadyExists when it has one)
+// and returns its handle: the start of a sandbox here, made or imported.
+func (r *Runtime) newDir(id string) (backend.Handle, string, error) {
+	if !validID(id) {
+		return backend.Handle{}, "", errdefs.InvalidArgument("invalid sandbox id %q", id)
 	}
-	dir := r.dir(s.ID)
+	dir := r.dir(id)
 	// #nosec G301 -- searched by sandboxes' roots in their user namespaces (see userns.go); each sandbox's own is 0700
 	if err := os.MkdirAll(r.cfg.SandboxDir, 0o711); err != nil {
-		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+		return backend.Handle{}, "", fmt.Errorf("create sandbox dir: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return backend.Handle{}, errdefs.AlreadyExists("sandbox %s already exists", s.ID)
+			return backend.Handle{}, "", errdefs.AlreadyExists("sandbox %s already exists here", id)
 		}
-		return backend.Handle{}, fmt.Errorf("create sandbox dir: %w", err)
+		return backend.Handle{}, "", fmt.Errorf("create sandbox dir: %w", err)
 	}
-	h = backend.Handle{ID: s.ID, Backend: r.cfg.Name}
+	h := backend.Handle{ID: id, Backend: r.cfg.Name}
 	h.State, _ = json.Marshal(state{Dir: dir})
-	defer func() {
-		if err == nil {
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Destroy(cctx, h); derr != nil {
-			r.log.Error("roll back sandbox", "sandbox_id", s.ID, "error", derr)
-		}
-	}()
+	return h, dir, nil
+}
+
+// rollBack destroys what a failed make of sandbox h left (err not nil),
+// even once ctx has ended.
+func (r *Runtime) rollBack(ctx context.Context, h backend.Handle, err error, what string) {
+	if err == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if derr := r.Destroy(cctx, h); derr != nil {
+		r.log.Error(what, "sandbox_id", h.ID, "error", derr)
+	}
+}
+
+// Create writes the bundle, mounts the root, starts the container and waits
+// for its agent. Any failure removes what was made.
+func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle, err error) {
+	h, dir, err := r.newDir(s.ID)
+	if err != nil {
+		return h, err
+	}
+	defer func() { r.rollBack(ctx, h, err, "roll back sandbox") }()
 
 	began := time.Now()
 	var ns *userNS
