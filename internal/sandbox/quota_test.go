@@ -54,8 +54,10 @@ func TestQuotas(t *testing.T) {
 		other := tt.second
 		other.Workspace = "unbound"
 		sb := d.create(t, other) // another workspace's quota is not this one's
+		// Torn down before the next round's count of the backend's
+		// sandboxes (a Delete answers before its teardown ends).
 		for _, id := range []string{first.ID, sb.ID} {
-			if err := d.m.Delete(ctx, id); err != nil {
+			if err := d.m.DeleteAndWait(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 		}
