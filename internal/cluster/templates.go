@@ -24,8 +24,10 @@ import (
 // store holds each template's current version and the node that made it
 // (PublishTemplate): a node publishes the versions it makes, and copies
 // the ones it lacks, at start (a node that joins later gets them all) and
-// every heartbeat after. A template deleted on one node is unpublished,
-// and the others remove their copies when no sandbox of theirs uses it.
+// every heartbeat after. A template deleted on one node is unpublished
+// first (templates.Config.Withdraw: removed first, the node's own next look
+// could copy it back from another), and the others remove their copies
+// when no sandbox of theirs uses it.
 //
 // Snapshots stay on the node that made them, with their sandboxes and
 // forks: placement sends a create from a snapshot there (Placer).

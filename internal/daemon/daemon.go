@@ -184,9 +184,13 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			buildBackend = be
 		}
 	}
+	var withdraw func(context.Context, string) error // a node's deletes leave the cluster
+	if cfg.Role == RoleNode {
+		withdraw = db.UnpublishTemplate
+	}
 	templateService := templates.New(templates.Config{
 		Core: mgr, Store: db, Templates: templateStore, BuildBackend: buildBackend, BuildUnusable: unusable[templates.BuildRuntime],
-		PackageCache: cfg.packageCache(), Logger: log,
+		PackageCache: cfg.packageCache(), Withdraw: withdraw, Logger: log,
 	})
 
 	auditLog := audit.New(db, log)

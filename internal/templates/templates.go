@@ -12,6 +12,7 @@ package templates
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,7 +52,12 @@ type Config struct {
 	BuildUnusable string
 	// PackageCache keeps the packages template builds download.
 	PackageCache string
-	Logger       *slog.Logger
+	// Withdraw, on a cluster's node, unpublishes a template from the other
+	// nodes (see internal/cluster/templates.go). A delete withdraws it
+	// before removing it here, so that no node, this one included, copies
+	// it back in between.
+	Withdraw func(ctx context.Context, name string) error
+	Logger   *slog.Logger
 }
 
 // Service lists, builds, imports, snapshots and removes templates.
@@ -62,6 +68,7 @@ type Service struct {
 	buildBackend  backend.Backend
 	buildUnusable string
 	packageCache  string
+	withdraw      func(ctx context.Context, name string) error
 	log           *slog.Logger
 }
 
@@ -69,7 +76,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{
 		core: cfg.Core, store: cfg.Store, templates: cfg.Templates, buildBackend: cfg.BuildBackend,
-		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, log: cfg.Logger,
+		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, log: cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -175,7 +182,17 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 		slices.Sort(ids)
 		return errdefs.Conflict("template %s is used by %d sandbox(es): %s; delete them first", name, len(ids), strings.Join(ids, ", "))
 	}
-	if err := s.templates.Remove(name); err != nil {
+	if s.withdraw != nil {
+		if _, err := s.templates.Info(name); err != nil {
+			return err
+		}
+		if err := s.withdraw(ctx, name); err != nil {
+			return fmt.Errorf("withdraw template %s from the other nodes: %w", name, err)
+		}
+	}
+	// Once withdrawn, this node's own look at the store may remove it
+	// first: gone is what was asked.
+	if err := s.templates.Remove(name); err != nil && (s.withdraw == nil || !errors.Is(err, errdefs.ErrNotFound)) {
 		return err
 	}
 	s.log.Info("template deleted", "template", name)

@@ -1,8 +1,10 @@
 package templates
 
 import (
+	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +88,44 @@ func TestTemplatesInUse(t *testing.T) {
 	}
 	if err := s.Delete(ctx, template.HostName); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Delete of the host template: %v, want invalid argument", err)
+	}
+}
+
+// On a cluster's node, a delete withdraws the template from the other
+// nodes while it is still here, before removing it: a node that looked at
+// the store between the two would copy it back. This node's own look may
+// remove it in between; the delete still succeeds.
+func TestDeleteWithdrawsFirst(t *testing.T) {
+	t.Parallel()
+	var withdrawn []string
+	c, s := start(t, func(cfg *Config) {
+		cfg.Withdraw = func(_ context.Context, name string) error {
+			withdrawn = append(withdrawn, name)
+			if _, err := cfg.Templates.Info(name); err != nil {
+				t.Errorf("%s withdrawn after its removal: %v", name, err)
+			}
+			if name == "synced" {
+				return cfg.Templates.Remove(name) // as the node's sync would
+			}
+			return nil
+		}
+	})
+	ctx := t.Context()
+	commitTemplate(t, c.Templates, "tools")
+	commitTemplate(t, c.Templates, "synced")
+	for _, name := range []string{"tools", "synced"} {
+		if err := s.Delete(ctx, name); err != nil {
+			t.Errorf("Delete %s: %v", name, err)
+		}
+		if _, err := s.Get(ctx, name); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("Get %s after Delete: %v, want not found", name, err)
+		}
+	}
+	if err := s.Delete(ctx, "missing"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Delete of a template that is not there: %v, want not found", err)
+	}
+	if !slices.Equal(withdrawn, []string{"tools", "synced"}) {
+		t.Errorf("withdrawn: %q, want tools and synced, once each", withdrawn)
 	}
 }
 
