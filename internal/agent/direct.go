@@ -125,9 +125,11 @@ func (d *directSlot) round() {
 		return
 	}
 	switch {
-	case justReaped && (nothingCreatedSince(pid) || d.srv.reaper.onlyShimsLeft()):
-		// The common case, without reading /proc, else with a listing of
-		// it but no process's stat (gVisor has no ns_last_pid).
+	case justReaped && (d.srv.reaper.aloneInNamespace() || nothingCreatedSince(pid) || d.srv.reaper.onlyShimsLeft()):
+		// The common case: the agent alone in its pid namespace (one
+		// system call), else nothing created since (ns_last_pid: a read),
+		// else a listing of /proc but no process's stat (gVisor has no
+		// ns_last_pid; with shims about, kill(-1, 0) finds them).
 		r.markGone()
 	case justReaped || orphans > 0:
 		r.checkGone()

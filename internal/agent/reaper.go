@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -139,6 +140,15 @@ func (r *reaper) reapOrphans() int {
 		}
 	}
 	return reaped
+}
+
+// aloneInNamespace reports whether the agent is the only process of its
+// pid namespace, zombies included, in one system call: kill(-1, 0) checks
+// every process but init and the caller, and fails with ESRCH when there
+// is none. Only as that namespace's init (PID 1): elsewhere (tests), -1
+// means every process of the host.
+func (r *reaper) aloneInNamespace() bool {
+	return r.self == 1 && errors.Is(unix.Kill(-1, 0), unix.ESRCH)
 }
 
 // onlyShimsLeft reports whether /proc shows no process but the agent and
