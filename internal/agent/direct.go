@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 )
@@ -59,6 +61,9 @@ type directRun struct {
 	exited chan struct{} // closed once the main process is reaped
 	isGone bool
 	gone   chan struct{} // closed once the whole tree is gone
+
+	killing  atomic.Bool   // kill has begun: the tree is on its way out
+	released chan struct{} // closed when the run gives the slot back
 }
 
 var _ supervisor = (*directRun)(nil)
@@ -74,11 +79,26 @@ func (d *directSlot) setEnabled(on bool) {
 // caller runs the command under a shim.
 func (d *directSlot) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, error) {
 	d.mu.Lock()
+	if cur := d.cur; d.enabled && cur != nil && cur.killing.Load() {
+		// A tree being killed (a timeout, a kill) leaves the slot in a
+		// moment, and its processes leave the sandbox's process limit: a
+		// command started meanwhile waits for that rather than take a
+		// shim, a process more, which the limit (full after a fork bomb)
+		// may refuse.
+		d.mu.Unlock()
+		t := time.NewTimer(killTimeout)
+		select {
+		case <-cur.released:
+		case <-t.C:
+		}
+		t.Stop()
+		d.mu.Lock()
+	}
 	if !d.enabled || d.cur != nil {
 		d.mu.Unlock()
 		return nil, 0, nil
 	}
-	r := &directRun{slot: d, exited: make(chan struct{}), gone: make(chan struct{})}
+	r := &directRun{slot: d, exited: make(chan struct{}), gone: make(chan struct{}), released: make(chan struct{})}
 	d.cur = r
 	d.mu.Unlock()
 
@@ -95,7 +115,7 @@ func (d *directSlot) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32
 	})
 	if err != nil {
 		r.release()
-		return nil, 0, connect.NewError(connect.CodeInvalidArgument, err)
+		return nil, 0, spawnError(connect.CodeInvalidArgument, err)
 	}
 	// Its SIGCHLD may have come before round could know its pid.
 	d.srv.reaper.wake()
@@ -186,6 +206,7 @@ func (r *directRun) waitExit() (ws syscall.WaitStatus, ok, gone bool) {
 func (r *directRun) waitGone() { <-r.gone }
 
 func (r *directRun) kill() error {
+	r.killing.Store(true)
 	err := killUntilGone(func() ([]int, error) {
 		tree, err := r.slot.srv.reaper.directTree()
 		live := make([]int, 0, len(tree))
@@ -208,6 +229,7 @@ func (r *directRun) release() {
 	d.mu.Lock()
 	if d.cur == r {
 		d.cur = nil
+		close(r.released)
 	}
 	d.mu.Unlock()
 }

@@ -3,13 +3,16 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
+	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,10 +49,39 @@ func newReaper(log *slog.Logger) *reaper {
 	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}}
 }
 
+// forkWait bounds how long a fork refused with EAGAIN is tried again: the
+// sandbox is at its process limit (pids), most often for a moment, until
+// the processes of a tree just killed are reaped (a fork bomb's zombies
+// count until then).
+const forkWait = 2 * time.Second
+
+// retryFork calls fork until it succeeds, fails otherwise than with
+// EAGAIN, or forkWait has passed; between tries it calls between (when not
+// nil) and pauses, 5 ms at first, up to 100 ms.
+func retryFork(fork func() (int, error), between func()) (int, error) {
+	deadline := time.Now().Add(forkWait)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		pid, err := fork()
+		if !errors.Is(err, syscall.EAGAIN) || time.Now().Add(pause).After(deadline) {
+			return pid, err
+		}
+		if between != nil {
+			between()
+		}
+		time.Sleep(pause)
+	}
+}
+
 // spawn fork-execs a child the caller will wait for by pid, then forget.
 // shim tells a shim (whose processes are not the direct tree's) from the
-// direct command.
+// direct command. A fork refused for want of processes is tried again
+// (retryFork), with a round of the reaper between tries: it reaps only
+// while no spawn is under way.
 func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr, shim bool) (int, error) {
+	return retryFork(func() (int, error) { return r.spawnOnce(argv0, argv, attr, shim) }, r.wake)
+}
+
+func (r *reaper) spawnOnce(argv0 string, argv []string, attr *syscall.ProcAttr, shim bool) (int, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	pid, err := syscall.ForkExec(argv0, argv, attr)
@@ -60,6 +92,16 @@ func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr, shim
 	r.kids[pid] = shim
 	r.kidsMu.Unlock()
 	return pid, nil
+}
+
+// spawnError is the Connect error of a command spawn could not start, with
+// code for all but EAGAIN: no process could be made, the sandbox's limit
+// (or the host's) is reached; the caller can act on that.
+func spawnError(code connect.Code, err error) error {
+	if errors.Is(err, syscall.EAGAIN) {
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w: the sandbox is at its process limit; end some of its processes, or give it a higher pids limit", err))
+	}
+	return connect.NewError(code, err)
 }
 
 // forget drops a child its waiter has reaped.

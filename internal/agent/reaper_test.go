@@ -2,11 +2,15 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // waitZombie waits until pid is a zombie.
@@ -110,5 +114,40 @@ func TestOnlyAgentAndShims(t *testing.T) {
 		if got := onlyAgentAndShims(tt.pids, 1, kids); got != tt.want {
 			t.Errorf("onlyAgentAndShims(%v) = %v, want %v", tt.pids, got, tt.want)
 		}
+	}
+}
+
+// A fork refused for want of processes (EAGAIN) is tried again until it
+// succeeds, for forkWait at most; other failures are not tried again.
+func TestRetryFork(t *testing.T) {
+	t.Parallel()
+	tries, betweens := 0, 0
+	pid, err := retryFork(func() (int, error) {
+		if tries++; tries < 3 {
+			return 0, syscall.EAGAIN
+		}
+		return 42, nil
+	}, func() { betweens++ })
+	if pid != 42 || err != nil || tries != 3 || betweens != 2 {
+		t.Errorf("EAGAIN twice, then a pid: %d, %v after %d tries and %d rounds between", pid, err, tries, betweens)
+	}
+
+	tries = 0
+	if _, err := retryFork(func() (int, error) { tries++; return 0, syscall.ENOENT }, nil); !errors.Is(err, syscall.ENOENT) || tries != 1 {
+		t.Errorf("ENOENT: %v after %d tries; want it at once", err, tries)
+	}
+
+	began := time.Now()
+	_, err = retryFork(func() (int, error) { return 0, syscall.EAGAIN }, nil)
+	took := time.Since(began)
+	if !errors.Is(err, syscall.EAGAIN) || took < forkWait/2 || took > forkWait+time.Second {
+		t.Errorf("EAGAIN all along: %v after %v; want EAGAIN after about %v", err, took, forkWait)
+	}
+	var ce *connect.Error
+	if !errors.As(spawnError(connect.CodeUnavailable, fmt.Errorf("start shim: %w", err)), &ce) || ce.Code() != connect.CodeResourceExhausted || !strings.Contains(ce.Message(), "process limit") {
+		t.Errorf("the error of EAGAIN: %v; want resource exhausted naming the process limit", ce)
+	}
+	if !errors.As(spawnError(connect.CodeInvalidArgument, syscall.ENOENT), &ce) || ce.Code() != connect.CodeInvalidArgument {
+		t.Errorf("the error of ENOENT: %v; want the caller's code", ce)
 	}
 }

@@ -114,7 +114,9 @@ func Shim(args []string) int {
 			report("error %s", oneLine(in.err.Error()))
 			return 1
 		}
-		pid, err := in.req.start(in.stdio, syscall.ForkExec)
+		pid, err := in.req.start(in.stdio, func(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error) {
+			return retryFork(func() (int, error) { return syscall.ForkExec(argv0, argv, attr) }, nil)
+		})
 		for _, fd := range in.stdio {
 			_ = syscall.Close(fd)
 		}

@@ -305,7 +305,7 @@ func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, 
 			shim, err = p.start()
 		}
 		if err != nil {
-			return nil, 0, connect.NewError(connect.CodeUnavailable, err)
+			return nil, 0, spawnError(connect.CodeUnavailable, err)
 		}
 		err = sendShimRequest(shim.ctl, req, stdio)
 		if err == nil {
