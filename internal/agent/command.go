@@ -504,14 +504,15 @@ func (c *command) signalMain(sig syscall.Signal) bool {
 	return true
 }
 
-// waitExited waits, up to killTimeout, for the main process's exit to be
-// seen once its tree was killed: then the command no longer runs, so that
-// a Start of its tag right after the kill is not refused.
-func (c *command) waitExited() {
+// waitDropped waits, up to killTimeout, for a command whose tree was
+// killed to be dropped: its main process's exit seen and the dead reaped.
+// Then a Start of its tag right after the kill is not refused, and a
+// second kill finds nothing left to kill (as E2B's SDK expects).
+func (c *command) waitDropped() {
 	t := time.NewTimer(killTimeout)
 	defer t.Stop()
 	select {
-	case <-c.exited:
+	case <-c.gone:
 	case <-t.C:
 	}
 }

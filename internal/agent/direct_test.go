@@ -302,3 +302,22 @@ func TestTreeOf(t *testing.T) {
 		t.Errorf("tree = %s, want 3 4 5", s)
 	}
 }
+
+// A SIGKILL answers once the command is dropped: a second one right after
+// finds nothing to kill (E2B's SDK tells false), also when the tree had
+// children, which the reaper reaps after the command's own exit.
+func TestKillTwice(t *testing.T) {
+	a := startAgent(t)
+	for i := range 5 {
+		p := a.start(t, sh(`sleep 100 & sleep 100 & echo $PPID; wait`))
+		if !ranDirect(t, p.readPids(t, 1)[0]) {
+			t.Fatal("ran under a shim")
+		}
+		a.kill(t, pidSelector(p.pid))
+		_, err := a.process.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: pidSelector(p.pid), Signal: process.Signal_SIGNAL_SIGKILL}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Fatalf("round %d: the second kill: %v; want not found", i, err)
+		}
+		p.wait(t)
+	}
+}

@@ -393,7 +393,7 @@ func (p *processService) signal(sel *process.ProcessSelector, sig syscall.Signal
 		if sig == syscall.SIGKILL {
 			wg.Go(func() {
 				c.kill()
-				c.waitExited()
+				c.waitDropped()
 			})
 		} else {
 			c.signalMain(sig)
