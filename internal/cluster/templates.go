@@ -25,9 +25,10 @@ import (
 // (PublishTemplate): a node publishes the versions it makes, and copies
 // the ones it lacks, at start (a node that joins later gets them all) and
 // every heartbeat after. A template deleted on one node is unpublished
-// first (templates.Config.Withdraw: removed first, the node's own next look
-// could copy it back from another), and the others remove their copies
-// when no sandbox of theirs uses it.
+// by that delete, before it is removed there (templates.Config.Withdraw:
+// removed first, the node's own next look could copy it back from
+// another), and the others remove their copies when no sandbox of theirs
+// uses it.
 //
 // Snapshots stay on the node that made them, with their sandboxes and
 // forks: placement sends a create from a snapshot there (Placer).
@@ -37,7 +38,6 @@ type TemplateStore interface {
 	ListNodes(ctx context.Context) ([]*store.Node, error)
 	PublishTemplate(ctx context.Context, t *store.ClusterTemplate) (bool, error)
 	ListClusterTemplates(ctx context.Context) ([]*store.ClusterTemplate, error)
-	UnpublishTemplate(ctx context.Context, name string) error
 }
 
 // TemplateSync keeps a node's templates the cluster's.
@@ -60,9 +60,9 @@ type TemplateSync struct {
 }
 
 // Run publishes what this node has, then keeps its templates the
-// cluster's until ctx ends. After the start, only a change here publishes
-// (or unpublishes): a template deleted elsewhere is not published again
-// by the node that made it, which removes it as the others do.
+// cluster's until ctx ends. After the start, only a change here publishes:
+// a template deleted elsewhere is not published again by the node that
+// made it, which removes it as the others do.
 func (s *TemplateSync) Run(ctx context.Context) error {
 	every := s.Every
 	if every == 0 {
@@ -113,16 +113,12 @@ func (s *TemplateSync) publishAll(ctx context.Context) {
 }
 
 // publish publishes template name's current version, when this node made
-// it; one removed here is unpublished.
+// it. One removed here was unpublished by its delete (see above).
 func (s *TemplateSync) publish(ctx context.Context, name string) {
 	info, err := s.Local.Info(name)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
-		if s.published[name] {
-			if err := s.Store.UnpublishTemplate(ctx, name); err != nil {
-				s.Log.Warn("unpublish a template deleted here", "template", name, "error", err)
-			}
-		}
+		// removed here: its delete unpublished it
 	case err != nil:
 		s.Log.Warn("read a template to publish", "template", name, "error", err)
 	case shared(info) && info.Origin == "":

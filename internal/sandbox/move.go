@@ -98,7 +98,8 @@ func (m *Manager) upload(ctx context.Context, id string) (image string, size int
 	return image, counted.n.Load(), m.dropImages(ctx, id, image)
 }
 
-// counter counts what goes through it, from both uploads at once.
+// counter counts what goes through it, from both parts of an image at
+// once (the uploads run side by side).
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) Write(p []byte) (int, error) {
@@ -152,11 +153,16 @@ func (m *Manager) importImage(ctx context.Context, rec *store.Sandbox, spec back
 		defer mem.Close()
 		memory = mem
 	}
-	h, err := mover.ImportSuspended(ctx, spec, layer, memory)
+	counted := &counter{}
+	if memory != nil {
+		memory = io.TeeReader(memory, counted)
+	}
+	h, err := mover.ImportSuspended(ctx, spec, io.TeeReader(layer, counted), memory)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: import its image: %w", rec.ID, err)
 	}
-	m.log.Info("sandbox moved here from another node", attrSandbox, rec.ID, "image", rec.Image, "memory", memory != nil, "duration", time.Since(began))
+	m.log.Info("sandbox moved here from another node", attrSandbox, rec.ID, "image", rec.Image, "memory", memory != nil,
+		"bytes", counted.n.Load(), "duration", time.Since(began))
 	return &h, nil
 }
 

@@ -49,20 +49,17 @@ func (r *Runtime) ExportSuspended(ctx context.Context, h backend.Handle, layer, 
 	}
 	l := r.layout(h.ID)
 	began := time.Now()
-	layerOut := &countingWriter{w: layer}
-	if err := writeLayer(ctx, layerOut, l.upper, ownersOf(dir)); err != nil {
+	if err := writeLayer(ctx, layer, l.upper, ownersOf(dir)); err != nil {
 		return false, fmt.Errorf("export the writable layer of sandbox %s: %w", h.ID, err)
 	}
 	exported := time.Now()
-	memoryOut := &countingWriter{w: memory}
 	if _, err := os.Lstat(l.checkpoint()); memory != nil && !errors.Is(err, fs.ErrNotExist) {
-		if err := writeImage(ctx, memoryOut, l.checkpoint()); err != nil {
+		if err := writeImage(ctx, memory, l.checkpoint()); err != nil {
 			return false, fmt.Errorf("export the memory image of sandbox %s: %w", h.ID, err)
 		}
 		memoryKept = true
 	}
-	r.log.Debug("sandbox exported", "sandbox_id", h.ID, "layer_bytes", layerOut.n, "layer", exported.Sub(began),
-		"memory_bytes", memoryOut.n, "memory", time.Since(exported))
+	r.log.Debug("sandbox exported", "sandbox_id", h.ID, "layer", exported.Sub(began), "memory", time.Since(exported))
 	return memoryKept, nil
 }
 
@@ -122,12 +119,10 @@ func (r *Runtime) ImportSuspended(ctx context.Context, s backend.Spec, layer, me
 	if err := l.makeDirs(ns); err != nil {
 		return h, fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
-	layerIn := &countingReader{r: layer}
-	if err := readLayer(ctx, layerIn, l.upper, own); err != nil {
+	if err := readLayer(ctx, layer, l.upper, own); err != nil {
 		return h, importError(s, layerPart, err)
 	}
 	extracted := time.Now()
-	memoryIn := &countingReader{r: memory}
 	switch {
 	case memory == nil:
 	case !r.cfg.Checkpoints:
@@ -136,15 +131,14 @@ func (r *Runtime) ImportSuspended(ctx context.Context, s backend.Spec, layer, me
 		r.log.Warn("a memory image came with a sandbox whose runtime does not restore them; it resumes with its files only", "sandbox_id", s.ID, "runtime", r.cfg.Name)
 	default:
 		partial := l.checkpoint() + ".partial"
-		if err := readImage(ctx, memoryIn, partial, imageLimit(s.Limits)); err != nil {
+		if err := readImage(ctx, memory, partial, imageLimit(s.Limits)); err != nil {
 			return h, importError(s, memoryPart, err)
 		}
 		if err := os.Rename(partial, l.checkpoint()); err != nil {
 			return h, err
 		}
 	}
-	r.log.Debug("sandbox imported", "sandbox_id", s.ID, "layer_bytes", layerIn.n, "layer", extracted.Sub(began),
-		"memory_bytes", memoryIn.n, "memory", time.Since(extracted))
+	r.log.Debug("sandbox imported", "sandbox_id", s.ID, "layer", extracted.Sub(began), "memory", time.Since(extracted))
 	return h, nil
 }
 
@@ -187,28 +181,4 @@ func (r *Runtime) Has(id string) bool {
 	}
 	fi, err := os.Lstat(r.dir(id))
 	return err == nil && fi.IsDir()
-}
-
-// countingWriter counts what goes through it, for the log.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// countingReader counts what comes through it, for the log.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

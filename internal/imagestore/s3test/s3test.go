@@ -41,6 +41,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/hutchdev/hutch/internal/testserver"
 )
 
 // The server: a pinned version of a module the Go module proxy serves,
@@ -102,12 +104,9 @@ func (b Bucket) Uploads(ctx context.Context) ([]string, error) {
 }
 
 var (
-	shared struct {
-		sync.Mutex
-		inMain bool
-		srv    *server
-		err    error
-		skip   string
+	shared = testserver.Shared[*server]{
+		Name: "s3test", SkipErr: errSkip, Stop: (*server).stop, Skip: skip,
+		Start: func(ctx context.Context) (*server, error) { return start(ctx, "127.0.0.1") },
 	}
 	buckets atomic.Int64
 )
@@ -116,28 +115,15 @@ var (
 // first Start, and stops it after them. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { s3test.Main(m) }
-func Main(m *testing.M) {
-	shared.Lock()
-	shared.inMain = true
-	shared.Unlock()
-	defer func() {
-		shared.Lock()
-		defer shared.Unlock()
-		if shared.srv != nil {
-			if err := shared.srv.stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "s3test: %v\n", err)
-			}
-		}
-	}()
-	m.Run()
-}
+func Main(m *testing.M) { shared.Main(m) }
 
 // Start returns a new, empty bucket on a running server, which t.Cleanup
 // empties and removes (and, without Main, stops and removes the server).
 // It skips the test when the server cannot be built or run here.
 func Start(t testing.TB) Bucket {
 	t.Helper()
-	return startOn(t, sharedServer(t), "127.0.0.1")
+	srv, _ := shared.Get(t) // nil without Main: startOn starts one
+	return startOn(t, srv, "127.0.0.1")
 }
 
 // StartOn is Start on a server of t's own listening on host, an address
@@ -202,30 +188,6 @@ func skip(t testing.TB, reason string) {
 		t.Fatalf("%s (CI=true: CI is expected to build the S3 server, so this fails instead of skipping)", reason)
 	}
 	t.Skip(reason)
-}
-
-// sharedServer is Main's server, started on first use; nil without Main.
-func sharedServer(t testing.TB) *server {
-	t.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if !shared.inMain {
-		return nil
-	}
-	if shared.srv == nil && shared.err == nil && shared.skip == "" {
-		// Not t.Context(): the server outlives this test.
-		shared.srv, shared.err = start(context.Background(), "127.0.0.1")
-		if errors.Is(shared.err, errSkip) {
-			shared.skip, shared.err = shared.err.Error(), nil
-		}
-	}
-	switch {
-	case shared.skip != "":
-		skip(t, shared.skip)
-	case shared.err != nil:
-		t.Fatal(shared.err)
-	}
-	return shared.srv
 }
 
 // errSkip marks why a test skips: a server that cannot be built here.

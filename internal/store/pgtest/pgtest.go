@@ -25,13 +25,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hutchdev/hutch/internal/testserver"
 )
 
 // binGlob finds Debian's server binaries, of whichever major version is
@@ -42,12 +43,9 @@ const binGlob = "/usr/lib/postgresql/*/bin/postgres"
 const superuser = "postgres"
 
 var (
-	shared struct {
-		sync.Mutex
-		inMain bool
-		srv    *server
-		err    error // why it could not start: every test then fails alike
-		skip   string
+	shared = testserver.Shared[*server]{
+		Name: "pgtest", SkipErr: errSkip, Stop: (*server).stop,
+		Start: func(ctx context.Context) (*server, error) { return start(ctx) },
 	}
 	databases atomic.Int64
 )
@@ -57,22 +55,7 @@ var (
 // it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
-	shared.Lock()
-	shared.inMain = true
-	shared.Unlock()
-	// TestMain returning makes the test binary exit with m.Run's code.
-	defer func() {
-		shared.Lock()
-		defer shared.Unlock()
-		if shared.srv != nil {
-			if err := shared.srv.stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
-			}
-		}
-	}()
-	m.Run()
-}
+func Main(m *testing.M) { shared.Main(m) }
 
 // Start returns the URL (postgres://…) of an empty database on a running
 // server, which t.Cleanup drops (and, without Main, stops and removes the
@@ -80,8 +63,8 @@ func Main(m *testing.M) {
 // installed.
 func Start(t *testing.T) string {
 	t.Helper()
-	srv := sharedServer(t)
-	if srv == nil {
+	srv, ok := shared.Get(t)
+	if !ok {
 		var err error
 		srv, err = start(t.Context())
 		if errors.Is(err, errSkip) {
@@ -110,30 +93,6 @@ func Start(t *testing.T) string {
 		}
 	})
 	return srv.url(name)
-}
-
-// sharedServer is Main's server, started on first use; nil without Main.
-func sharedServer(t *testing.T) *server {
-	t.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if !shared.inMain {
-		return nil
-	}
-	if shared.srv == nil && shared.err == nil && shared.skip == "" {
-		// Not t.Context(): the server outlives this test.
-		shared.srv, shared.err = start(context.Background())
-		if errors.Is(shared.err, errSkip) {
-			shared.skip, shared.err = shared.err.Error(), nil
-		}
-	}
-	switch {
-	case shared.skip != "":
-		t.Skip(shared.skip)
-	case shared.err != nil:
-		t.Fatal(shared.err)
-	}
-	return shared.srv
 }
 
 // errSkip marks what a test skips for: a machine without the server, or
