@@ -26,7 +26,7 @@ var _ store.Store = (*DB)(nil)
 
 // DB is a store.Store on one SQLite file.
 type DB struct {
-	db *sql.DB
+	db *stmtDB
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -46,7 +46,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	return &DB{db: &stmtDB{DB: db}}, nil
 }
 
 // migrate applies every migration newer than the database's. SQLite's

@@ -1,0 +1,46 @@
+package sqlite
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/lifecycle"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/store/storetest"
+)
+
+// BenchmarkSandboxLifecycle is the store's share of one create → exec →
+// delete: the statements the daemon runs for it, in its order.
+func BenchmarkSandboxLifecycle(b *testing.B) {
+	db, err := Open(b.Context(), b.TempDir()+"/hutch.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx := b.Context()
+	i := 0
+	for b.Loop() {
+		i++
+		id := "s" + strconv.Itoa(i)
+		sb := storetest.Sample(id)
+		sb.State = lifecycle.Creating
+		if err := db.CreateSandbox(ctx, sb); err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []store.StateChange{
+			{ID: id, From: []lifecycle.State{lifecycle.Creating}, To: lifecycle.Running, Reason: "created", At: time.Now()},
+			{ID: id, From: []lifecycle.State{lifecycle.Running, lifecycle.Paused}, To: lifecycle.Deleting, Reason: "deleted", At: time.Now()},
+		} {
+			if _, err := db.GetSandbox(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if err := db.ChangeState(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := db.DeleteSandbox(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
