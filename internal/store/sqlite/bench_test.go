@@ -17,7 +17,11 @@ func BenchmarkSandboxLifecycle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
+	defer func() {
+		if err := db.Close(); err != nil {
+			b.Error(err)
+		}
+	}()
 	ctx := b.Context()
 	i := 0
 	for b.Loop() {
