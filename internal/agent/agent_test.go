@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -438,5 +440,32 @@ func waitGone(t testing.TB, pids []int) {
 			t.Fatalf("processes %v still exist", left)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A service's handler is built at its first request, once, however many
+// requests come at once.
+func TestBuiltOnFirstCall(t *testing.T) {
+	var builds atomic.Int32
+	h := builtOnFirstCall(func() http.Handler {
+		builds.Add(1)
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	})
+	if n := builds.Load(); n != 0 {
+		t.Fatalf("built %d times before any request", n)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/process.Process/Start", nil))
+			if rec.Code != http.StatusTeapot {
+				t.Errorf("status %d, want the built handler's %d", rec.Code, http.StatusTeapot)
+			}
+		})
+	}
+	wg.Wait()
+	if n := builds.Load(); n != 1 {
+		t.Errorf("built %d times for 8 requests, want 1", n)
 	}
 }
