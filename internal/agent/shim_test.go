@@ -2,11 +2,15 @@ package agent
 
 import (
 	"bufio"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 )
 
 // testShim is a shim started by the test, which plays the agent.
@@ -176,5 +180,47 @@ func TestLookPath(t *testing.T) {
 		if (err != nil) != tt.fail || (!tt.fail && got != tt.want) {
 			t.Errorf("lookPath(%q, PATH=%q) = %q, %v", tt.name, tt.path, got, err)
 		}
+	}
+}
+
+// A shim that ends before starting its command is an internal error, unless
+// the sandbox's pids limit refused a fork meanwhile: then the sandbox is at
+// its process limit (a shim whose Go runtime cannot make a thread ends so),
+// resource_exhausted. Here the shim is a shell that counts a refusal in a
+// stand-in for pids.events, or not, and ends.
+func TestShimLostAtProcessLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refuses bool
+		want    connect.Code
+	}{
+		{"limit refused a fork", true, connect.CodeResourceExhausted},
+		{"no refusal", false, connect.CodeInternal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := filepath.Join(t.TempDir(), "pids.events")
+			if err := os.WriteFile(events, []byte("max 3\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			script := "sleep 0.1"
+			if tc.refuses {
+				script += "; echo 'max 4' > " + events
+			}
+			s := newServer(Config{Shim: []string{"/bin/sh", "-c", script}}.withDefaults())
+			s.shims.pidsEvents = []string{filepath.Join(t.TempDir(), "missing"), events}
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			_, _, err = s.shims.run(shimRequest{Argv: []string{"true"}, Env: []string{"PATH=/bin"}}, [3]*os.File{null, null, null})
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != tc.want {
+				t.Fatalf("run = %v, want code %v", err, tc.want)
+			}
+			if tc.refuses && !strings.Contains(ce.Message(), "process limit") {
+				t.Errorf("message %q does not name the process limit", ce.Message())
+			}
+		})
 	}
 }

@@ -48,6 +48,8 @@ type shimPool struct {
 	ready    chan struct{} // closed and replaced when a spare comes or a start ends
 	closed   bool
 
+	pidsEvents []string // see refusals
+
 	// live counts the shims started, or being started, and not reaped yet:
 	// shutting down waits for them, so that the agent leaves no child.
 	liveMu   sync.Mutex
@@ -55,7 +57,44 @@ type shimPool struct {
 	noneLive chan struct{} // closed when live drops to 0
 }
 
-func newShimPool(srv *server) *shimPool { return &shimPool{srv: srv, ready: make(chan struct{})} }
+func newShimPool(srv *server) *shimPool {
+	return &shimPool{srv: srv, ready: make(chan struct{}), pidsEvents: pidsEvents}
+}
+
+// pidsEvents are where the sandbox's pids cgroup counts the forks its
+// limit refused (the line "max N"): the cgroup v1 hierarchy the daemon
+// binds, or the cgroup v2 namespace's root.
+var pidsEvents = []string{"/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events"}
+
+// refusals is how many forks the sandbox's pids limit has refused so far,
+// or -1 where the agent cannot see its count (gVisor).
+func (p *shimPool) refusals() int64 {
+	for _, path := range p.pidsEvents {
+		b, err := os.ReadFile(path) // #nosec G304 -- fixed cgroup paths, or a test's
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "max "); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// shimLost is the error of command, whose shim died before starting it
+// (err says how): resource_exhausted when the sandbox's pids limit refused
+// a fork or a thread meanwhile (refused was its count before), as a shim
+// whose Go runtime cannot make a thread ends; internal otherwise.
+func (p *shimPool) shimLost(refused int64, command string, err error) error {
+	if now := p.refusals(); refused >= 0 && now > refused {
+		return spawnError(connect.CodeInternal, fmt.Errorf("start %s: its shim ended: %w", command, syscall.EAGAIN))
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
 
 // get returns an idle shim.
 func (p *shimPool) get() (*shimProc, error) {
@@ -297,6 +336,7 @@ var _ supervisor = (*shimRun)(nil)
 func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, error) {
 	var shim *shimProc
 	var err error
+	refused := p.refusals()
 	// A spare shim may have died since it started; then try a fresh one.
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 {
@@ -313,7 +353,7 @@ func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, 
 		}
 		p.retire(shim)
 		if attempt == 1 {
-			return nil, 0, connect.NewError(connect.CodeInternal, fmt.Errorf("send command to shim: %w", err))
+			return nil, 0, p.shimLost(refused, req.Argv[0], fmt.Errorf("send command to shim: %w", err))
 		}
 	}
 
@@ -334,7 +374,7 @@ func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, 
 		p.put(shim)
 		return nil, 0, connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
 	default:
-		err = connect.NewError(connect.CodeInternal, fmt.Errorf("shim ended before starting %s (%q, %v)", req.Argv[0], line, rerr))
+		err = p.shimLost(refused, req.Argv[0], fmt.Errorf("shim ended before starting %s (%q, %v)", req.Argv[0], line, rerr))
 	}
 	_ = syscall.Kill(shim.pid, syscall.SIGKILL)
 	p.reap(shim)
