@@ -47,8 +47,17 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
     return (!q || hay.includes(q)) && (!state.value || sb.state === state.value) && (!runtime.value || sb.runtime === runtime.value);
   };
 
-  const act = async (label: string, fn: () => Promise<unknown>) => {
+  // An action on a row (id) first lets that row's activity and stats call
+  // end and holds the next one off until the list has shown what the action
+  // did: stats asked of a sandbox that stopped running in between (a
+  // suspend, a stop) is refused with 412, or 404 once it is deleted, and
+  // the browser reports either as an error of the page.
+  const act = async (label: string, fn: () => Promise<unknown>, id?: string) => {
     status.textContent = `${label}…`;
+    if (id) {
+      changing.add(id);
+      await inFlight.get(id);
+    }
     try {
       const said = await fn();
       status.textContent = `${label}: ${typeof said === "string" ? said : "done."}`;
@@ -56,42 +65,47 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       status.textContent = `${label}: ${message(err)}`;
     }
     await refresh();
+    if (id) changing.delete(id);
   };
 
   // Activity and stats of the rows on screen.
   const details = new Map<string, Detail>();
-  const inFlight = new Set<string>();
+  const inFlight = new Map<string, Promise<void>>();
+  const changing = new Set<string>(); // rows with an action under way (see act)
   const onScreen = new Set<string>();
   const visible = new IntersectionObserver((entries) => {
     for (const e of entries) {
       const id = (e.target as HTMLElement).dataset.id!;
       if (e.isIntersecting) {
         onScreen.add(id);
-        void detail(id);
+        detail(id);
       } else {
         onScreen.delete(id);
       }
     }
   });
-  async function detail(id: string) {
+  function detail(id: string) {
     const sb = all.find((s) => s.id === id);
     const old = details.get(id);
-    if (!sb || (sb.state !== "running" && sb.state !== "paused") || inFlight.has(id) || (old && Date.now() - old.at < detailEvery)) return;
-    inFlight.add(id);
+    if (!sb || (sb.state !== "running" && sb.state !== "paused") || inFlight.has(id) || changing.has(id) || (old && Date.now() - old.at < detailEvery)) return;
+    inFlight.set(id, ask(sb, old).finally(() => inFlight.delete(id)));
+  }
+
+  // ask asks for sb's activity, and its stats while it runs, and shows
+  // them in its row. It does not fail: an error is shown in the row.
+  async function ask(sb: Sandbox, old?: Detail) {
     const d: Detail = { at: Date.now() };
     try {
-      d.activity = await client.activity(id);
+      d.activity = await client.activity(sb.id);
       if (d.activity.state === "running") {
-        d.stats = await client.stats(id);
+        d.stats = await client.stats(sb.id);
         if (old?.stats) d.cpu = (d.stats.cpu_time_ms - old.stats.cpu_time_ms) / (d.at - old.at);
       }
     } catch (err) {
       d.error = message(err);
-    } finally {
-      inFlight.delete(id);
     }
-    details.set(id, d);
-    const row = table.querySelector<HTMLElement>(`tr[data-id="${CSS.escape(id)}"]`);
+    details.set(sb.id, d);
+    const row = table.querySelector<HTMLElement>(`tr[data-id="${CSS.escape(sb.id)}"]`);
     if (row) {
       row.querySelector(".idle")!.replaceWith(idleCell(sb, d));
       row.querySelector(".usage")!.replaceWith(usageCell(d));
@@ -105,7 +119,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       const b = h("button", { type: "button", class: opts.cls ?? "", "aria-label": `${text} ${sb.id}` }, text);
       b.addEventListener("click", () => {
         more.closest("details")?.removeAttribute("open"); // a menu closes once an action is chosen
-        void act(`${text} ${sb.id}`, fn);
+        void act(`${text} ${sb.id}`, fn, sb.id);
       });
       (opts.into ?? buttons).append(b);
     };
@@ -195,7 +209,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       all.sort((a, b) => (b.created_at ?? "").localeCompare(a.created_at ?? ""));
       for (const id of details.keys()) if (!all.some((s) => s.id === id)) details.delete(id);
       render();
-      for (const id of onScreen) void detail(id); // each at most every detailEvery
+      for (const id of onScreen) detail(id); // each at most every detailEvery
     } catch (err) {
       if (!refused(err)) status.textContent = message(err);
     }
