@@ -48,8 +48,7 @@ function showSignIn(error = ""): void {
     }
     sessionStorage.setItem(KEY, input.value.trim());
     client = c;
-    location.hash = "#/sandboxes";
-    route();
+    go("#/sandboxes");
   });
   app.replaceChildren(form);
   input.focus();
@@ -60,8 +59,7 @@ function shell(title: string, ...content: Node[]): void {
   signOut.addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
     client = undefined;
-    location.hash = "";
-    showSignIn();
+    go(""); // the sign-in form, as no key is kept
   });
   app.replaceChildren(
     h(
@@ -119,6 +117,15 @@ function route(): void {
   else if (parts[0] === "secrets") void import("./secrets").then(({ secretsPanel }) => shell("Secrets", secretsPanel(client!)));
   else if (parts[0] === "keys") void import("./keys").then(({ keysPanel }) => shell("API keys", keysPanel(client!)));
   else panel("Sandboxes", Promise.resolve(sandboxesPanel(client, refused)));
+}
+
+// go shows the view of hash now, once. The URL changes through the
+// history, which fires no hashchange: setting location.hash would route a
+// second time, later, and a sign-in form filled in between would be
+// replaced by an empty one.
+function go(hash: string): void {
+  if (location.hash !== hash) history.pushState(null, "", hash || location.pathname + location.search);
+  route();
 }
 
 window.addEventListener("hashchange", route);
