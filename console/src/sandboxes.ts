@@ -47,17 +47,15 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
     return (!q || hay.includes(q)) && (!state.value || sb.state === state.value) && (!runtime.value || sb.runtime === runtime.value);
   };
 
-  // An action on a row (id) first lets that row's activity and stats call
-  // end and holds the next one off until the list has shown what the action
+  // An action on row id first lets that row's activity and stats call end
+  // and holds the next one off until the list has shown what the action
   // did: stats asked of a sandbox that stopped running in between (a
   // suspend, a stop) is refused with 412, or 404 once it is deleted, and
   // the browser reports either as an error of the page.
-  const act = async (label: string, fn: () => Promise<unknown>, id?: string) => {
+  const act = async (id: string, label: string, fn: () => Promise<unknown>) => {
     status.textContent = `${label}…`;
-    if (id) {
-      changing.add(id);
-      await inFlight.get(id);
-    }
+    changing.add(id);
+    await inFlight.get(id);
     try {
       const said = await fn();
       status.textContent = `${label}: ${typeof said === "string" ? said : "done."}`;
@@ -65,7 +63,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       status.textContent = `${label}: ${message(err)}`;
     }
     await refresh();
-    if (id) changing.delete(id);
+    changing.delete(id);
   };
 
   // Activity and stats of the rows on screen.
@@ -119,7 +117,7 @@ export function sandboxesPanel(client: Hutch, refused: (err: unknown) => boolean
       const b = h("button", { type: "button", class: opts.cls ?? "", "aria-label": `${text} ${sb.id}` }, text);
       b.addEventListener("click", () => {
         more.closest("details")?.removeAttribute("open"); // a menu closes once an action is chosen
-        void act(`${text} ${sb.id}`, fn, sb.id);
+        void act(sb.id, `${text} ${sb.id}`, fn);
       });
       (opts.into ?? buttons).append(b);
     };

@@ -21,6 +21,9 @@ import (
 type shimProc struct {
 	pid int
 	ctl *os.File // the agent's end of the control socket
+	// refused is the pids limit's count of refusals once it was started
+	// (see refusals): more later tells why it died, if it does.
+	refused int64
 }
 
 // maxSpareShims is how many idle shims the agent keeps. Each is a Go
@@ -87,10 +90,10 @@ func (p *shimPool) refusals() int64 {
 
 // shimLost is the error of command, whose shim died before starting it
 // (err says how): resource_exhausted when the sandbox's pids limit refused
-// a fork or a thread meanwhile (refused was its count before), as a shim
-// whose Go runtime cannot make a thread ends; internal otherwise.
-func (p *shimPool) shimLost(refused int64, command string, err error) error {
-	if now := p.refusals(); refused >= 0 && now > refused {
+// a fork or a thread since the shim started, as a shim whose Go runtime
+// cannot make a thread ends; internal otherwise.
+func (p *shimPool) shimLost(shim *shimProc, command string, err error) error {
+	if now := p.refusals(); shim.refused >= 0 && now > shim.refused {
 		return spawnError(connect.CodeInternal, fmt.Errorf("start %s: its shim ended: %w", command, syscall.EAGAIN))
 	}
 	return connect.NewError(connect.CodeInternal, err)
@@ -247,7 +250,9 @@ func (p *shimPool) spawn() (*shimProc, error) {
 		_ = ctl.Close()
 		return nil, fmt.Errorf("start shim %s: %w", argv[0], err)
 	}
-	return &shimProc{pid: pid, ctl: ctl}, nil
+	// Read once it runs, off the command's path for a spare: a refused
+	// fork that spawn tried again is not this shim's end.
+	return &shimProc{pid: pid, ctl: ctl, refused: p.refusals()}, nil
 }
 
 // close retires the spares; later gets fail and shims put back retire.
@@ -336,7 +341,6 @@ var _ supervisor = (*shimRun)(nil)
 func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, error) {
 	var shim *shimProc
 	var err error
-	refused := p.refusals()
 	// A spare shim may have died since it started; then try a fresh one.
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 {
@@ -353,7 +357,7 @@ func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, 
 		}
 		p.retire(shim)
 		if attempt == 1 {
-			return nil, 0, p.shimLost(refused, req.Argv[0], fmt.Errorf("send command to shim: %w", err))
+			return nil, 0, p.shimLost(shim, req.Argv[0], fmt.Errorf("send command to shim: %w", err))
 		}
 	}
 
@@ -374,7 +378,7 @@ func (p *shimPool) run(req shimRequest, stdio [3]*os.File) (supervisor, uint32, 
 		p.put(shim)
 		return nil, 0, connect.NewError(connect.CodeInvalidArgument, errors.New(line[len("error "):]))
 	default:
-		err = p.shimLost(refused, req.Argv[0], fmt.Errorf("shim ended before starting %s (%q, %v)", req.Argv[0], line, rerr))
+		err = p.shimLost(shim, req.Argv[0], fmt.Errorf("shim ended before starting %s (%q, %v)", req.Argv[0], line, rerr))
 	}
 	_ = syscall.Kill(shim.pid, syscall.SIGKILL)
 	p.reap(shim)
