@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hutchdev/hutch/internal/ctxio"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -121,7 +122,7 @@ func (d *Dir) Put(ctx context.Context, name string, r io.Reader) (err error) {
 	}()
 	// Hidden behind a plain io.Writer, f cannot take over the copy with
 	// its ReadFrom, which would write in 32 KiB pieces.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx, r}, make([]byte, copyBuffer)); err != nil {
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, ctxio.Reader(ctx, r), make([]byte, copyBuffer)); err != nil {
 		return fmt.Errorf("put %s: %w", name, err)
 	}
 	if !d.noSync {
@@ -217,13 +218,13 @@ func (d *Dir) Get(ctx context.Context, name string) (io.ReadCloser, error) {
 		_ = f.Close()
 		return nil, notFound(name)
 	}
-	return &dirReader{ctxReader: ctxReader{ctx, f}, f: f}, nil
+	return &dirReader{Reader: ctxio.Reader(ctx, f), f: f}, nil
 }
 
 // dirReader is a blob's file, whose reads fail once the context of the Get
 // has ended, as an S3 response's do.
 type dirReader struct {
-	ctxReader
+	io.Reader
 	f *os.File
 }
 

@@ -214,20 +214,3 @@ func parseFileURL(spec string) (string, error) {
 	}
 	return u.Path, nil
 }
-
-// ctxReader is r, whose reads fail once ctx has ended: a Put of gigabytes,
-// or the reader of a Get, stops at the next read after its context is
-// cancelled. It holds a context, against the rule, because it lives no
-// longer than the call the context is for: a Put, or the reader that the
-// contract of Get ties to Get's context.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 
+	"github.com/hutchdev/hutch/internal/ctxio"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -311,7 +312,7 @@ func (s *S3) Put(ctx context.Context, name string, r io.Reader) (err error) {
 		}
 	}()
 	buf := *bp
-	r = ctxReader{ctx, r}
+	r = ctxio.Reader(ctx, r)
 	n, err := io.ReadFull(r, buf)
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
@@ -392,13 +393,13 @@ func (s *S3) Get(ctx context.Context, name string) (io.ReadCloser, error) {
 	// The transport ends the response when ctx ends, but from another
 	// goroutine, while what the socket holds (megabytes, on loopback) can
 	// still be read: each read checks ctx first, as the directory's do.
-	return &s3Reader{ctxReader: ctxReader{ctx, body}, body: body}, nil
+	return &s3Reader{Reader: ctxio.Reader(ctx, body), body: body}, nil
 }
 
 // s3Reader is a response's body, whose reads fail once the context of the
 // Get has ended.
 type s3Reader struct {
-	ctxReader
+	io.Reader
 	body io.ReadCloser
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/hutchdev/hutch/internal/ctxio"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -135,11 +136,11 @@ func (s *Store) Receive(ctx context.Context, info Info, r io.Reader, sum func() 
 	}
 	defer func() { err = b.fail(ctx, err) }()
 	h := sha256.New()
-	if err := untar(io.TeeReader(ctxReader{ctx, r}, h), b.dir); err != nil {
+	if err := untar(io.TeeReader(ctxio.Reader(ctx, r), h), b.dir); err != nil {
 		return Info{}, fmt.Errorf("receive template %s@%s: %w", info.Name, info.Version, err)
 	}
 	// What follows the tar's end (its padding) counts too.
-	if _, err := io.Copy(h, ctxReader{ctx, r}); err != nil {
+	if _, err := io.Copy(h, ctxio.Reader(ctx, r)); err != nil {
 		return Info{}, fmt.Errorf("receive template %s@%s: %w", info.Name, info.Version, err)
 	}
 	if got, want := hex.EncodeToString(h.Sum(nil)), sum(); got != want {

@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/hutchdev/hutch/internal/ctxio"
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
@@ -223,7 +224,7 @@ func (s *Store) importImage(ctx context.Context, name string, img v1.Image, sour
 	}
 	flat := mutate.Extract(img) // the layers with their whiteouts applied
 	defer flat.Close()
-	if err := untar(ctxReader{ctx, flat}, b.Root()); err != nil {
+	if err := untar(ctxio.Reader(ctx, flat), b.Root()); err != nil {
 		return Info{}, imageError(ctx, source, err)
 	}
 	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
@@ -246,19 +247,6 @@ func imageError(ctx context.Context, what string, err error) error {
 		return err
 	}
 	return errdefs.InvalidArgument("%s: %v", what, err)
-}
-
-// ctxReader ends a read when ctx does.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // finishImageRoot gives an image's root what every template has. An image
