@@ -352,7 +352,9 @@ func locate(lines []string, h hunk, cursor, delta int) (int, error) {
 		if h.oldStart == 0 && h.anchor == "" {
 			return len(lines), nil // added at the end
 		}
-		return min(want, len(lines)), nil
+		// Where the numbers say, but not before what earlier hunks
+		// changed: hunks out of order must not reach behind the cursor.
+		return min(max(want, cursor), len(lines)), nil
 	}
 	for _, same := range []func(a, b string) bool{
 		func(a, b string) bool { return a == b },

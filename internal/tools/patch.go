@@ -187,8 +187,10 @@ func parseUnified(lines []string) ([]change, error) {
 			if m == nil {
 				return nil, invalid("patch line %d: %q is not a hunk header (@@ -l,s +l,s @@)", n, l)
 			}
-			oldStart, _ := strconv.Atoi(m[1])
-			oldCount, newCount := count(m[2]), count(m[4])
+			oldStart, oldCount, newCount, ok := headerNumbers(m)
+			if !ok {
+				return nil, invalid("patch line %d: the numbers of %q are too large for a file's lines", n, l)
+			}
 			h := hunk{header: l, oldStart: oldStart}
 			for i+1 < len(lines) && (oldCount > 0 || newCount > 0 || strings.HasPrefix(lines[i+1], `\`)) {
 				i++
@@ -232,13 +234,24 @@ func parseUnified(lines []string) ([]change, error) {
 	return changes, nil
 }
 
-// count reads a hunk header's line count, 1 when left out.
-func count(s string) int {
-	if s == "" {
-		return 1
+// headerNumbers reads a hunk header's old start and both line counts (a
+// count left out is 1). No file has more lines than an int32 holds, so a
+// larger number is refused: one near the int's limit would overflow where
+// the hunk is placed.
+func headerNumbers(m []string) (oldStart, oldCount, newCount int, ok bool) {
+	var nums [3]int
+	for i, s := range []string{m[1], m[2], m[4]} {
+		if s == "" {
+			nums[i] = 1
+			continue
+		}
+		v, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		nums[i] = int(v)
 	}
-	n, _ := strconv.Atoi(s)
-	return n
+	return nums[0], nums[1], nums[2], true
 }
 
 // diffPath reads the path of a --- or +++ line: without git's a/ or b/,

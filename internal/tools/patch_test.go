@@ -193,6 +193,8 @@ func TestApplyPatchRefused(t *testing.T) {
 		"anchor missing":     "*** Begin Patch\n*** Update File: a.txt\n@@ def nowhere():\n-a\n+b\n*** End Patch\n",
 		"short hunk":         "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n-a\n+b\n",
 		"bad header":         "--- a/a.txt\n+++ b/a.txt\n@@ one two @@\n-a\n+b\n",
+		"huge line number":   "--- a/a.txt\n+++ b/a.txt\n@@ -0,0 +0 @@\n+\n@@ -10000000000000000000,0 +0 @@\n+0\n",
+		"huge line count":    "--- a/a.txt\n+++ b/a.txt\n@@ -1,9999999999 +1 @@\n-a\n+b\n",
 	} {
 		if _, err := call[PatchResult](t, f, ApplyPatch, patchArgs{Patch: patch}); kindOf(err) != KindInvalidArgument {
 			t.Errorf("%s: %v, want invalid_argument", name, err)
@@ -224,5 +226,18 @@ func TestApplyPatchFuzz(t *testing.T) {
 	}
 	if entries, _ := filepath.Glob(filepath.Join(f.Dir, ".*hutch*")); len(entries) > 0 {
 		t.Errorf("temporary files left: %v", entries)
+	}
+}
+
+// A hunk whose line numbers point before what an earlier hunk changed
+// (hunks out of order) is placed after it, not before the file's start.
+func TestApplyHunksOutOfOrder(t *testing.T) {
+	changes, err := parsePatch("--- a/f\n+++ b/f\n@@ -1,5 +0,0 @@\n-a\n-b\n-c\n-d\n-e\n@@ -1,0 +1 @@\n+x\n")
+	if err != nil || len(changes) != 1 {
+		t.Fatalf("parsePatch = %v, %v", changes, err)
+	}
+	got, err := applyHunks("f", "a\nb\nc\nd\ne\n", changes[0].hunks)
+	if err != nil || got != "x\n" {
+		t.Fatalf("applyHunks = %q, %v; want \"x\\n\"", got, err)
 	}
 }
