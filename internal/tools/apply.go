@@ -343,18 +343,19 @@ func locate(lines []string, h hunk, cursor, delta int) (int, error) {
 	}
 	want := cursor
 	if h.oldStart > 0 {
-		want = max(h.oldStart-1+delta, cursor)
+		want = h.oldStart - 1 + delta
 		if len(h.old) == 0 { // an insertion after line oldStart
 			want = h.oldStart + delta
 		}
+		// Never behind what earlier hunks changed, also when the hunks
+		// come out of order.
+		want = max(want, cursor)
 	}
 	if len(h.old) == 0 {
 		if h.oldStart == 0 && h.anchor == "" {
 			return len(lines), nil // added at the end
 		}
-		// Where the numbers say, but not before what earlier hunks
-		// changed: hunks out of order must not reach behind the cursor.
-		return min(max(want, cursor), len(lines)), nil
+		return min(want, len(lines)), nil
 	}
 	for _, same := range []func(a, b string) bool{
 		func(a, b string) bool { return a == b },
