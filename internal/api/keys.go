@@ -8,9 +8,10 @@ import (
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/tools"
+	"github.com/hutchdev/hutch/internal/workspace"
 )
 
-// API keys: the administrator makes keys in any workspace; a key makes
+// API keys: the administrator makes keys in any workspace but its own; a key makes
 // keys of its own workspace with no more than its own rights, and lists
 // and removes its workspace's keys.
 
@@ -25,7 +26,10 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := callerOf(r.Context())
-	if req.Workspace == "" {
+	if req.Workspace == "" && (!c.admin || c.workspace != workspace.Default) {
+		// A key's own workspace, or the one the administrator acts in;
+		// the administrator's own is no key's (apikeys.Create makes a
+		// new one).
 		req.Workspace = c.workspace
 	}
 	if !c.admin {

@@ -65,7 +65,7 @@ func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSa
 		}
 	}
 	sb, _, err := a.s.m.Create(ctx, sandbox.CreateOptions{
-		Workspace: a.c.workspace, User: a.c.user,
+		Workspace: a.c.workspace, User: a.c.user, NetworkCeiling: a.c.networkMode,
 		Template: tmpl, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 	})
 	if err != nil {

@@ -99,7 +99,7 @@ func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest)
 		}
 	}
 	return sandbox.CreateOptions{
-		Workspace: c.workspace, User: user, Secrets: req.Secrets,
+		Workspace: c.workspace, User: user, Secrets: req.Secrets, NetworkCeiling: c.networkMode,
 		Template: tmpl, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 		IdleAction: req.IdleAction, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
@@ -243,7 +243,7 @@ func (s *Server) snapshotSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := callerOf(r.Context())
-	name, err := s.templateNew(r.Context(), c, req.Name)
+	name, err := s.snapshotName(r.Context(), c, r.PathValue("id"), req.Name)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -268,7 +268,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	if req.Count == 0 {
 		req.Count = 1
 	}
-	made, err := s.templates.Fork(r.Context(), r.PathValue("id"), req.Count)
+	made, err := s.templates.Fork(r.Context(), r.PathValue("id"), req.Count, callerOf(r.Context()).networkMode)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

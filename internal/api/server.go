@@ -235,7 +235,7 @@ func (s *Server) Handler(requireKey bool) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return s.identify(s.previewHosts(mux, requireKey), requireKey)
+	return CanonicalPaths(s.identify(s.previewHosts(mux, requireKey), requireKey))
 }
 
 // e2bInfo says where E2B's SDKs reach the daemon (internal/e2b).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/files"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/template"
@@ -78,7 +79,9 @@ type Templates interface {
 	Build(ctx context.Context, req templates.BuildRequest, progress func(template.Progress)) (templates.Info, error)
 	Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (templates.Info, error)
 	Snapshot(ctx context.Context, id, name string) (template.Info, error)
-	Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error)
+	// Fork gives the copies the source's network policy, which ceiling
+	// (the caller's key's network mode, "" for any) must allow.
+	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*sandbox.Sandbox, error)
 	Resolve(ws, name string, admin bool) (string, error)
 	// Archive writes a version of a template as an archive (see
 	// template.Store.WriteArchive) and returns its SHA-256.

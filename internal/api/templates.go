@@ -40,6 +40,28 @@ func (s *Server) templateNew(ctx context.Context, c caller, name string) (string
 	return workspace.Qualify(name, c.workspace), nil
 }
 
+// snapshotName is the stored name of the snapshot c calls name of sandbox
+// id: its sandbox's workspace's own, whoever makes it, the administrator
+// too. A snapshot holds the sandbox's files (and under gVisor its
+// memory, its secrets with it): shared, it would show them to every
+// workspace.
+func (s *Server) snapshotName(ctx context.Context, c caller, id, name string) (string, error) {
+	switch {
+	case workspace.Qualified(name):
+		return "", errdefs.InvalidArgument("snapshot name %q: '~' is not allowed", name)
+	case name == "":
+		return "", errdefs.InvalidArgument("name is required")
+	}
+	ws, err := s.m.Workspace(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.templates.Get(ctx, name); err == nil {
+		return "", errdefs.AlreadyExists("template %s is a shared one; give the snapshot another name", name)
+	}
+	return workspace.Qualify(name, ws), nil
+}
+
 // templateOwned is the stored name of the template c names to change or
 // remove: a shared one is only the administrator's to change.
 func (s *Server) templateOwned(ctx context.Context, c caller, name string) (string, error) {

@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -30,6 +31,7 @@ type Store interface {
 	APIKeyByHash(ctx context.Context, hash string) (*store.APIKey, error)
 	DeleteAPIKey(ctx context.Context, name string) error
 	EnsureWorkspace(ctx context.Context, name string, at time.Time) (*store.Workspace, error)
+	GetWorkspace(ctx context.Context, name string) (*store.Workspace, error)
 }
 
 // Key is an API key as callers see it: not the key, nor its hash.
@@ -62,8 +64,9 @@ func New(s Store, log *slog.Logger) *Service {
 // CreateRequest says what key to make.
 type CreateRequest struct {
 	Name string
-	// Workspace is the workspace it acts in (default: workspace.Default),
-	// made on first use.
+	// Workspace is the workspace it acts in, made on first use. Empty: a
+	// new workspace of the key's own name (see keyWorkspace). Never
+	// workspace.Default, which is the administrator's.
 	Workspace string
 	// ToolsMode: its tool calls may use this mode or a more isolated one
 	// (default: tools.ModeAll).
@@ -79,10 +82,8 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (string, *Key, 
 	if err := template.CheckName(name); err != nil {
 		return "", nil, errdefs.InvalidArgument("key name: %v", err)
 	}
-	if ws == "" {
-		ws = workspace.Default
-	}
-	if err := workspace.Check(ws); err != nil {
+	ws, err := s.keyWorkspace(ctx, name, ws)
+	if err != nil {
 		return "", nil, err
 	}
 	if toolsMode == "" {
@@ -112,6 +113,29 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (string, *Key, 
 	}
 	s.log.Info("API key made", "name", name, "workspace", ws, "tools_mode", toolsMode, "network_mode", networkMode)
 	return key, view(rec), nil
+}
+
+// keyWorkspace is the workspace a key named name acts in when it asks for
+// ws. The Default workspace is the administrator's: its sandboxes,
+// volumes and secrets are no key's. A key that names no workspace gets a
+// new one of its own name; joining one that exists is sharing, which a
+// caller asks for by naming it.
+func (s *Service) keyWorkspace(ctx context.Context, name, ws string) (string, error) {
+	switch {
+	case ws == workspace.Default:
+		return "", errdefs.PermissionDenied("workspace %s is the administrator's: a key acts in a workspace of its own; name one (--workspace NAME) or none for a new one called %s", workspace.Default, name)
+	case ws != "":
+		return ws, workspace.Check(ws)
+	}
+	if err := workspace.Check(name); err != nil {
+		return "", errdefs.InvalidArgument("key %s names no workspace and its name cannot be one: name its workspace (--workspace NAME; 1 to 63 of a-z, 0-9 and '-')", name)
+	}
+	if _, err := s.store.GetWorkspace(ctx, name); err == nil {
+		return "", errdefs.AlreadyExists("workspace %s exists: to give key %s its objects, name it (--workspace %s); for a new workspace, another", name, name, name)
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return "", err
+	}
+	return name, nil
 }
 
 // List lists the keys of workspace ws ("": of every workspace).
@@ -160,4 +184,19 @@ func view(k *store.APIKey) *Key {
 func hashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
+}
+
+// InAdminWorkspace names the keys that act in the administrator's
+// workspace: made before it was the administrator's alone, they still
+// reach its objects until they are made again in a workspace of their own.
+func (s *Service) InAdminWorkspace(ctx context.Context) ([]string, error) {
+	keys, err := s.List(ctx, workspace.Default)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Name)
+	}
+	return names, nil
 }

@@ -87,7 +87,8 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 // (internal/api's limits.go).
 func httpServer(h http.Handler, log *slog.Logger) *http.Server {
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
+	// Every listener decides on one spelling of each path.
+	return &http.Server{Handler: api.CanonicalPaths(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
 }
 
 // member is a node's membership (--role node): nil for the other roles.

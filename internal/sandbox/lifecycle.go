@@ -50,7 +50,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err := m.teardowns.waitBacklog(ctx); err != nil {
 		return nil, err
 	}
-	policy, err := m.checkNetwork(opts.Network)
+	policy, err := m.checkNetwork(opts.Network, opts.NetworkCeiling)
 	if err != nil {
 		return nil, err
 	}

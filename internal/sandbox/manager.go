@@ -267,6 +267,12 @@ type CreateOptions struct {
 	Volumes []VolumeMount
 	// Network is its network policy; nil: the daemon's default.
 	Network *netpolicy.Policy
+	// NetworkCeiling is the least isolated network mode its caller may
+	// give a sandbox ("": any, the administrator's). Every create path
+	// (REST, MCP, E2B, fork) passes its caller's, and Create applies it
+	// (checkNetwork): a policy above it is refused, and with none asked
+	// for, a default above it is lowered to it.
+	NetworkCeiling netpolicy.Mode
 
 	// Workspace is the workspace that owns it (default:
 	// workspace.Default); User, when not "", the product's user it is

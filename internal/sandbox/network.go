@@ -230,12 +230,18 @@ func (n Networks) Counters(id string) NetworkCounters {
 func (n Networks) Default() netpolicy.Policy { return n.m.netCfg.Default }
 
 // checkNetwork fills in and checks a create's network policy.
-func (m *Manager) checkNetwork(p *netpolicy.Policy) (netpolicy.Policy, error) {
+func (m *Manager) checkNetwork(p *netpolicy.Policy, ceiling netpolicy.Mode) (netpolicy.Policy, error) {
 	if p == nil {
+		if ceiling != "" && !m.netCfg.Default.Mode.AtMost(ceiling) {
+			return netpolicy.Policy{Mode: ceiling}, nil
+		}
 		return m.netCfg.Default, nil
 	}
 	if _, err := netpolicy.Compile(*p); err != nil {
 		return netpolicy.Policy{}, errdefs.InvalidArgument("network: %v", err)
+	}
+	if ceiling != "" && !p.Mode.AtMost(ceiling) {
+		return netpolicy.Policy{}, errdefs.PermissionDenied("network mode %s is more than this key allows: its sandboxes may have mode %s at most", p.Mode, ceiling)
 	}
 	return *p, nil
 }

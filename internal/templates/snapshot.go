@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/template"
@@ -27,7 +28,8 @@ import (
 const maxForks = 10
 
 // Snapshot makes template name from sandbox id's files as they are now,
-// waking it if suspended. A name that another kind of template has is a
+// waking it if suspended. name is qualified with the sandbox's workspace
+// (workspace.Qualify): a snapshot is never shared. A name that another kind of template has is a
 // conflict.
 func (s *Service) Snapshot(ctx context.Context, id, name string) (template.Info, error) {
 	if err := template.CheckName(name); err != nil {
@@ -44,6 +46,10 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (template.Info,
 	rec, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
 		return template.Info{}, err
+	}
+	if _, ws := workspace.Split(name); ws != rec.Workspace {
+		// What a sandbox holds stays in its workspace, whoever asks.
+		return template.Info{}, errdefs.InvalidArgument("snapshot %s of sandbox %s: a snapshot is its sandbox's workspace's (%s)", name, id, rec.Workspace)
 	}
 	parent, err := s.templates.Version(rec.Template, rec.TemplateVersion)
 	if err != nil {
@@ -88,9 +94,11 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (template.Info,
 // each with its runtime, limits, env, metadata, timers, volumes and
 // background processes (going on from the snapshot's memory under gVisor,
 // started again otherwise, as after a resume); the snapshot they start
-// from is its workspace's template "fork-<id>" (a new version per fork). On failure none
+// from is its workspace's template "fork-<id>" (a new version per fork), and
+// their network policy the source's, which ceiling (the caller's key's, ""
+// for any) must allow. On failure none
 // of them is left.
-func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sandbox, error) {
+func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*sandbox.Sandbox, error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
@@ -109,6 +117,7 @@ func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sa
 		meta = map[string]string{}
 	}
 	meta["forked_from"] = id
+	network := rec.Network
 	var vols []sandbox.VolumeMount
 	for _, v := range rec.Volumes {
 		vols = append(vols, sandbox.VolumeMount(v))
@@ -118,6 +127,8 @@ func (s *Service) Fork(ctx context.Context, id string, count int) ([]*sandbox.Sa
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
 		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: vols,
 		Workspace: rec.Workspace, User: rec.User, Secrets: rec.Secrets,
+		// The source's network policy, which the caller's key must allow.
+		Network: &network, NetworkCeiling: ceiling,
 	}
 	procs, err := s.store.ListProcesses(ctx, id)
 	if err != nil {

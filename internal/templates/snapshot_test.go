@@ -32,14 +32,14 @@ func TestSnapshotAndFork(t *testing.T) {
 	}
 	startProcess(t, c, src.ID, &store.Process{Name: "sleeper", Argv: []string{"sleep", "600"}, Running: true, CreatedAt: time.Now().UTC()})
 
-	snap, err := s.Snapshot(ctx, src.ID, "snap")
+	snap, err := s.Snapshot(ctx, src.ID, "snap~default")
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	if snap.Source != template.SourceSnapshot || snap.Sandbox != src.ID || !strings.HasPrefix(snap.Parent, template.HostName+"@") {
 		t.Errorf("the snapshot: %+v", snap)
 	}
-	tmpl, err := c.Templates.Get("snap")
+	tmpl, err := c.Templates.Get("snap~default")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestSnapshotAndFork(t *testing.T) {
 		t.Errorf("the snapshot's copy of the file: %q, %v", b, err)
 	}
 
-	forks, err := s.Fork(ctx, src.ID, 2)
+	forks, err := s.Fork(ctx, src.ID, 2, "")
 	if err != nil || len(forks) != 2 {
 		t.Fatalf("Fork: %v, %v", forks, err)
 	}
@@ -70,7 +70,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	}
 
 	// The template of a fork in use is kept; each fork a new version.
-	again, err := s.Fork(ctx, src.ID, 1)
+	again, err := s.Fork(ctx, src.ID, 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +112,17 @@ func TestSnapshotRefused(t *testing.T) {
 	c, s := start(t)
 	ctx := t.Context()
 	sb := c.Create(t, sandbox.CreateOptions{})
-	commitTemplate(t, c.Templates, "built")
+	commitTemplate(t, c.Templates, "built~default")
 	tests := []struct {
 		name, id, snapshot string
 		kind               error
 	}{
 		{"the host template's name", sb.ID, template.HostName, errdefs.ErrInvalidArgument},
 		{"a bad name", sb.ID, "Not A Name", errdefs.ErrInvalidArgument},
-		{"a built template's name", sb.ID, "built", errdefs.ErrConflict},
-		{"no such sandbox", "nosuchsandbox", "snap", errdefs.ErrNotFound},
+		{"a built template's name", sb.ID, "built~default", errdefs.ErrConflict},
+		{"a shared name", sb.ID, "snap", errdefs.ErrInvalidArgument},
+		{"another workspace's name", sb.ID, "snap~other", errdefs.ErrInvalidArgument},
+		{"no such sandbox", "nosuchsandbox", "snap~default", errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,7 +132,7 @@ func TestSnapshotRefused(t *testing.T) {
 		})
 	}
 	for _, count := range []int{0, maxForks + 1} {
-		if _, err := s.Fork(ctx, sb.ID, count); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := s.Fork(ctx, sb.ID, count, ""); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("Fork of %d: %v, want invalid argument", count, err)
 		}
 	}
@@ -194,9 +196,9 @@ func TestRaceDelete(t *testing.T) {
 	c, s := start(t)
 	ctx := t.Context()
 	others := map[string]func(id string) error{
-		"snapshot": func(id string) error { _, err := s.Snapshot(ctx, id, "snap-"+id); return err },
+		"snapshot": func(id string) error { _, err := s.Snapshot(ctx, id, "snap-"+id+"~default"); return err },
 		"fork": func(id string) error {
-			forks, err := s.Fork(ctx, id, 1)
+			forks, err := s.Fork(ctx, id, 1, "")
 			for _, f := range forks {
 				if got := settled(t, c, f.ID); got != lifecycle.Running {
 					t.Errorf("fork %s is %s, want running", f.ID, got)
