@@ -41,7 +41,7 @@ func TestHealthAdminOnlyParts(t *testing.T) {
 		t.Errorf("admin's recent error: %+v", rec)
 	}
 
-	for _, k := range []keyed{s.keyIn(t, "app-b", "ws-b"), s.keyIn(t, "app-default", "default")} {
+	for _, k := range []keyed{s.keyIn(t, "app-b", "ws-b"), s.keyIn(t, "app-own", "")} {
 		code, body := k.raw(t, "GET", "/v1/health", "")
 		if code != 200 {
 			t.Fatalf("key: %d %s", code, body)

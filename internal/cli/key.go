@@ -42,7 +42,7 @@ func (a *app) newKeyCmd() *cobra.Command {
 			return err
 		},
 	}
-	create.Flags().StringVar(&ws, "workspace", "", "the workspace it acts in, made on first use (default: the caller's; the daemon's own key's is default)")
+	create.Flags().StringVar(&ws, "workspace", "", "the workspace it acts in, made on first use (default: the caller's; for the daemon's own key, a new one named after the key; never default, the daemon's own)")
 	create.Flags().StringVar(&network, "network", "", "the least isolated network mode its sandboxes may ask for, and the most they get when they name none: none, allowlist or full (the default)")
 	create.Flags().StringVar(&mode, "tools-mode", "", "the least isolated sandbox mode its tool calls may use, and theirs when they name none: all (the default: every call in the sandbox), selective or off")
 	ls := &cobra.Command{

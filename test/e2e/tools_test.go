@@ -357,8 +357,7 @@ func TestAPIKeyModes(t *testing.T) {
 	t.Parallel()
 	host := t.TempDir()
 	d := startDaemonWith(t, "--tools-host-dir", host)
-	sb := d.create(client.CreateSandboxRequest{})
-	out, stderr, code := d.cli("", "key", "create", "editor", "--tools-mode", "selective")
+	out, stderr, code := d.cli("", "key", "create", "editor", "--tools-mode", "selective", "--workspace", "app")
 	if code != 0 || !strings.HasPrefix(out, "hutch_") {
 		t.Fatalf("hutch key create: %d %q %q", code, out, stderr)
 	}
@@ -366,7 +365,7 @@ func TestAPIKeyModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	locked, err := d.client.CreateAPIKey(t.Context(), "locked", "")
+	locked, err := d.client.CreateAPIKeyWith(t.Context(), client.CreateAPIKeyRequest{Name: "locked", Workspace: "app"})
 	if err != nil || locked.ToolsMode != "all" || locked.Key == "" {
 		t.Fatalf("a key with the default mode: %+v, %v", locked, err)
 	}
@@ -374,6 +373,11 @@ func TestAPIKeyModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sb, err := editor.CreateSandbox(t.Context(), client.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sandboxIDs = append(d.sandboxIDs, sb.ID)
 	safe := map[string]string{"command": "pwd"}
 	for _, tc := range []struct {
 		who    *client.Client
