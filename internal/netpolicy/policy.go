@@ -27,6 +27,16 @@
 // address the daemon dials for it; one whose name is not known (plain TCP,
 // or TLS without SNI) only by an address rule, so that an allowed name
 // cannot be paired with an address of the sandbox's choosing.
+//
+// An allow rule may not be so wide that mode allowlist becomes mode full
+// in all but name: a key limited to allowlist would otherwise get full by
+// writing "*", "*.com" or 0.0.0.0/0. So an allow rule is refused when it is
+// a bare "*", a wildcard over a top-level domain or another suffix a
+// registry sells names under ("*.com", "*.co.uk": the public suffix list's
+// ICANN part), or an address range
+// wider than MaxPrefixV4 (a /8, the largest block one organisation was
+// ever given) or MaxPrefixV6 (a /32, a registry's usual allocation to
+// one provider). Deny rules may be as wide as wished.
 package netpolicy
 
 import (
@@ -36,7 +46,10 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/net/publicsuffix"
+
 	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
 // Mode is how much of the network a sandbox may reach.
@@ -88,6 +101,16 @@ type Policy struct {
 // MaxRules bounds the rules of one policy, allow and deny together.
 const MaxRules = 256
 
+// The widest address ranges an allow rule may name (see the package
+// comment): an IPv4 /8 is one organisation's block at most (17.0.0.0/8,
+// say), an IPv6 /32 one provider's allocation; anything wider spans many
+// owners, which is what mode full is for. An IPv6 range that carries IPv4
+// addresses (NAT64, 6to4) is bounded as the IPv4 range it carries.
+const (
+	MaxPrefixV4 = 8
+	MaxPrefixV6 = 32
+)
+
 // Checker decides connections and lookups for one policy. It does not
 // change once made: a changed policy is a new Checker.
 type Checker struct {
@@ -101,24 +124,29 @@ type Checker struct {
 
 // Compile checks p and returns its Checker. The error names every rule
 // that does not parse, and how to write it.
+// Every error is an errdefs.ErrInvalidArgument.
 func Compile(p Policy) (*Checker, error) {
 	if _, err := ParseMode(string(p.Mode)); err != nil {
-		return nil, err
+		return nil, errdefs.InvalidArgument("%v", err)
 	}
 	if n := len(p.Allow) + len(p.Deny); n > MaxRules {
-		return nil, fmt.Errorf("a network policy has at most %d rules, this one has %d", MaxRules, n)
+		return nil, errdefs.InvalidArgument("a network policy has at most %d rules, this one has %d", MaxRules, n)
 	}
 	if p.Mode != Allowlist && len(p.Allow) > 0 {
-		return nil, fmt.Errorf("allow rules need mode allowlist (mode %s allows %s)", p.Mode, map[Mode]string{None: "nothing", Full: "every public destination"}[p.Mode])
+		return nil, errdefs.InvalidArgument("allow rules need mode allowlist (mode %s allows %s)", p.Mode, map[Mode]string{None: "nothing", Full: "every public destination"}[p.Mode])
 	}
 	c := &Checker{policy: p, inward: Inward}
 	var errs []string
 	for _, list := range []struct {
 		entries []string
 		into    *[]rule
-	}{{p.Allow, &c.allow}, {p.Deny, &c.deny}} {
+		allow   bool
+	}{{p.Allow, &c.allow, true}, {p.Deny, &c.deny, false}} {
 		for _, e := range list.entries {
 			r, err := parseRule(e)
+			if err == nil && list.allow {
+				err = r.checkBreadth()
+			}
 			if err != nil {
 				errs = append(errs, err.Error())
 				continue
@@ -127,7 +155,7 @@ func Compile(p Policy) (*Checker, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+		return nil, errdefs.InvalidArgument("%s", strings.Join(errs, "; "))
 	}
 	return c, nil
 }
@@ -244,8 +272,11 @@ func parseRule(entry string) (rule, error) {
 		return rule{}, fmt.Errorf("network rule %q: %s (write a name such as example.com or *.example.com, optionally with :port, or an address or CIDR such as 203.0.113.7, 203.0.113.0/24 or [2001:db8::1]:22)", entry, why)
 	}
 	s := strings.TrimSpace(entry)
-	if s == "" {
+	switch s {
+	case "":
 		return bad("empty")
+	case "*", "*.*":
+		return rule{}, fmt.Errorf("network rule %q: a wildcard over every name is mode full, not a rule (ask for mode full, if the key allows it, or name the hosts: example.com, *.example.com)", entry)
 	}
 	r := rule{text: s}
 	if p, err := netip.ParsePrefix(s); err == nil {
@@ -278,6 +309,48 @@ func parseRule(entry string) (rule, error) {
 		r.name = normalName(host)
 	}
 	return r, nil
+}
+
+// nat64 is the IPv6 range whose addresses carry an IPv4 address in their
+// last 32 bits: an allow rule in it is bounded as the IPv4 range it
+// carries. (6to4's 2002::/16 carries one in bits 16 to 48: the IPv6 bound
+// of a /32 is already an IPv4 /16 there.)
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// checkBreadth refuses an allow rule so wide that it allows what mode full
+// does (see the package comment), saying what to write instead.
+func (r rule) checkBreadth() error {
+	if r.prefix.IsValid() {
+		p := r.prefix
+		bits, most, what := p.Bits(), MaxPrefixV4, "IPv4"
+		switch {
+		case p.Addr().Is4In6():
+			return fmt.Errorf("network rule %q: an IPv4-mapped range; write the IPv4 range itself, such as 203.0.113.0/24", r.text)
+		case p.Addr().Is6() && bits < MaxPrefixV6:
+			most, what = MaxPrefixV6, "IPv6"
+		case nat64.Overlaps(p):
+			bits, what = bits-nat64.Bits(), "IPv4 (carried in NAT64 addresses)"
+		case p.Addr().Is6():
+			return nil
+		}
+		if bits < most {
+			return fmt.Errorf("network rule %q: allows more than a /%d of %s, which is the internet rather than a destination (name the hosts, such as api.example.com, or a narrower range, such as 203.0.113.0/24; for everything, ask for mode full if the key allows it)", r.text, most, what)
+		}
+		return nil
+	}
+	if !r.wildcard {
+		return nil
+	}
+	// A top-level domain, listed or not, or a suffix under which a
+	// registry sells names (co.uk). The list's private part (github.io,
+	// s3.amazonaws.com) is one platform's, and a wildcard over it is
+	// allowed: it allows that platform, which hosts many owners, as it
+	// says.
+	suffix := strings.TrimPrefix(r.name, ".")
+	if ps, icann := publicsuffix.PublicSuffix(suffix); !strings.Contains(suffix, ".") || ps == suffix && icann {
+		return fmt.Errorf("network rule %q: %s is a public suffix, under which anyone may register a name, so the wildcard allows hosts of every owner (name a domain under it, such as *.example.%s, or ask for mode full, if the key allows it)", r.text, suffix, suffix)
+	}
+	return nil
 }
 
 // matches reports whether r matches a destination: its name (may be empty)

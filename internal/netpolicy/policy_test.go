@@ -117,7 +117,11 @@ func TestModes(t *testing.T) {
 func TestInwardIsAlwaysRefused(t *testing.T) {
 	policies := []*Checker{
 		mustCompile(t, Policy{Mode: Full}),
-		mustCompile(t, Policy{Mode: Allowlist, Allow: []string{"inside.example", "10.0.0.0/8", "127.0.0.1", "169.254.169.254", "0.0.0.0/0", "::/0"}}),
+		mustCompile(t, Policy{Mode: Allowlist, Allow: []string{"inside.example", "10.0.0.0/8", "127.0.0.1", "169.254.169.254",
+			// As wide as allow rules go (0.0.0.0/0 is refused), covering
+			// every address below.
+			"127.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "224.0.0.0/8", "255.0.0.0/8", "0.0.0.0/8",
+			"fd00::/32", "fd00:ec2::/32", "fe80::/32", "ff02::/32", "::/128", "::1/128"}}),
 	}
 	for _, addr := range []string{
 		"127.0.0.1", "::1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "fd00::1",
@@ -146,15 +150,15 @@ func TestInwardIsAlwaysRefused(t *testing.T) {
 
 func TestDenyWins(t *testing.T) {
 	full := mustCompile(t, Policy{Mode: Full, Deny: []string{"*.ads.example", "tracker.example:443", "198.51.100.0/24"}})
-	list := mustCompile(t, Policy{Mode: Allowlist, Allow: []string{"*.example"}, Deny: []string{"secret.example"}})
+	list := mustCompile(t, Policy{Mode: Allowlist, Allow: []string{"*.example.org"}, Deny: []string{"secret.example.org"}})
 	checkConnects(t, []connectCase{
 		{full, "x.ads.example", public, 443, false, "*.ads.example"},
 		{full, "tracker.example", public, 443, false, "tracker.example:443"},
 		{full, "tracker.example", public, 80, true, "mode"},
 		{full, "ok.example", public2, 443, false, "198.51.100.0/24"},
 		{full, "", public2, 22, false, "198.51.100.0/24"},
-		{list, "www.example", public, 443, true, "*.example"},
-		{list, "secret.example", public, 443, false, "secret.example"},
+		{list, "www.example.org", public, 443, true, "*.example.org"},
+		{list, "secret.example.org", public, 443, false, "secret.example.org"},
 	})
 }
 

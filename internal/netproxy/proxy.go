@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +24,24 @@ import (
 // sandbox's stead. A named connection goes to the addresses the daemon
 // resolves for the name, never to the address the sandbox chose, so an
 // allowed name cannot be paired with an address of the sandbox's choosing.
+//
+// What the policy decides is the connection's first name, except where
+// the proxy reads more of it:
+//
+//   - plain HTTP is relayed request by request (mitm.Relay), each
+//     request's Host decided by the policy as the first one was, so that
+//     keep-alive cannot carry a request for a host the policy refuses to
+//     a connection allowed for another;
+//   - TLS to a host with proxy secrets is ended by the Interceptor, which
+//     answers 421 to a request whose Host is not the SNI's name (no
+//     domain fronting where secrets go);
+//   - other TLS is spliced as it is, after its ClientHello's SNI was
+//     decided: what the encrypted requests name the proxy cannot read.
+//     Domain fronting behind an allowed name (an SNI the policy allows,
+//     an inner Host of another site behind the same front end) reaches
+//     what that front end serves under the allowed name's address: that
+//     is the allowed name's owner's matter, and allowing a CDN's shared
+//     name allows what the CDN fronts. Allow a site's own names.
 type Proxy struct {
 	// Policy returns the sandbox's policy now.
 	Policy func() *netpolicy.Checker
@@ -37,7 +57,9 @@ type Proxy struct {
 	// connection to name:port; a connection that has some is served by
 	// Interceptor (internal/secrets/mitm) instead of passed through, so
 	// that the secrets' values reach only their hosts and never the
-	// sandbox.
+	// sandbox. It is asked again for every request on the connection, so
+	// that a secret deleted or changed is swapped no more, or swapped
+	// anew, at once: it should answer from memory.
 	Swaps       func(name string, port uint16) []mitm.Swap
 	Interceptor *mitm.Interceptor
 	// Quiet is how long a connection may stay silent before it is taken
@@ -124,7 +146,7 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 		sniff.Name = ""
 	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	up, refusal := p.connect(dctx, sniff.Name, orig)
+	up, addr, refusal := p.connect(dctx, sniff.Name, orig)
 	cancel()
 	if refusal != nil {
 		p.refuse(conn, sniff, *refusal)
@@ -145,7 +167,15 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 	if swaps := p.swapsFor(sniff, orig.Port()); len(swaps) > 0 {
 		// Errors end the connection; the client heard why, if it
 		// could (a 502), and nothing of a secret is in them to log.
-		_ = p.Interceptor.Serve(ctx, conn, sniff.Head, sniff.Name, up, swaps, count)
+		lookup := func() []mitm.Swap { return p.Swaps(sniff.Name, orig.Port()) }
+		_ = p.Interceptor.Serve(ctx, conn, sniff.Head, sniff.Name, up, lookup, count)
+		return
+	}
+	if sniff.Protocol == HTTP {
+		// As for the interceptor, errors end the connection and the
+		// client heard why if it could.
+		dest := netip.AddrPortFrom(addr, orig.Port())
+		_ = mitm.Relay(ctx, conn, sniff.Head, dest.String(), up, p.route(dest), count, nil)
 		return
 	}
 	if _, err := up.Write(sniff.Head); err != nil {
@@ -171,26 +201,28 @@ func (p *Proxy) swapsFor(sniff Sniff, port uint16) []mitm.Swap {
 
 // connect dials where the connection may go: for a name, the addresses the
 // daemon resolves that the policy allows; without one, the original
-// destination if the policy allows it. It returns the refusal when nothing
-// is allowed, and (nil, nil) when what was allowed did not answer.
-func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (net.Conn, *Event) {
+// destination if the policy allows it. It returns the connection and the
+// address it went to, the refusal when nothing is allowed, and nothing at
+// all when what was allowed did not answer.
+func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (net.Conn, netip.Addr, *Event) {
 	policy := p.Policy()
 	port := orig.Port()
 	if name == "" {
 		d := policy.Connect("", orig.Addr(), port)
 		if !d.Allowed {
-			return nil, &Event{Kind: "tcp", Dest: orig.String(), Rule: d.Rule, Reason: d.Reason}
+			return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: orig.String(), Rule: d.Rule, Reason: d.Reason}
 		}
-		return p.dial(ctx, []netip.Addr{orig.Addr()}, port), nil
+		up, addr := p.dial(ctx, []netip.Addr{orig.Addr()}, port)
+		return up, addr, nil
 	}
 	dest := net.JoinHostPort(name, strconv.Itoa(int(port)))
 	if policy.Policy().Mode == netpolicy.None {
 		d := policy.Name(name) // refused, without a lookup
-		return nil, &Event{Kind: "tcp", Dest: dest, Rule: d.Rule, Reason: d.Reason}
+		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: d.Rule, Reason: d.Reason}
 	}
 	addrs, err := p.Lookup(ctx, "ip", name)
 	if err != nil {
-		return nil, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: fmt.Sprintf("%s: the daemon could not resolve %s", dest, name)}
+		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: fmt.Sprintf("%s: the daemon could not resolve %s", dest, name)}
 	}
 	var allowed []netip.Addr
 	var first *netpolicy.Decision
@@ -204,31 +236,82 @@ func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (
 	}
 	if len(allowed) == 0 {
 		if first == nil {
-			return nil, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: dest + ": the name has no address"}
+			return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: dest + ": the name has no address"}
 		}
-		return nil, &Event{Kind: "tcp", Dest: dest, Rule: first.Rule, Reason: first.Reason}
+		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: first.Rule, Reason: first.Reason}
 	}
-	return p.dial(ctx, allowed, port), nil
+	up, addr := p.dial(ctx, allowed, port)
+	return up, addr, nil
 }
 
-// dial tries addrs in order; nil if none answers.
-func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) net.Conn {
+// dial tries addrs in order, and returns the connection and the address
+// that answered; nil if none did.
+func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, netip.Addr) {
 	for _, a := range addrs {
 		c, err := p.Dial(ctx, "tcp", netip.AddrPortFrom(a, port).String())
 		if err == nil {
-			return c
+			return c, a
 		}
 	}
-	return nil
+	return nil, netip.Addr{}
+}
+
+// route decides each request of a plain-HTTP connection that went to dest
+// (mitm.Relay): by its Host, with the policy of now, as the connection's
+// first request was decided, the address being the one dialled. A
+// refusal is an event, and the client's 403 says why, as for a refused
+// connection.
+func (p *Proxy) route(dest netip.AddrPort) func(*http.Request) (int, string) {
+	return func(req *http.Request) (int, string) {
+		name := req.Host
+		if h, _, err := net.SplitHostPort(name); err == nil {
+			name = h
+		}
+		name = strings.ToLower(strings.Trim(name, "[]"))
+		if _, err := netip.ParseAddr(name); err == nil {
+			name = "" // an address names nothing the address does not
+		}
+		d := p.Policy().Connect(name, dest.Addr(), dest.Port())
+		if d.Allowed {
+			stripH2C(req.Header)
+			return 0, ""
+		}
+		evDest := dest.String()
+		if name != "" {
+			evDest = net.JoinHostPort(name, strconv.Itoa(int(dest.Port())))
+		}
+		p.note(Event{Kind: "tcp", Dest: evDest, Rule: d.Rule, Reason: d.Reason})
+		return http.StatusForbidden, "blocked_by_policy: " + d.Reason + "\n"
+	}
+}
+
+// stripH2C drops an upgrade to cleartext HTTP/2 from a relayed request:
+// its requests would go unread by route, each naming its own host. The
+// server answers in HTTP/1.1, as it would to a client without h2c.
+func stripH2C(h http.Header) {
+	for _, v := range h.Values("Upgrade") {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "h2c") {
+				h.Del("Upgrade")
+				h.Del("Http2-Settings")
+				return
+			}
+		}
+	}
+}
+
+// note tells Refused of a refusal.
+func (p *Proxy) note(ev Event) {
+	ev.Time = time.Now().UTC()
+	if p.Refused != nil {
+		p.Refused(ev)
+	}
 }
 
 // refuse tells the sandbox and Refused. An HTTP client gets a 403 whose
 // body says why; any other connection is reset.
 func (p *Proxy) refuse(conn net.Conn, sniff Sniff, ev Event) {
-	ev.Time = time.Now().UTC()
-	if p.Refused != nil {
-		p.Refused(ev)
-	}
+	p.note(ev)
 	if sniff.Protocol == HTTP {
 		body := "blocked_by_policy: " + ev.Reason + "\n"
 		_, _ = fmt.Fprintf(conn, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)

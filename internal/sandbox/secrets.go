@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/backend"
 	"github.com/hutchdev/hutch/internal/secrets/mitm"
@@ -25,8 +26,10 @@ import (
 // value.
 //
 // A secret injected by proxy puts its placeholder in the variable; the
-// value goes to the sandbox's network proxy, which swaps it in on
-// connections to the secret's hosts only (see Swap).
+// sandbox's network proxy swaps the value in on connections to the
+// secret's hosts only (see Swap), looking it up for every request, so
+// that a secret deleted or given a new value is swapped no more, or
+// swapped anew, from the next request on.
 
 // SecretSource resolves the secrets a command gets (the daemon's vault).
 type SecretSource interface {
@@ -95,7 +98,7 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 		sn := m.nets[inst.id]
 		m.mu.Unlock()
 		if sn != nil { // a sandbox without a network reaches no host
-			sn.swaps.add(sec.Swaps)
+			sn.swaps.add(m.secrets, secretOwner{workspace: owner.workspace, user: user, names: owner.names}, sec.Swaps)
 		}
 		if m.netCfg.Trust != "" {
 			base = withEnv(trustEnv, inst.env) // the sandbox's own env may say otherwise
@@ -134,35 +137,82 @@ func (m *Manager) trustBinds() []backend.Bind {
 }
 
 // swaps are the secrets a sandbox's proxy swaps in: those its commands
-// got the placeholders of.
+// got the placeholders of. Only the placeholders are kept, with whose
+// secrets they are: the values are looked up for every request (the
+// source answers from memory until a secret changes, and forgets at
+// once when one does), so that a value is never swapped after its
+// secret was deleted or given another.
 type swaps struct {
-	mu   sync.Mutex
-	list map[string]Swap // by placeholder
+	mu     sync.Mutex
+	source SecretSource
+	given  map[string][]secretOwner // by placeholder: whose commands got it
 }
 
-func (s *swaps) add(list []Swap) {
+// swapLookup bounds the source's lookup of a request's swaps, which reads
+// the store only after a secret changed.
+const swapLookup = 5 * time.Second
+
+func (s *swaps) add(source SecretSource, owner secretOwner, list []Swap) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.list == nil {
-		s.list = map[string]Swap{}
+	s.source = source
+	if s.given == nil {
+		s.given = map[string][]secretOwner{}
 	}
 	for _, sw := range list {
-		s.list[sw.Placeholder] = sw
+		if !slices.ContainsFunc(s.given[sw.Placeholder], owner.same) {
+			s.given[sw.Placeholder] = append(s.given[sw.Placeholder], owner)
+		}
 	}
 }
 
-// forHost returns the swaps for a connection to name:port: those whose
-// hosts name it (a host without a port is for 443).
+// forHost returns the swaps for a request to name:port, with their values
+// of now: those of the secrets given whose hosts name it (a host without
+// a port is for 443). A secret that is gone, or whose lookup fails, is
+// not swapped: its placeholder goes on as it is.
 func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	source := s.source
+	given := make(map[string][]secretOwner, len(s.given))
+	var owners []secretOwner
+	for p, os := range s.given {
+		given[p] = slices.Clone(os)
+		for _, o := range os {
+			if !slices.ContainsFunc(owners, o.same) {
+				owners = append(owners, o)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if source == nil || len(owners) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), swapLookup)
+	defer cancel()
 	var out []mitm.Swap
-	for _, sw := range s.list {
-		if slices.ContainsFunc(sw.Hosts, func(h string) bool { return hostMatches(h, name, port) }) {
-			out = append(out, mitm.Swap{Placeholder: sw.Placeholder, Value: sw.Value, Query: sw.Query})
+	for _, owner := range owners {
+		sec, err := source.ForCommand(ctx, owner.workspace, owner.user, owner.names)
+		if err != nil {
+			continue
+		}
+		for _, sw := range sec.Swaps {
+			if !slices.ContainsFunc(given[sw.Placeholder], owner.same) {
+				continue // not a placeholder this owner's commands got
+			}
+			if slices.ContainsFunc(out, func(o mitm.Swap) bool { return o.Placeholder == sw.Placeholder }) {
+				continue
+			}
+			if slices.ContainsFunc(sw.Hosts, func(h string) bool { return hostMatches(h, name, port) }) {
+				out = append(out, mitm.Swap{Placeholder: sw.Placeholder, Value: sw.Value, Query: sw.Query})
+			}
 		}
 	}
 	return out
+}
+
+// same reports whether o and other are one owner.
+func (o secretOwner) same(other secretOwner) bool {
+	return o.workspace == other.workspace && o.user == other.user && slices.Equal(o.names, other.names) && (o.names == nil) == (other.names == nil)
 }
 
 // hostMatches says whether a secret's host entry ("api.example.com",

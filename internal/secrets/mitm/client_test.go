@@ -55,8 +55,10 @@ func TestCurl(t *testing.T) {
 	}
 
 	out := run(nil, "-w", "\n%{http_version}", "-H", "Authorization: Bearer "+ph1, base+"/v1/models")
-	if !strings.Contains(out, `"auth":"Bearer `+strings.ReplaceAll(v1, "&", `\u0026`)+`"`) || !strings.HasSuffix(out, "\n1.1") {
-		t.Errorf("GET: %s", out)
+	answer, version, _ := strings.Cut(out, "\n")
+	var s seen
+	if err := decodeSeen(strings.NewReader(answer), &s); err != nil || s.Auth != "Bearer "+v1 || version != "1.1" {
+		t.Errorf("GET: %s: %+v, %v", out, s, err)
 	}
 
 	body := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB

@@ -2,7 +2,6 @@ package mitm
 
 import (
 	"bufio"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +14,8 @@ type replayConn struct {
 	net.Conn
 	head []byte
 }
+
+func (c *replayConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func (c *replayConn) Read(p []byte) (int, error) {
 	if len(c.head) > 0 {
@@ -31,6 +32,8 @@ type countingConn struct {
 	net.Conn
 	count func(out bool, n int64)
 }
+
+func (c *countingConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
@@ -81,14 +84,28 @@ func (l *headLimit) bound(n int64) { l.limit, l.left, l.reached = true, n, false
 // unbound ends the bound.
 func (l *headLimit) unbound() { l.limit = false }
 
-// bufferedConn is a TLS connection whose reads come first from what its
+// bufferedConn is a connection whose reads come first from what its
 // reader already buffered: for the splice after a protocol switch.
 type bufferedConn struct {
-	*tls.Conn
+	net.Conn
 	r *bufio.Reader
 }
 
 func (c bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c bufferedConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// errNoHalfClose is a connection whose write half cannot be shut alone.
+var errNoHalfClose = errors.New("the connection cannot shut its write half alone")
+
+// closeWrite shuts c's write half, if c can (TCP and TLS connections, and
+// those made of them here, can).
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoHalfClose
+}
 
 // isTimeout reports whether err is a deadline passing.
 func isTimeout(err error) bool {

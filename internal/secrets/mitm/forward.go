@@ -51,7 +51,13 @@ func (s *session) forward(req *http.Request) (last bool, err error) {
 		s.answer(status, why)
 		return true, fmt.Errorf("request refused (%d): %s", status, why)
 	}
-	target, swapped, err := s.swap.request(req, req.RequestURI)
+	if s.route != nil {
+		if status, text := s.route(req); status != 0 {
+			s.answerText(status, text)
+			return true, fmt.Errorf("request refused (%d) by the policy", status)
+		}
+	}
+	target, swapped, err := s.swapIn(req)
 	if err != nil {
 		s.answer(http.StatusRequestHeaderFieldsTooLarge, err.Error())
 		return true, err
@@ -90,6 +96,7 @@ func (s *session) forward(req *http.Request) (last bool, err error) {
 		}
 		// 100 Continue, 103 Early Hints: passed on, and the final
 		// response still to come.
+		s.scrubHead(resp)
 		if err := writeHead(s.cw, statusLine(resp), resp.Header, nil, nil, false); err != nil {
 			s.closeConns()
 			return true, fmt.Errorf("send response to the sandbox: %w", err)
@@ -98,18 +105,21 @@ func (s *session) forward(req *http.Request) (last bool, err error) {
 	s.log.Debug("egress request intercepted", attrHost, s.host, attrMethod, req.Method,
 		attrStatus, resp.StatusCode, attrSwapped, swapped)
 
+	s.scrubHead(resp)
+	s.scrubBody(req, resp)
 	if err := writeHead(s.cw, statusLine(resp), resp.Header, resp.TransferEncoding, resp.Trailer, resp.Close); err != nil {
 		s.closeConns()
 		return true, fmt.Errorf("send response to the sandbox: %w", err)
 	}
 	if resp.Body != nil && resp.Body != http.NoBody {
-		if err := copyBody(s.cw, resp.Body, chunked(resp.TransferEncoding), func() http.Header { return resp.Trailer }); err != nil {
+		trailer := func() http.Header { s.scrubHeader(resp.Trailer); return resp.Trailer }
+		if err := copyBody(s.cw, resp.Body, chunked(resp.TransferEncoding), trailer); err != nil {
 			s.closeConns() // the sandbox must see the body cut short
 			return true, fmt.Errorf("response from %s: %w", s.host, err)
 		}
 	}
 	if req.Close || resp.Close {
-		_ = s.client.CloseWrite() // a body that ends with the connection ends here
+		_ = closeWrite(s.client) // a body that ends with the connection ends here
 		s.closeConns()
 		return true, nil
 	}
@@ -151,6 +161,7 @@ func (s *session) switchProtocols(req *http.Request, resp *http.Response, sendin
 		s.closeConns()
 		return fmt.Errorf("%s switched protocols unasked", s.host)
 	}
+	s.scrubHead(resp)
 	if err := writeHead(s.cw, statusLine(resp), resp.Header, nil, nil, false); err != nil {
 		s.closeConns()
 		return fmt.Errorf("send response to the sandbox: %w", err)
@@ -168,23 +179,33 @@ func (s *session) switchProtocols(req *http.Request, resp *http.Response, sendin
 }
 
 // check refuses what is not to be forwarded on this connection: it
-// returns the status to answer and why, or 0.
+// returns the status to answer and why, or 0. On a relayed connection
+// route decides the host afterwards.
 func (s *session) check(req *http.Request) (int, string) {
 	switch {
 	case req.ProtoMajor != 1:
 		return http.StatusHTTPVersionNotSupported, "only HTTP/1.1 is served on this connection"
+	case req.Method == http.MethodConnect && s.route != nil:
+		return http.StatusBadRequest, "CONNECT is not served: this connection goes to the host it names, not to a proxy"
 	case req.Method == http.MethodConnect:
 		return http.StatusBadRequest, "CONNECT is not served inside a TLS connection"
-	case req.Method == http.MethodTrace:
+	case req.Method == http.MethodTrace && s.route == nil:
 		return http.StatusMethodNotAllowed, "TRACE is refused on a connection that carries secrets: the host would echo them"
-	case !strings.HasPrefix(req.RequestURI, "/") && !(req.RequestURI == "*" && req.Method == http.MethodOptions):
+	case !strings.HasPrefix(req.RequestURI, "/") && !(req.RequestURI == "*" && req.Method == http.MethodOptions) && !(s.route != nil && absoluteHTTP(req)):
 		return http.StatusBadRequest, "the request target must be a path (origin-form), such as /v1/models"
 	case req.Host == "":
 		return http.StatusBadRequest, "the request has no Host header"
-	case !sameHost(req.Host, s.host):
+	case s.route == nil && !sameHost(req.Host, s.host):
 		return http.StatusMisdirectedRequest, "the request's Host header names another host than " + s.host + ", which this connection is for"
 	}
 	return 0, ""
+}
+
+// absoluteHTTP reports whether req's target is an absolute http:// URL
+// (absolute-form, which servers must take): its authority is then req.Host,
+// and the Host header the client sent is replaced by it.
+func absoluteHTTP(req *http.Request) bool {
+	return req.URL != nil && strings.EqualFold(req.URL.Scheme, "http") && req.URL.Host != ""
 }
 
 // sameHost reports whether a Host header's value names host, with or

@@ -42,6 +42,9 @@ type config struct {
 	// host's CA, which the interceptor trusts.
 	cert  func(hostCA *CA) (*tls.Certificate, error)
 	swaps []Swap
+	// lookup, when not nil, is asked for the swaps of each request
+	// instead.
+	lookup func() []Swap
 	// smallBuffers gives every socket 64 KiB buffers, so that what is in
 	// flight between the client and the host is small and known.
 	smallBuffers bool
@@ -148,7 +151,11 @@ func (h *harness) serve(ctx context.Context, c net.Conn) error {
 	if h.cfg.smallBuffers {
 		setSmallBuffers(up)
 	}
-	return h.ic.Serve(ctx, c, head, apiHost, up, h.cfg.swaps, func(out bool, n int64) {
+	lookup := h.cfg.lookup
+	if lookup == nil {
+		lookup = func() []Swap { return h.cfg.swaps }
+	}
+	return h.ic.Serve(ctx, c, head, apiHost, up, lookup, func(out bool, n int64) {
 		if out {
 			h.out.Add(n)
 		} else {

@@ -7,10 +7,12 @@
 // connection of a sandbox goes through, hands it to an Interceptor instead
 // of splicing it. The Interceptor ends TLS itself, with a certificate for
 // that host from the daemon's own CA (which sandboxes trust), reads each
-// HTTP/1.1 request, puts the value in place of the placeholder in header
-// values (and, for a secret that asks for it, in the query string), and
-// sends the request on over its own TLS connection to the host, verified
-// as any client verifies it. Responses go back as the host sent them.
+// HTTP/1.1 request, puts the value in place of the placeholder in the
+// headers that carry credentials (and, for a secret that asks for it, in
+// the query string), and sends the request on over its own TLS connection
+// to the host, verified as any client verifies it. Responses go back with
+// the value, in any of the forms internal/secrets/redact knows, put back
+// to the placeholder.
 //
 // What this protects. The value is never in the sandbox: not in its
 // environment, memory or files, nor in the bytes it sends. Code there that
@@ -23,9 +25,47 @@
 // the daemon's roots, which the sandbox cannot choose nor stand in for;
 // and each request's Host header must name the same host (421 otherwise),
 // so that a front end shared by many sites (a CDN) cannot be asked to
-// route the request, and the value, to another of its sites. The CA's key
-// stays in the daemon (a 0600 file); its certificates are trusted only
-// inside sandboxes.
+// route the request, and the value, to another of its sites (domain
+// fronting). The CA's key stays in the daemon (a 0600 file); its
+// certificates are trusted only inside sandboxes.
+//
+// Where a value goes. A placeholder is swapped only in Authorization and
+// Proxy-Authorization (inside a basic credential too), and in a header
+// whose name ends in Key, Token, Secret or Apikey (X-Api-Key, Api-Key,
+// X-Goog-Api-Key, DD-API-KEY, Private-Token, X-Auth-Token): where APIs
+// take credentials, and where hosts do not echo what they were sent, as
+// they may a User-Agent, a Referer or a header of the client's choosing.
+// Elsewhere a placeholder is left as it is (and logged at Warn, once a
+// connection, with the header's name), so that the sandbox cannot ask a
+// host to reflect the value by writing its placeholder in such a header.
+// (Secrets do not name their header: these are where every API this was
+// tried with takes one.)
+//
+// Revocation. The secrets to swap are looked up again for every request
+// (the caller's lookup; the daemon's answers from its vault, whose
+// changes it hears at once): a secret deleted is swapped no more, and one
+// given a new value is swapped with it, from the next request on, on
+// connections already open too.
+//
+// What comes back. A host that sends back what it was sent would give the
+// value to the sandbox: a redirect that carries it, a header or an error
+// that reflects it. Every response's status line, headers and trailers,
+// and its body, have every value sent on the connection, in the forms
+// redaction knows (raw, URL-escaped, base64, hex, JSON), replaced by its
+// placeholder. A body so scrubbed may change length, so it goes on
+// chunked (or, to an HTTP/1.0 client, ending with the connection); to get
+// bodies the scrubber can read, requests that carry secrets are sent
+// without Accept-Encoding, and a host that compresses anyway has its body
+// passed on unscrubbed. TRACE, which exists to echo, is refused. Values
+// shorter than redaction's MinLen are not scrubbed. Whoever may run code
+// in the sandbox may use the secret on its hosts as its owner could (that
+// is the point), but cannot take it away. Placeholders are swapped in
+// request headers and query strings only: not in bodies, trailers, nor
+// after a protocol switch (a WebSocket's 101 turns the connection into a
+// byte splice, without swapping or scrubbing). Only HTTP/1.1 over TLS is
+// served: ALPN offers http/1.1 alone, so a client that insists on h2 fails
+// its handshake, and a client that pins its server's certificate refuses
+// the CA's.
 //
 // Requests are parsed by net/http's strict parser (one Content-Length, or
 // chunked, never both) and sent on framed anew from what it parsed, so the
@@ -34,18 +74,10 @@
 // streamed both ways and never held whole (an upload of a gigabyte passes
 // through a few buffers of 16 KiB).
 //
-// What it does not protect. A host that sends back what it was sent gives
-// the value to the sandbox: an API that reflects request headers in a body
-// or an error, or a redirect that carries them. TRACE, which exists to do
-// that, is refused; the others cannot be told apart. Whoever may run code
-// in the sandbox may use the secret on its hosts as its owner could (that
-// is the point), but cannot take it away. Placeholders are swapped in
-// request header values and query strings only: not in bodies, trailers,
-// nor after a protocol switch (a WebSocket's 101 turns the connection into
-// a byte splice, without swapping). Only HTTP/1.1 over TLS is served: ALPN
-// offers http/1.1 alone, so a client that insists on h2 fails its
-// handshake, and a client that pins its server's certificate refuses the
-// CA's.
+// The same request loop serves netproxy's plain-HTTP connections (Relay):
+// without TLS and without secrets, each request decided by the sandbox's
+// policy before it is sent on, so that a connection allowed for one host
+// cannot carry requests for another.
 //
 // Header values, bodies and secret values are never logged nor put in an
 // error; errors from parsing what a host sent are reduced to their kind,
@@ -66,6 +98,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 )
 
 // Interceptor serves the intercepted connections of a daemon. Set its
@@ -117,6 +151,7 @@ const (
 	attrStatus      = "status"
 	attrSwapped     = "swapped"
 	attrPlaceholder = "placeholder"
+	attrHeader      = "header"
 )
 
 // Serve intercepts one TLS connection the sandbox made to host, until
@@ -135,8 +170,8 @@ const (
 // http/1.1 only. Requests are served one after another: each is checked
 // (origin-form target, Host naming host, not CONNECT nor TRACE; 400, 421,
 // 405 or 505 otherwise), swapped, and sent on; its response is streamed
-// back. A 101 Switching Protocols turns the connection into a byte splice
-// both ways, without any more swapping. When the host cannot be reached
+// back, scrubbed of the values sent. A 101 Switching Protocols turns the
+// connection into a byte splice both ways, without any more swapping. When the host cannot be reached
 // securely, the sandbox's first request is answered 502 Bad Gateway with
 // the reason (no secret is in it), and nothing is sent to the host.
 //
@@ -149,7 +184,7 @@ const (
 // host closed an idle connection (the sandbox's is closed then too, as the
 // sandbox would have seen without the daemon between them), or ctx ended.
 // Otherwise the error says what failed, for a log.
-func (i *Interceptor) Serve(ctx context.Context, client net.Conn, head []byte, host string, upstream net.Conn, swaps []Swap, count func(out bool, n int64)) error {
+func (i *Interceptor) Serve(ctx context.Context, client net.Conn, head []byte, host string, upstream net.Conn, swaps func() []Swap, count func(out bool, n int64)) error {
 	closeConns := sync.OnceFunc(func() {
 		_ = client.Close()
 		_ = upstream.Close()
@@ -174,37 +209,32 @@ func (i *Interceptor) Serve(ctx context.Context, client net.Conn, head []byte, h
 		ctx:        ctx,
 		host:       host,
 		log:        i.log(),
-		swap:       newSwapper(swaps),
+		swaps:      swaps,
 		closeConns: closeConns,
 		upRaw:      upstream,
 	}
-	for _, p := range s.swap.unusable {
-		s.log.Warn("proxy secret's value has a control character and cannot go in a header: its placeholder is left as it is",
-			attrHost, host, attrPlaceholder, p)
+	if s.swaps == nil {
+		s.swaps = func() []Swap { return nil }
 	}
-	s.client = tls.Server(&replayConn{Conn: client, head: head}, &tls.Config{
+	sc := tls.Server(&replayConn{Conn: client, head: head}, &tls.Config{
 		Certificates:           []tls.Certificate{*leaf},
 		NextProtos:             []string{"http/1.1"},
 		MinVersion:             tls.VersionTLS12,
 		SessionTicketsDisabled: true, // a new config per connection: a ticket could never be used
 	})
-	s.cl = &headLimit{r: s.client}
-	s.cr = bufio.NewReaderSize(s.cl, readBuf)
-	s.cw = bufio.NewWriterSize(s.client, writeBuf)
-	if err := handshake(ctx, s.client); err != nil {
+	s.setClient(sc)
+	if err := handshake(ctx, sc); err != nil {
 		return fmt.Errorf("intercept %s: TLS handshake with the sandbox: %w", host, err)
 	}
 
-	s.up = tls.Client(upstream, &tls.Config{
+	up := tls.Client(upstream, &tls.Config{
 		ServerName: host,
 		RootCAs:    i.RootCAs,
 		NextProtos: []string{"http/1.1"},
 		MinVersion: tls.VersionTLS12,
 	})
-	s.ul = &headLimit{r: s.up}
-	s.ur = bufio.NewReaderSize(s.ul, readBuf)
-	s.uw = bufio.NewWriterSize(s.up, writeBuf)
-	if err := handshake(ctx, s.up); err != nil {
+	s.setUp(up)
+	if err := handshake(ctx, up); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -230,8 +260,8 @@ func handshake(ctx context.Context, c *tls.Conn) error {
 	return c.HandshakeContext(ctx)
 }
 
-// session is one intercepted connection: the sandbox's side (client) and
-// the host's (up), each with its buffered reader and writer.
+// session is one intercepted (or relayed) connection: the sandbox's side
+// (client) and the host's (up), each with its buffered reader and writer.
 //
 // Who uses what: the serving goroutine reads requests from cr and
 // responses from ur and writes responses to cw; while a request's body is
@@ -239,22 +269,51 @@ func handshake(ctx context.Context, c *tls.Conn) error {
 // next request is awaited, another goroutine watches ur.
 type session struct {
 	ctx  context.Context
-	host string
+	host string // the host, or for a relayed connection where it goes
 	log  *slog.Logger
-	swap swapper
 
-	client *tls.Conn
+	// swaps returns the secrets to swap in now (intercepted
+	// connections); nil on a relayed one.
+	swaps func() []Swap
+	// route decides each request of a relayed connection: 0 to send it
+	// on, or the status to answer and the answer's text; nil on an
+	// intercepted one, whose requests must name host.
+	route func(*http.Request) (int, string)
+	// sent are the swaps whose values went on this connection, by
+	// value; scrub puts their placeholders back in what comes back.
+	sent  map[string]Swap
+	scrub *redact.Set
+	// warned are the placeholders and headers already warned of.
+	warned map[string]bool
+
+	client net.Conn // a *tls.Conn, or a relayed TCP connection
 	cl     *headLimit
 	cr     *bufio.Reader
 	cw     *bufio.Writer
 
-	up    *tls.Conn
+	up    net.Conn
 	upRaw net.Conn
 	ul    *headLimit
 	ur    *bufio.Reader
 	uw    *bufio.Writer
 
 	closeConns func() // closes both connections, at once
+}
+
+// setClient makes c the sandbox's side.
+func (s *session) setClient(c net.Conn) {
+	s.client = c
+	s.cl = &headLimit{r: c}
+	s.cr = bufio.NewReaderSize(s.cl, readBuf)
+	s.cw = bufio.NewWriterSize(c, writeBuf)
+}
+
+// setUp makes c the host's side.
+func (s *session) setUp(c net.Conn) {
+	s.up = c
+	s.ul = &headLimit{r: c}
+	s.ur = bufio.NewReaderSize(s.ul, readBuf)
+	s.uw = bufio.NewWriterSize(c, writeBuf)
 }
 
 // serve serves requests until the connection ends.
@@ -318,13 +377,17 @@ func (s *session) next() (*http.Request, error) {
 // the connection before the answer is read. No request body may be being
 // read.
 func (s *session) answer(status int, msg string) {
-	body := "hutch: " + strings.ReplaceAll(msg, "\n", "; ") + "\n"
+	s.answerText(status, "hutch: "+strings.ReplaceAll(msg, "\n", "; ")+"\n")
+}
+
+// answerText is answer with the body's text as it is.
+func (s *session) answerText(status int, body string) {
 	_, _ = fmt.Fprintf(s.cw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
 	if s.cw.Flush() != nil {
 		return
 	}
-	_ = s.client.CloseWrite()
+	_ = closeWrite(s.client)
 	s.cl.unbound()
 	_ = s.client.SetReadDeadline(time.Now().Add(linger))
 	_, _ = io.CopyN(io.Discard, s.cr, lingerBytes)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"fmt"
 	"hash"
@@ -28,15 +29,27 @@ type seen struct {
 	Target string   `json:"target"`
 }
 
-// echo answers with what it saw of the request (a host that reflects
-// headers, which is what the threat model warns of).
+// echo answers with what it saw of the request, in base32: a host that
+// reflects headers transformed in a way no scrubbing of responses can
+// follow (which the threat model warns of), so that tests see what the
+// host saw. decodeSeen reads it.
 func echo(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	_ = json.NewEncoder(w).Encode(seen{
-		Auth: r.Header.Get("Authorization"), Both: r.Header.Values("X-Both"),
+	b, _ := json.Marshal(seen{
+		Auth: r.Header.Get("Authorization"), Both: r.Header.Values("X-Both-Token"),
 		Key: r.URL.Query().Get("key"), Query: r.URL.RawQuery, Body: string(body),
 		Host: r.Host, Target: r.RequestURI,
 	})
+	_, _ = io.WriteString(w, base32.StdEncoding.EncodeToString(b))
+}
+
+// decodeSeen reads echo's answer, to its end.
+func decodeSeen(r io.Reader, s *seen) error {
+	b, err := io.ReadAll(base32.NewDecoder(base32.StdEncoding, r))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, s)
 }
 
 func TestSwap(t *testing.T) {
@@ -77,11 +90,11 @@ func TestSwap(t *testing.T) {
 		},
 		{
 			name: "repeated, and two secrets", swaps: []Swap{{Placeholder: ph1, Value: v1}, {Placeholder: ph2, Value: v2}},
-			target: "/", header: http.Header{"X-Both": {ph1 + ":" + ph1 + " " + ph2, "plain", ph2}},
+			target: "/", header: http.Header{"X-Both-Token": {ph1 + ":" + ph1 + " " + ph2, "plain", ph2}},
 			want: func(s seen) string {
 				want := []string{v1 + ":" + v1 + " " + v2, "plain", v2}
 				if strings.Join(s.Both, "|") != strings.Join(want, "|") {
-					return fmt.Sprintf("X-Both %q, want %q", s.Both, want)
+					return fmt.Sprintf("X-Both-Token %q, want %q", s.Both, want)
 				}
 				return ""
 			},
@@ -118,7 +131,7 @@ func TestSwap(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			var s seen
-			if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			if err := decodeSeen(resp.Body, &s); err != nil {
 				t.Fatal(err)
 			}
 			if msg := tt.want(s); msg != "" {
@@ -153,7 +166,7 @@ func TestKeepAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s seen
-		err = json.NewDecoder(resp.Body).Decode(&s)
+		err = decodeSeen(resp.Body, &s)
 		_ = resp.Body.Close()
 		if err != nil || s.Auth != "Bearer "+v1 || s.Target != "/n/"+strconv.Itoa(i) {
 			t.Fatalf("request %d: %v, %+v", i, err, s)

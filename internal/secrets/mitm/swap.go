@@ -3,8 +3,10 @@ package mitm
 import (
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -18,6 +20,15 @@ type Swap struct {
 	// string, where the value goes URL-encoded (url.QueryEscape).
 	Query bool
 }
+
+// String hides the value, should a Swap be printed.
+func (s Swap) String() string { return "swap of " + s.Placeholder }
+
+// GoString hides the value from %#v.
+func (s Swap) GoString() string { return s.String() }
+
+// LogValue hides the value from slog.
+func (s Swap) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // maxGrowth bounds how much a request's swaps may add to its head. A
 // head may be a megabyte and a value 64 KiB: without a bound, a request
@@ -102,14 +113,18 @@ func (rp replacement) replace(s *string, budget *int) (int, error) {
 	return found, nil
 }
 
-// request swaps the placeholders in req's header values, in place (in
-// a basic credential's user and password too), and (for swaps that ask
-// for it) in the query of target, the request target as the client sent
-// it. It returns the target to send and how many placeholders it
-// swapped.
+// request swaps the placeholders in the values of req's credential
+// headers (see credentialHeader), in place (in a basic credential's user
+// and password too), and (for swaps that ask for it) in the query of
+// target, the request target as the client sent it. It returns the
+// target to send and how many placeholders it swapped. Other headers are
+// left as they are.
 func (sw swapper) request(req *http.Request, target string) (string, int, error) {
 	budget, swapped := maxGrowth, 0
 	for key, vs := range req.Header {
+		if !credentialHeader(key) {
+			continue
+		}
 		credentials := key == "Authorization" || key == "Proxy-Authorization"
 		for i := range vs {
 			n, err := sw.header.replace(&vs[i], &budget)
@@ -159,6 +174,44 @@ func (sw swapper) basic(v *string, budget *int) (int, error) {
 	}
 	*v = out
 	return n, nil
+}
+
+// credentialHeader reports whether the header key (canonical, as net/http
+// parses it) is one where a credential goes, and so a placeholder is
+// swapped: Authorization, Proxy-Authorization, or a name whose last word
+// is Key, Token, Secret or Apikey (X-Api-Key, Api-Key, X-Goog-Api-Key,
+// Private-Token, X-Auth-Token, X-Api-Secret, X-Apikey). Hosts do not
+// echo these as they may other headers (User-Agent, Referer, X-Request-Id
+// or one of the client's making), which would hand the value back.
+func credentialHeader(key string) bool {
+	if key == "Authorization" || key == "Proxy-Authorization" {
+		return true
+	}
+	last := key[strings.LastIndexByte(key, '-')+1:]
+	switch strings.ToLower(last) {
+	case "key", "token", "secret", "apikey":
+		return true
+	}
+	return false
+}
+
+// misplaced returns the headers of h, other than credential headers, in
+// whose values a placeholder of swaps is: left as they are, which the
+// session tells its log.
+func misplaced(h http.Header, swaps []Swap) []string {
+	var out []string
+	for key, vs := range h {
+		if credentialHeader(key) {
+			continue
+		}
+		for _, v := range vs {
+			if slices.ContainsFunc(swaps, func(s Swap) bool { return s.Placeholder != "" && strings.Contains(v, s.Placeholder) }) {
+				out = append(out, key)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // validHeaderValue reports whether v may be a header field's value: no

@@ -199,7 +199,7 @@ func TestRefused(t *testing.T) {
 		{
 			name:  "swaps would make the head too large",
 			swaps: []Swap{{Placeholder: ph1, Value: big}},
-			raw:   "GET / HTTP/1.1\r\nHost: api.test\r\nX-Many: " + strings.Repeat(ph1+" ", 20) + "\r\n\r\n", status: 431,
+			raw:   "GET / HTTP/1.1\r\nHost: api.test\r\nX-Many-Token: " + strings.Repeat(ph1+" ", 20) + "\r\n\r\n", status: 431,
 		},
 	}
 	for _, tt := range tests {

@@ -65,6 +65,10 @@ const MinLen = 8
 type Secret struct {
 	Name  string // shown in place of the value: "[redacted:Name]"
 	Value string
+	// Replacement, when not empty, replaces every form of the value
+	// instead of "[redacted:Name]": the egress proxy puts a proxy
+	// secret's placeholder back where a host sent its value.
+	Replacement string
 }
 
 // Set is a compiled, immutable set of secrets to redact. It is safe for
@@ -99,6 +103,9 @@ func NewSet(secrets []Secret) *Set {
 		}
 		s.count++
 		repl := "[redacted:" + sec.Name + "]"
+		if sec.Replacement != "" {
+			repl = sec.Replacement
+		}
 		for _, f := range forms(sec.Value) {
 			if len(f) < MinLen || seen[f] {
 				continue
