@@ -27,14 +27,16 @@ import (
 
 // baseRecipe names how a base system is made. Changing debootstrap's
 // arguments changes it, so that no base system made the old way is reused.
-const baseRecipe = "minbase/1"
+// 2: the Release checked against the suite's keyring (--force-check-gpg),
+// the packages' scripts run in a sandbox (--foreign, then --second-stage).
+const baseRecipe = "minbase/2"
 
 // baseSystem makes the build's root the base system of opts' suite: from the
 // base kept in opts.CacheDir when there is one for the archive's state,
 // otherwise with debootstrap, keeping its result for the next build.
-func baseSystem(ctx context.Context, bin string, b *Build, opts DebianOptions, progress func(Progress)) error {
+func baseSystem(ctx context.Context, bin, keyring string, b *Build, opts DebianOptions, progress func(Progress)) error {
 	if opts.CacheDir == "" {
-		return debootstrap(ctx, bin, b, opts, progress)
+		return debootstrap(ctx, bin, keyring, b, opts, progress)
 	}
 	if err := os.MkdirAll(filepath.Join(opts.CacheDir, "base"), 0o700); err != nil {
 		return fmt.Errorf("package cache: %w", err)
@@ -56,7 +58,7 @@ func baseSystem(ctx context.Context, bin string, b *Build, opts DebianOptions, p
 		return unpackBase(ctx, kept, b.Root())
 	}
 	defer unlock()
-	if err := debootstrap(ctx, bin, b, opts, progress); err != nil {
+	if err := debootstrap(ctx, bin, keyring, b, opts, progress); err != nil {
 		return err
 	}
 	if kept != "" {

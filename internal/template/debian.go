@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,7 +44,10 @@ type DebianOptions struct {
 	// NpmPackages are installed with npm after the Debian packages, in a
 	// sandbox of the root that Run makes.
 	NpmPackages []string
-	Run         Runner
+	// Run runs the steps whose code is not the daemon's in sandboxes of
+	// the root: debootstrap's second stage (the base system's package
+	// scripts), apt-get and npm. Required.
+	Run Runner
 }
 
 // Progress is how far a build is.
@@ -87,9 +90,6 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err := checkNpm(opts.NpmPackages, opts.Packages); err != nil {
 		return Info{}, err
 	}
-	if len(opts.Packages) > 0 && opts.Run == nil {
-		return Info{}, errdefs.FailedPrecondition("packages are installed with apt-get in a sandbox, and this build has none to run it in")
-	}
 	if opts.Suite == "" || opts.Mirror == "" {
 		suite, mirror := HostDebian()
 		opts.Suite = orDefault(opts.Suite, suite)
@@ -102,16 +102,24 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err != nil {
 		return Info{}, err
 	}
+	// Every package's scripts run in a sandbox, the base system's too.
+	if opts.Run == nil {
+		return Info{}, errdefs.FailedPrecondition("a Debian template's package scripts run in sandboxes, and this build has none to run them in")
+	}
 	bin, err := exec.LookPath(orDefault(opts.Debootstrap, "debootstrap"))
 	if err != nil {
 		return Info{}, errdefs.Unavailable("debootstrap is not installed (apt-get install debootstrap; ./setup does): %v", err)
+	}
+	keyring, err := suiteKeyring(opts.Suite)
+	if err != nil {
+		return Info{}, err
 	}
 	b, err := s.Begin(name)
 	if err != nil {
 		return Info{}, err
 	}
 	defer func() { err = b.fail(ctx, err) }()
-	if err := baseSystem(ctx, bin, b, opts, progress); err != nil {
+	if err := baseSystem(ctx, bin, keyring, b, opts, progress); err != nil {
 		return Info{}, err
 	}
 	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
@@ -136,13 +144,17 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 			return Info{}, err
 		}
 	}
+	// Before npm: its packages' install scripts are the build's own code.
+	if err := keepPackages(b.Root(), opts.CacheDir); err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
 	if len(opts.NpmPackages) > 0 {
 		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, opts.CacheDir, opts.Run, progress); err != nil {
 			return Info{}, err
 		}
 	}
 	progress(Progress{Step: "finish", Message: "Cleaning package caches"})
-	if err := cleanPackageCaches(b.Root(), opts.CacheDir); err != nil {
+	if err := cleanPackageCaches(b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := letPipInstall(b.Root()); err != nil {
@@ -159,58 +171,6 @@ func orDefault(v, fallback string) string {
 		return fallback
 	}
 	return v
-}
-
-// debootstrap runs debootstrap into the build's root; a build with a
-// package cache calls it holding the cache's lock. Its full log goes to
-// build.log beside the root; its machine-readable progress (the protocol
-// it speaks to debian-installer on descriptor 3) becomes progress calls.
-func debootstrap(ctx context.Context, bin string, b *Build, opts DebianOptions, progress func(Progress)) error {
-	// Packages come later, from apt-get: debootstrap's own resolver does
-	// not get through the dependencies of packages such as npm.
-	args := []string{"--variant=minbase", "--debian-installer"}
-	if opts.CacheDir != "" {
-		args = append(args, "--cache-dir="+opts.CacheDir)
-	}
-	args = append(args, opts.Suite, b.Root(), opts.Mirror)
-
-	logFile, err := os.OpenFile(filepath.Join(b.dir, "build.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer pr.Close()
-	// #nosec G204 -- the arguments are validated names and URLs
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.ExtraFiles = []*os.File{pw} // descriptor 3
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C.UTF-8")
-	// debootstrap's children (dpkg in a chroot, maintainer scripts) go
-	// with it when the build is interrupted.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		_ = pw.Close()
-		return fmt.Errorf("start debootstrap: %w", err)
-	}
-	_ = pw.Close() // debootstrap has its copy: EOF when it ends
-	p := newInstallerParser(progress)
-	p.read(pr)
-	waitErr := cmd.Wait()
-	switch {
-	case ctx.Err() != nil:
-		return fmt.Errorf("template build interrupted: %w", context.Cause(ctx))
-	case waitErr != nil && p.err != "":
-		return errdefs.InvalidArgument("debootstrap %s from %s: %s", opts.Suite, opts.Mirror, p.err)
-	case waitErr != nil:
-		return fmt.Errorf("debootstrap %s from %s: %w%s", opts.Suite, opts.Mirror, waitErr, logTail(filepath.Join(b.dir, "build.log")))
-	}
-	return nil
 }
 
 // installerParser reads debootstrap's debian-installer protocol: blocks of
@@ -338,58 +298,104 @@ func logTail(path string) string {
 // finishDebianRoot makes a debootstrapped root a Hutch template: the
 // sandbox user and its workspace, and the mount points Hutch binds over.
 func finishDebianRoot(root string) error {
-	if err := addUser(root); err != nil {
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := addUser(r); err != nil {
 		return err
 	}
 	for _, d := range []skeletonDir{
 		{"home/user", 0o755, UserUID}, {"home/user/workspace", 0o755, UserUID}, {".hutch", 0o755, 0},
 	} {
-		path := filepath.Join(root, d.path)
-		if err := os.MkdirAll(path, d.mode); err != nil {
+		if err := r.mkdirAll(d.path); err != nil {
 			return err
 		}
-		if err := os.Chmod(path, d.mode); err != nil {
-			return err
-		}
-		if err := os.Lchown(path, d.uid, d.uid); err != nil {
+		if err := r.setMode(d.path, d.mode, d.uid, d.uid); err != nil {
 			return err
 		}
 	}
+	return touchMountPoints(r)
+}
+
+// touchMountPoints makes the files a sandbox of the root has bound over
+// or written at its start, unless the root has them.
+func touchMountPoints(r *rootDir) error {
 	for _, f := range []string{".hutch/hutch", "etc/hosts", "etc/hostname"} {
-		// #nosec G302 G304 -- mount points and per-sandbox files sandbox users read
-		fh, err := os.OpenFile(filepath.Join(root, f), os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
+		if err := r.mkdirAll(path.Dir(f)); err != nil {
 			return err
 		}
-		if err := fh.Close(); err != nil {
+		// #nosec G302 -- mount points and per-sandbox files sandbox users read
+		if err := r.touch(f, 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// cleanPackageCaches leaves a root without package caches (a sandbox that
-// wants packages runs apt-get update): the packages apt-get downloaded go
-// to cacheDir, for the next build, and the rest is removed.
-func cleanPackageCaches(root, cacheDir string) error {
-	if cacheDir != "" {
-		debs, err := filepath.Glob(filepath.Join(root, "var/cache/apt/archives/*.deb"))
-		if err != nil {
-			return err
+// keepPackages moves the packages apt-get downloaded into the root into
+// cacheDir, for the next build. It runs right after apt-get, before
+// anything of the build's own runs in the root (npm's install scripts):
+// what it takes is what apt-get checked against the archive's signed index,
+// never a file such a script put there. A package the cache has already
+// is not replaced, and one on another file system is not kept.
+func keepPackages(root, cacheDir string) error {
+	if cacheDir == "" {
+		return nil
+	}
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	const archives = "var/cache/apt/archives"
+	debs, err := r.glob(archives, "*.deb")
+	if err != nil || len(debs) == 0 {
+		return err
+	}
+	from, err := r.dir(archives)
+	if err != nil {
+		return err
+	}
+	defer from.Close()
+	to, err := os.Open(cacheDir)
+	if err != nil {
+		return fmt.Errorf("package cache: %w", err)
+	}
+	defer to.Close()
+	for _, deb := range debs {
+		if !deb.Type().IsRegular() {
+			continue
 		}
-		for _, deb := range debs {
-			if err := os.Rename(deb, filepath.Join(cacheDir, filepath.Base(deb))); err != nil {
-				return fmt.Errorf("keep downloaded package: %w", err)
-			}
+		// #nosec G115 -- descriptors
+		err := unix.Renameat2(int(from.Fd()), deb.Name(), int(to.Fd()), deb.Name(), unix.RENAME_NOREPLACE)
+		if err != nil && !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EXDEV) {
+			return fmt.Errorf("keep downloaded package %s: %w", deb.Name(), err)
 		}
 	}
-	for _, glob := range []string{"var/cache/apt/archives/*.deb", "var/cache/apt/archives/partial/*", "var/cache/apt/*.bin", "var/lib/apt/lists/*_*", "debootstrap"} {
-		matches, err := filepath.Glob(filepath.Join(root, glob))
+	return nil
+}
+
+// cleanPackageCaches leaves a root without package caches (a sandbox that
+// wants packages runs apt-get update). What it removes may be links the
+// build planted: they go, what they point at stays.
+func cleanPackageCaches(root string) error {
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, g := range []struct{ dir, pattern string }{
+		{"var/cache/apt/archives", "*.deb"}, {"var/cache/apt/archives/partial", "*"}, {"var/cache/apt", "*.bin"},
+		{"var/lib/apt/lists", "*_*"}, {".", "debootstrap"},
+	} {
+		matches, err := r.glob(g.dir, g.pattern)
 		if err != nil {
 			return err
 		}
 		for _, m := range matches {
-			if err := os.RemoveAll(m); err != nil {
+			if err := r.removeAll(path.Join(g.dir, m.Name())); err != nil {
 				return err
 			}
 		}
@@ -405,12 +411,20 @@ func cleanPackageCaches(root, cacheDir string) error {
 // /usr/lib stay as they were. The sandbox is the boundary the marker
 // stands in for on a shared system.
 func letPipInstall(root string) error {
-	markers, err := filepath.Glob(filepath.Join(root, "usr/lib/python3*/EXTERNALLY-MANAGED"))
+	r, err := openRoot(root)
 	if err != nil {
 		return err
 	}
-	for _, m := range markers {
-		if err := os.Remove(m); err != nil {
+	defer r.Close()
+	pythons, err := r.glob("usr/lib", "python3*")
+	if err != nil {
+		return fmt.Errorf("let pip install: %w", err)
+	}
+	for _, p := range pythons {
+		if !p.IsDir() {
+			continue // a link: what it points at is not the daemon's to change
+		}
+		if err := r.removeAll(path.Join("usr/lib", p.Name(), "EXTERNALLY-MANAGED")); err != nil {
 			return fmt.Errorf("let pip install: %w", err)
 		}
 	}
@@ -425,14 +439,19 @@ func letPipInstall(root string) error {
 // the boundary it stands in for, as for letPipInstall. Whatever starts
 // /usr/bin/chromium gets it: agent-browser, Puppeteer, Selenium.
 func letChromiumRun(root string) error {
-	dir := filepath.Join(root, "etc/chromium.d") // what the launcher sources
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	const dir = "etc/chromium.d" // what the launcher sources
+	if ok, err := r.isDir(dir); err != nil || !ok {
+		return err
 	}
 	const flags = "# Hutch: the sandbox is the boundary; Chromium's own sandbox cannot start in it.\n" +
 		`export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox"` + "\n"
 	// #nosec G306 -- a launcher setting, no secret
-	if err := os.WriteFile(filepath.Join(dir, "hutch-no-sandbox"), []byte(flags), 0o644); err != nil {
+	if err := r.writeFile(dir+"/hutch-no-sandbox", []byte(flags), 0o644); err != nil {
 		return fmt.Errorf("let chromium run: %w", err)
 	}
 	return nil
@@ -449,38 +468,40 @@ const HostLocalCAs = "/usr/local/share/ca-certificates"
 // trusts: ca-certificates, when installed, adds them to the root's bundle.
 // A missing dir is fine.
 func addLocalCAs(root, dir string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) && path == dir {
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && p == dir {
 			return filepath.SkipDir
 		}
-		if err != nil || !d.Type().IsRegular() || !strings.HasSuffix(path, ".crt") {
+		if err != nil || !d.Type().IsRegular() || !strings.HasSuffix(p, ".crt") {
 			return err
 		}
-		rel, err := filepath.Rel(dir, path)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		// #nosec G304 -- a certificate of the host's trust store
-		data, err := os.ReadFile(path)
+		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		target := filepath.Join(root, HostLocalCAs, rel)
-		// #nosec G301 -- as Debian makes it
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		target := path.Join(strings.TrimPrefix(HostLocalCAs, "/"), filepath.ToSlash(rel))
+		if err := r.mkdirAll(path.Dir(target)); err != nil {
 			return err
 		}
 		// #nosec G306 -- certificates are public
-		return os.WriteFile(target, data, 0o644)
+		return r.writeFile(target, data, 0o644)
 	})
 }
 
 // addUser adds the sandbox user (uid and gid 1000) to a root's account
 // files, unless it has the user already.
-func addUser(root string) error {
-	passwd := filepath.Join(root, "etc/passwd")
-	// #nosec G304 -- the build's own root
-	b, err := os.ReadFile(passwd)
+func addUser(r *rootDir) error {
+	b, err := r.readFile("etc/passwd")
 	if err != nil {
 		return err
 	}
@@ -492,17 +513,11 @@ func addUser(root string) error {
 		"etc/group":  fmt.Sprintf("%s:x:%d:\n", UserName, UserGID),
 		"etc/shadow": UserName + ":*:20000:0:99999:7:::\n",
 	} {
-		path := filepath.Join(root, file)
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && file == "etc/shadow" {
+		err := r.appendFile(file, []byte(line), false)
+		if errors.Is(err, fs.ErrNotExist) && file == "etc/shadow" {
 			continue
 		}
-		// #nosec G302 G304 -- the build's own root; the mode is kept
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return fmt.Errorf("add the sandbox user: %w", err)
-		}
-		_, werr := f.WriteString(line)
-		if err := errors.Join(werr, f.Close()); err != nil {
 			return fmt.Errorf("add the sandbox user: %w", err)
 		}
 	}
@@ -530,16 +545,13 @@ func addSecuritySource(root, url, suite string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// #nosec G302 G304 -- apt's sources, readable by all as apt wants, in the root being built
-	f, err := os.OpenFile(filepath.Join(root, "etc/apt/sources.list"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	r, err := openRoot(root)
 	if err != nil {
-		return "", fmt.Errorf("add the security archive: %w", err)
+		return "", err
 	}
-	_, err = fmt.Fprintf(f, "deb %s %s-security main\n", url, suite)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	defer r.Close()
+	line := fmt.Sprintf("deb %s %s-security main\n", url, suite)
+	if err := r.appendFile("etc/apt/sources.list", []byte(line), true); err != nil {
 		return "", fmt.Errorf("add the security archive: %w", err)
 	}
 	return host, nil

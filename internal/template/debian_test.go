@@ -1,6 +1,7 @@
 package template
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -144,6 +145,41 @@ func needDebootstrap(t *testing.T) {
 	}
 }
 
+// chrootRun stands in for a build's sandbox in these tests: it runs step
+// in a chroot of root, as root of the host, which the daemon never does
+// (its Runner is internal/templates' runBuildStep). Enough for
+// debootstrap's second stage, whose packages come from Debian.
+func chrootRun(ctx context.Context, root string, step RunStep) error {
+	// #nosec G204 -- the test's own steps
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{root}, step.Argv...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range step.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var last []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if step.Output != nil {
+			step.Output(sc.Text())
+		}
+		last = append(last[max(0, len(last)-9):], sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		return errdefs.InvalidArgument("the command failed (%v): %s", err, strings.Join(last, "\n"))
+	}
+	return nil
+}
+
 // packageCache is where these tests' builds keep the Debian packages they
 // download, across runs, as a host's builds do in its data dir: a build
 // downloads only what the last one did not (builds sharing it take turns
@@ -176,7 +212,7 @@ func TestBuildDebian(t *testing.T) {
 	build := func(name string, fresh bool) Info {
 		t.Helper()
 		steps = nil
-		info, err := s.BuildDebian(context.Background(), name, DebianOptions{CacheDir: packageCache(t), LocalCAs: cas, FreshBase: fresh},
+		info, err := s.BuildDebian(context.Background(), name, DebianOptions{CacheDir: packageCache(t), LocalCAs: cas, FreshBase: fresh, Run: chrootRun},
 			func(p Progress) {
 				if len(steps) == 0 || steps[len(steps)-1] != p.Step {
 					steps = append(steps, p.Step)
@@ -295,6 +331,9 @@ func TestBuildDebianStepFails(t *testing.T) {
 	s := openStore(t)
 	var ran []string
 	run := func(ctx context.Context, root string, step RunStep) error {
+		if strings.Contains(strings.Join(step.Argv, " "), "--second-stage") {
+			return chrootRun(ctx, root, step)
+		}
 		if _, err := os.Stat(filepath.Join(root, "usr/bin/apt-get")); err != nil {
 			t.Errorf("the step's root has no apt-get: %v", err)
 		}
@@ -322,7 +361,7 @@ func TestBuildDebianInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once bool
-	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: packageCache(t), FreshBase: true}, func(p Progress) {
+	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: packageCache(t), FreshBase: true, Run: chrootRun}, func(p Progress) {
 		// Cancel once packages are being unpacked: debootstrap has
 		// mounted /proc and /sys in the target by then, or soon after.
 		if p.Step == "unpack" && !once {
@@ -427,7 +466,7 @@ func TestBuildDebianNoDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.BuildDebian(context.Background(), "full", DebianOptions{CacheDir: packageCache(t)}, nil)
+	_, err = s.BuildDebian(context.Background(), "full", DebianOptions{CacheDir: packageCache(t), Run: chrootRun}, nil)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("build onto a full disk: %v, want resource exhausted", err)
 	}

@@ -13,9 +13,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hutchdev/hutch/internal/ctxio"
@@ -38,8 +42,31 @@ const SourceImage = "image"
 var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
 // PullImage makes name from the image ref in a registry (docker.io/library/
-// alpine:3.20, 127.0.0.1:5000/app@sha256:…).
+// alpine:3.20, 127.0.0.1:5000/app@sha256:…), at any address: the
+// administrator's pulls.
 func (s *Store) PullImage(ctx context.Context, name, ref string, progress func(Progress)) (Info, error) {
+	return s.pull(ctx, name, ref, remote.DefaultTransport, progress)
+}
+
+// PullPublicImage is PullImage from a registry at public addresses only:
+// a workspace's pulls, which must not reach the host's own networks
+// (loopback, private ranges, cloud metadata) through the daemon. Every
+// address a connection goes to is checked as it is dialled, a redirect's
+// too.
+func (s *Store) PullPublicImage(ctx context.Context, name, ref string, progress func(Progress)) (Info, error) {
+	r, err := parseRef(ref)
+	if err != nil {
+		return Info{}, err
+	}
+	// Checked first too, for a clear answer before anything is fetched.
+	if _, err := outwardAddrs(ctx, registryHost(r)); err != nil {
+		return Info{}, err
+	}
+	return s.pull(ctx, name, ref, outwardTransport(), progress)
+}
+
+// pull makes name from the image ref, reaching the registry through t.
+func (s *Store) pull(ctx context.Context, name, ref string, t http.RoundTripper, progress func(Progress)) (Info, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -51,7 +78,7 @@ func (s *Store) PullImage(ctx context.Context, name, ref string, progress func(P
 		return Info{}, err
 	}
 	progress(Progress{Step: "pull", Message: "Reading the manifest of " + r.String()})
-	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithPlatform(platform))
+	img, err := remote.Image(r, remote.WithContext(ctx), remote.WithPlatform(platform), remote.WithTransport(t))
 	if err != nil {
 		return Info{}, imageError(ctx, "pull "+r.String(), err)
 	}
@@ -236,8 +263,11 @@ func (s *Store) importImage(ctx context.Context, name string, img v1.Image, sour
 
 // imageError says what went wrong with an image for a person: the build
 // was interrupted, the disk is full, or the image is not usable (not
-// found, not an image, corrupt): an invalid argument.
+// found, not an image, corrupt): an invalid argument. A registry's answer
+// is told by its status and error codes, never its body, which may be
+// anything a server on the other end chose to say.
 func imageError(ctx context.Context, what string, err error) error {
+	var answer *transport.Error
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("template build interrupted: %w", context.Cause(ctx))
@@ -245,8 +275,29 @@ func imageError(ctx context.Context, what string, err error) error {
 		return errdefs.ResourceExhausted("%s: the daemon's disk is full: %v", what, err)
 	case errdefs.Kind(err) != nil:
 		return err
+	case errors.As(err, &answer):
+		return errdefs.InvalidArgument("%s: the registry answered %d %s%s", what, answer.StatusCode, http.StatusText(answer.StatusCode), errorCodes(answer))
 	}
 	return errdefs.InvalidArgument("%s: %v", what, err)
+}
+
+// validErrorCode is a registry's error code as the distribution spec has
+// them (MANIFEST_UNKNOWN, UNAUTHORIZED, …).
+var validErrorCode = regexp.MustCompile(`^[A-Z_]{1,40}$`)
+
+// errorCodes lists the error codes of a registry's answer that look like
+// codes, for a message.
+func errorCodes(answer *transport.Error) string {
+	var codes []string
+	for _, d := range answer.Errors {
+		if c := string(d.Code); validErrorCode.MatchString(c) && !slices.Contains(codes, c) {
+			codes = append(codes, c)
+		}
+	}
+	if len(codes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(codes, ", ") + ")"
 }
 
 // finishImageRoot gives an image's root what every template has. An image

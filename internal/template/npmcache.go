@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -33,21 +34,33 @@ func seedNpmCache(root, cacheDir string) error {
 	if cacheDir == "" {
 		return nil
 	}
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	from := filepath.Join(cacheDir, "npm", "content-v2")
-	to := filepath.Join(root, npmCacheDir, "_cacache", "content-v2")
-	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+	to := path.Join(npmCacheDir, "_cacache", "content-v2")
+	err = filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(from, path)
+		rel, err := filepath.Rel(from, p)
 		if err != nil {
 			return err
 		}
+		target := path.Join(to, filepath.ToSlash(rel))
 		if d.IsDir() {
-			// #nosec G301 -- npm in the build's sandbox reads it as root
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+			return r.mkdirAll(target)
 		}
-		return copyFile(path, filepath.Join(to, rel))
+		// #nosec G304 -- a file of the daemon's cache
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		// #nosec G306 -- npm in the build's sandbox reads it
+		return r.writeFrom(target, f, 0o644)
 	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -57,35 +70,36 @@ func seedNpmCache(root, cacheDir string) error {
 
 // keepNpmCache moves into cacheDir the tarballs of root's npm cache that
 // are what their names say, drops the rest of it from root, and forgets
-// tarballs no build used for npmCacheMaxAge.
+// tarballs no build used for npmCacheMaxAge. The root's npm cache is the
+// build's (npm's install scripts ran beside it): it is read beneath the
+// root, no link followed.
 func keepNpmCache(root, cacheDir string) (err error) {
-	built := filepath.Join(root, npmCacheDir)
-	defer func() { err = errors.Join(err, os.RemoveAll(built)) }()
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	defer func() { err = errors.Join(err, r.removeAll(npmCacheDir)) }()
 	if cacheDir == "" {
 		return nil
 	}
-	from := filepath.Join(built, "_cacache", "content-v2", "sha512")
 	to := filepath.Join(cacheDir, "npm", "content-v2", "sha512")
-	err = filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		rel, err := filepath.Rel(from, path)
-		if err != nil {
-			return err
-		}
-		kept := filepath.Join(to, rel)
+	err = walkFiles(r, path.Join(npmCacheDir, "_cacache", "content-v2", "sha512"), func(rel string, f *os.File) error {
+		kept := filepath.Join(to, filepath.FromSlash(rel))
 		if _, err := os.Stat(kept); err == nil {
 			now := time.Now()
 			return os.Chtimes(kept, now, now) // used: kept longer
 		}
-		if ok, err := matchesDigest(path, strings.ReplaceAll(rel, string(filepath.Separator), "")); err != nil || !ok {
+		if ok, err := matchesDigest(f, strings.ReplaceAll(rel, "/", "")); err != nil || !ok {
 			return err // one that is not what its name says stays out
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
 		}
 		if err := os.MkdirAll(filepath.Dir(kept), 0o700); err != nil {
 			return err
 		}
-		return copyFile(path, kept)
+		return copyFrom(f, kept)
 	})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("keep npm's downloads: %w", err)
@@ -93,33 +107,63 @@ func keepNpmCache(root, cacheDir string) (err error) {
 	return pruneOlder(to, npmCacheMaxAge)
 }
 
-// matchesDigest reports whether the file at path has the SHA-512 hexDigest.
-func matchesDigest(path, hexDigest string) (bool, error) {
+// walkFiles calls fn with each regular file under directory dir of the
+// root (its path relative to dir, and the file opened for reading); links
+// and other files are passed over, never followed.
+func walkFiles(r *rootDir, dir string, fn func(rel string, f *os.File) error) error {
+	var walk func(rel string) error
+	walk = func(rel string) error {
+		entries, err := r.glob(path.Join(dir, rel), "*")
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			sub := path.Join(rel, e.Name())
+			switch {
+			case e.IsDir():
+				err = walk(sub)
+			case e.Type().IsRegular():
+				err = withFile(r, path.Join(dir, sub), func(f *os.File) error { return fn(sub, f) })
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(".")
+}
+
+// withFile calls fn with the regular file rel of the root opened for
+// reading.
+func withFile(r *rootDir, rel string, fn func(*os.File) error) error {
+	f, err := r.open(rel, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return err
+	}
+	return fn(f)
+}
+
+// matchesDigest reports whether what r holds has the SHA-512 hexDigest.
+func matchesDigest(r io.Reader, hexDigest string) (bool, error) {
 	want, err := hex.DecodeString(hexDigest)
 	if err != nil || len(want) != sha512.Size {
 		return false, nil
 	}
-	// #nosec G304 -- a file of a build's root
-	f, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
 	h := sha512.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return false, err
 	}
 	return string(h.Sum(nil)) == string(want), nil
 }
 
-// copyFile copies a regular file to a new path, whole or not at all.
-func copyFile(from, to string) error {
-	// #nosec G304 -- paths of the daemon's cache and a build's root
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
+// copyFrom copies what src holds to a new file at path to, whole or not
+// at all.
+func copyFrom(src io.Reader, to string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(to), ".copy-*")
 	if err != nil {
 		return err

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 )
@@ -108,7 +110,7 @@ func mirrorAddress(mirror string) (string, error) {
 // aptInstall installs Debian packages with apt-get, run in a sandbox of the
 // root that reaches only the archives (host:port): dpkg's maintainer scripts run there,
 // not on the host. Packages in cacheDir are not downloaded again; the ones
-// downloaded are kept there by cleanPackageCaches.
+// downloaded are kept there by keepPackages.
 func aptInstall(ctx context.Context, root string, packages, archives []string, cacheDir string, run Runner, progress func(Progress)) error {
 	progress(Progress{Step: "index", Message: "Reading the package lists of " + strings.Join(archives, " and ")})
 	if err := seedPackageCache(root, cacheDir); err != nil {
@@ -145,13 +147,26 @@ func seedPackageCache(root, cacheDir string) error {
 		return nil
 	}
 	debs, err := filepath.Glob(filepath.Join(cacheDir, "*.deb"))
+	if err != nil || len(debs) == 0 {
+		return err
+	}
+	r, err := openRoot(root)
 	if err != nil {
 		return err
 	}
-	archive := filepath.Join(root, "var/cache/apt/archives")
+	defer r.Close()
+	archive, err := r.dir("var/cache/apt/archives")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // apt-get makes it, and downloads
+	}
+	if err != nil {
+		return err
+	}
+	defer archive.Close()
 	for _, deb := range debs {
-		err := os.Link(deb, filepath.Join(archive, filepath.Base(deb)))
-		if errors.Is(err, os.ErrExist) {
+		// #nosec G115 -- a descriptor
+		err := unix.Linkat(unix.AT_FDCWD, deb, int(archive.Fd()), filepath.Base(deb), 0)
+		if errors.Is(err, unix.EEXIST) {
 			continue
 		}
 		if err != nil {

@@ -225,9 +225,16 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Suite != "" || req.Mirror != "" {
 			return Info{}, errdefs.InvalidArgument("image goes alone: a template comes from an image or from Debian packages, not both")
 		}
+		pull := s.templates.PullPublicImage
+		if req.Admin {
+			pull = s.templates.PullImage
+		}
 		return s.made(req.Name, "pull", func() (template.Info, error) {
-			return s.templates.PullImage(ctx, req.Name, req.Image, progress)
+			return pull(ctx, req.Name, req.Image, progress)
 		})
+	}
+	if err := checkDebianSource(req); err != nil {
+		return Info{}, err
 	}
 	if r, ok := template.RecipeFor(req.Name); ok && len(req.Packages) == 0 && len(req.NpmPackages) == 0 {
 		req.Packages, req.NpmPackages = r.Packages, r.NpmPackages
@@ -239,6 +246,26 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 			NpmPackages: req.NpmPackages, Run: s.runBuildStep,
 		}, progress)
 	})
+}
+
+// checkDebianSource refuses a workspace's key a suite or a mirror of its
+// own: the host's release from the host's mirror is what a workspace
+// builds. Another suite's keyring may be missing or weaker, and a mirror
+// is a server the daemon fetches from as root, on whatever network it is
+// (see internal/template/debootstrap.go); both are the administrator's to
+// choose.
+func checkDebianSource(req BuildRequest) error {
+	if req.Admin {
+		return nil
+	}
+	suite, mirror := template.HostDebian()
+	if req.Suite != "" && req.Suite != suite {
+		return errdefs.PermissionDenied("suite %s: a workspace's key builds from the host's release, %s; leave suite out, or have the daemon's own key (api.key) build the template", req.Suite, suite)
+	}
+	if req.Mirror != "" && req.Mirror != mirror {
+		return errdefs.PermissionDenied("mirror %s: a workspace's key builds from the host's mirror, %s; leave mirror out, or have the daemon's own key (api.key) build the template", req.Mirror, mirror)
+	}
+	return nil
 }
 
 // Import makes a template from an image archive (docker-archive or OCI
