@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -179,5 +181,76 @@ func TestAttackKeyReachesAdminWorkspace(t *testing.T) {
 	status, body := s.admin().raw(t, http.MethodPost, "/v1/keys", `{"name":"sneaky","workspace":"default"}`)
 	if status != http.StatusForbidden || !strings.Contains(body, "administrator's") {
 		t.Errorf("a key in the administrator's workspace: %d %s, want 403", status, body)
+	}
+}
+
+// Finding 16 (MCP): a handler, with its sessions, was made for every
+// Hutch-User a key sent, and never freed: one key could grow the daemon's
+// memory without bound. Handlers are per key; the user is the session's.
+func TestAttackMCPHandlersPerUser(t *testing.T) {
+	t.Parallel()
+	s := New(Config{})
+	h, err := s.mcpHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for i := range 50 {
+		r := httptest.NewRequest(http.MethodPost, mcpPath, strings.NewReader(initialize))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r = r.WithContext(withCaller(r.Context(), caller{key: "app", workspace: "acme", user: fmt.Sprintf("user-%d", i)}))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || w.Header().Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize as user-%d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	if n := h.(*mcpHandlers).keys(); n != 1 {
+		t.Errorf("one key naming 50 users has %d MCP handlers, want 1", n)
+	}
+}
+
+// Finding 16 (key names): key names were one namespace for every
+// workspace, so a key making keys learned from "already exists" which
+// names other workspaces' keys had. A workspace's keys are named in its
+// own namespace.
+func TestAttackKeyNamesAcrossWorkspaces(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	ctx := t.Context()
+	a, b := s.keyIn(t, "a-app", "ws-a"), s.keyIn(t, "b-app", "ws-b")
+	if _, err := a.CreateAPIKey(ctx, "ci", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client.CreateAPIKeyWith(ctx, client.CreateAPIKeyRequest{Name: "deploy", Workspace: "ws-a"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ci", "deploy"} {
+		made, err := b.CreateAPIKey(ctx, name, "")
+		if err != nil {
+			t.Errorf("workspace ws-b making key %s, a name ws-a has: %v", name, err)
+			continue
+		}
+		if made.Name != name || made.Workspace != "ws-b" {
+			t.Errorf("ws-b's key %s: %+v", name, made)
+		}
+	}
+	list, err := b.ListAPIKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range list {
+		names = append(names, k.Name)
+	}
+	if strings.Join(names, ",") != "b-app,ci,deploy" {
+		t.Errorf("ws-b's keys: %q, want b-app, ci and deploy, plain", names)
+	}
+	if err := b.DeleteAPIKey(ctx, "ci"); err != nil {
+		t.Errorf("ws-b deleting its key ci: %v", err)
+	}
+	if list, err := a.ListAPIKeys(ctx); err != nil || len(list) != 3 {
+		t.Errorf("ws-a's keys after ws-b deleted its ci: %+v, %v", list, err)
 	}
 }

@@ -15,8 +15,8 @@ import (
 // keys of its own workspace with no more than its own rights, and lists
 // and removes its workspace's keys.
 
-func apiKeyJSON(k *apikeys.Key) client.APIKey {
-	return client.APIKey{Name: k.Name, Workspace: k.Workspace, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
+func apiKeyJSON(c caller, k *apikeys.Key) client.APIKey {
+	return client.APIKey{Name: c.shown(k.Name), Workspace: k.Workspace, ToolsMode: k.ToolsMode, NetworkMode: k.NetworkMode, CreatedAt: k.CreatedAt}
 }
 
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
@@ -39,12 +39,14 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		}
 		req.ToolsMode, req.NetworkMode = orValue(req.ToolsMode, c.toolsMode), orValue(req.NetworkMode, string(c.networkMode))
 	}
-	key, rec, err := s.keys.Create(r.Context(), apikeys.CreateRequest{Name: req.Name, Workspace: req.Workspace, ToolsMode: req.ToolsMode, NetworkMode: req.NetworkMode})
+	// A key's keys are named in its workspace's own namespace: a name
+	// taken in another workspace is not "already exists" to it.
+	key, rec, err := s.keys.Create(r.Context(), apikeys.CreateRequest{Name: req.Name, Workspace: req.Workspace, ToolsMode: req.ToolsMode, NetworkMode: req.NetworkMode, Own: !c.admin})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	out := apiKeyJSON(rec)
+	out := apiKeyJSON(c, rec)
 	out.Key = key
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -72,7 +74,8 @@ func orValue(v, def string) string {
 }
 
 func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.keys.List(r.Context(), callerOf(r.Context()).filter(r))
+	c := callerOf(r.Context())
+	keys, err := s.keys.List(r.Context(), c.filter(r))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -81,7 +84,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 		Keys []client.APIKey `json:"keys"`
 	}{Keys: []client.APIKey{}}
 	for _, k := range keys {
-		out.Keys = append(out.Keys, apiKeyJSON(k))
+		out.Keys = append(out.Keys, apiKeyJSON(c, k))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -19,33 +19,54 @@ import (
 // mcpHandler serves the MCP tools at /mcp, over streamable HTTP, acting on
 // the Manager and the tools service directly. Requests need the API key as every route does.
 // A session acts as the caller that opened it: in its workspace, for its
-// user, its tool calls in the sandbox mode of its key. Each caller has
-// sessions of its own (a handler per key, workspace and user), so that a
-// session's id presented with another key finds no session.
+// user, its tool calls in the sandbox mode of its key. Each key (in each
+// workspace the administrator acts in) has sessions of its own, so that a
+// session's id presented with another key finds no session. The user is
+// not part of that: a key names whichever user it likes (Hutch-User), so
+// a handler per user would guard nothing and grow with every name sent.
+// A session unused for mcpSessionIdle is closed.
 func (s *Server) mcpHandler() (http.Handler, error) {
 	if _, err := mcpserver.New(managerSandboxes{s: s}, s.version); err != nil {
 		return nil, err // the catalogue's schemas, checked once
 	}
-	var (
-		mu       sync.Mutex
-		handlers = map[caller]http.Handler{}
-	)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := callerOf(r.Context())
-		mu.Lock()
-		h, ok := handlers[c]
-		if !ok {
-			mode, _ := toolMode(r.Context(), "")
-			h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
-				srv, _ := mcpserver.New(managerSandboxes{s: s, mode: mode, c: c}, s.version) // checked above
-				return srv
-			}, &mcp.StreamableHTTPOptions{Logger: s.log})
-			handlers[c] = h
-		}
-		mu.Unlock()
-		h.ServeHTTP(w, r)
-	}), nil
+	return &mcpHandlers{s: s, byKey: map[caller]http.Handler{}}, nil
 }
+
+// mcpHandlers are the MCP handlers of each key (see mcpHandler).
+type mcpHandlers struct {
+	s     *Server
+	mu    sync.Mutex
+	byKey map[caller]http.Handler
+}
+
+func (m *mcpHandlers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := callerOf(r.Context())
+	key.user = ""
+	m.mu.Lock()
+	h, ok := m.byKey[key]
+	if !ok {
+		h = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+			c := callerOf(r.Context()) // the request opening the session
+			mode, _ := toolMode(r.Context(), "")
+			srv, _ := mcpserver.New(managerSandboxes{s: m.s, mode: mode, c: c}, m.s.version) // checked in mcpHandler
+			return srv
+		}, &mcp.StreamableHTTPOptions{Logger: m.s.log, SessionTimeout: mcpSessionIdle})
+		m.byKey[key] = h
+	}
+	m.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+// keys is how many keys have handlers.
+func (m *mcpHandlers) keys() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byKey)
+}
+
+// mcpSessionIdle is how long an MCP session may go unused: an agent's
+// client keeps it for a conversation, and one that left frees it.
+const mcpSessionIdle = 30 * time.Minute
 
 // managerSandboxes is mcpserver.Sandboxes on the Manager, its tool calls
 // on the tools service, answering as the REST API does, for caller c: its

@@ -17,6 +17,16 @@ import (
 // sandbox's workspace: a key of it, as every route (another workspace's
 // key finds no sandbox: 404), or a request PreviewAccess lets through.
 //
+// A path-routed preview is on the API's own origin, the console's: the
+// proxy (internal/preview) answers it sandboxed in an opaque origin (CSP
+// sandbox, never allow-same-origin), without Service-Worker-Allowed, and
+// refuses it a service worker's script (403 permission_denied), so that
+// no page of a sandbox's reads the console's key or sees its requests.
+// Host routing gives each preview an origin of its own. Whichever way a
+// request comes, Hutch's credentials stay on this side: the key (as
+// Authorization, X-Api-Key or a hutch.bearer.* subprotocol), the links'
+// cookies, Hutch-* headers.
+//
 // Preview requests are not in the audit log: a page's every asset would
 // be an entry, and they change nothing of Hutch's. Nor are their bodies
 // redacted as the API's answers are: they are the sandbox's own server's,

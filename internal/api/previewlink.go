@@ -24,7 +24,9 @@ import (
 // preview (its host with host routing, its path prefix with path routing)
 // and redirects to the clean URL; later requests carry the cookie, which
 // the proxy strips with every hutch_ cookie before the request reaches the
-// sandbox. A service started public answers anyone.
+// sandbox. The cookie is Secure whenever the daemon is reached over HTTPS,
+// its own TLS or a proxy's in front of it (PublicURL https://…). A
+// service started public answers anyone.
 //
 // A page that frames a host-routed preview (the console's preview pane) is
 // another site than the preview's host, and a browser neither keeps nor
@@ -59,9 +61,9 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview
 		}
 		http.SetCookie(w, &http.Cookie{
 			Name: previewCookie, Value: tok, Path: cookiePath(t), Expires: time.Unix(claim.Expires, 0),
-			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.servesHTTPS(r),
 		})
-		if t.Prefix == "" && (r.TLS != nil || isLocalhost(r.Host)) {
+		if t.Prefix == "" && (s.servesHTTPS(r) || isLocalhost(r.Host)) {
 			http.SetCookie(w, &http.Cookie{
 				Name: embedCookie, Value: tok, Path: "/", Expires: time.Unix(claim.Expires, 0),
 				HttpOnly: true, SameSite: http.SameSiteNoneMode, Secure: true, Partitioned: true,
@@ -75,15 +77,35 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview
 		http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
 		return true, nil
 	}
-	for _, name := range []string{previewCookie, embedCookie} {
-		if c, err := r.Cookie(name); err == nil {
-			if _, err := s.checkLink(c.Value, t); err != nil {
-				return false, err
-			}
-			return false, nil
+	return false, s.checkLinkCookies(r, t)
+}
+
+// checkLinkCookies lets r through when one of its link cookies is a link
+// to t. Every cookie of those names is checked, not only the first: a
+// page of another preview may set one of the same name for a wider path
+// or a parent domain (cookie tossing), which a browser may send first.
+func (s *Server) checkLinkCookies(r *http.Request, t preview.Target) error {
+	refused := errPrivatePreview
+	for _, c := range r.Cookies() {
+		if c.Name != previewCookie && c.Name != embedCookie {
+			continue
+		}
+		_, err := s.checkLink(c.Value, t)
+		if err == nil {
+			return nil
+		}
+		if refused == errPrivatePreview {
+			refused = err // the first cookie's reason
 		}
 	}
-	return false, errPrivatePreview
+	return refused
+}
+
+// servesHTTPS reports whether r reached the daemon over HTTPS: its own
+// TLS, or a public URL of https, whose proxy in front terminates it.
+func (s *Server) servesHTTPS(r *http.Request) bool {
+	u, err := url.Parse(s.publicURL)
+	return r.TLS != nil || err == nil && strings.EqualFold(u.Scheme, "https")
 }
 
 // isLocalhost reports whether host (with or without a port) is a localhost

@@ -51,6 +51,8 @@ func (s *Server) snapshotName(ctx context.Context, c caller, id, name string) (s
 		return "", errdefs.InvalidArgument("snapshot name %q: '~' is not allowed", name)
 	case name == "":
 		return "", errdefs.InvalidArgument("name is required")
+	case name == template.HostName:
+		return "", errdefs.InvalidArgument("a snapshot cannot be named %s", template.HostName)
 	}
 	ws, err := s.m.Workspace(ctx, id)
 	if err != nil {

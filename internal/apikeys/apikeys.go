@@ -74,6 +74,11 @@ type CreateRequest struct {
 	// NetworkMode: its sandboxes may ask for this mode or a more isolated
 	// one (default: full).
 	NetworkMode string
+	// Own: the name is its workspace's own, kept qualified with it
+	// (workspace.Qualify) as volumes' and templates' are, so that the
+	// names a workspace's keys pick say nothing of another's (a key
+	// making keys: see internal/api). Workspace must be given.
+	Own bool
 }
 
 // Create makes a key as req says. It returns the key.
@@ -85,6 +90,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (string, *Key, 
 	ws, err := s.keyWorkspace(ctx, name, ws)
 	if err != nil {
 		return "", nil, err
+	}
+	if req.Own {
+		name = workspace.Qualify(name, ws)
 	}
 	if toolsMode == "" {
 		toolsMode = tools.ModeAll
@@ -161,9 +169,12 @@ func (s *Service) Delete(ctx context.Context, ws, name string) error {
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(keys, func(k *Key) bool { return k.Name == name }) {
+		own := workspace.Qualify(name, ws)
+		i := slices.IndexFunc(keys, func(k *Key) bool { return k.Name == name || k.Name == own })
+		if i < 0 {
 			return errdefs.NotFound("API key %s not found", name)
 		}
+		name = keys[i].Name
 	}
 	return s.store.DeleteAPIKey(ctx, name)
 }

@@ -35,7 +35,7 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "tools-host-user": &fileCfg.ToolsHostUser, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
@@ -84,6 +84,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", cfg.PreviewDomain, "serve a sandbox's port at {port}-{sandbox}.DOMAIN on --listen too (browsers resolve *.localhost themselves; another domain needs a wildcard DNS record); \"\": path routing only")
 	f.StringVar(&cfg.E2BListen, "e2b-listen", cfg.E2BListen, "TCP address of the E2B sandbox front (E2B_SANDBOX_URL; E2B's control plane is on --listen under /e2b; `hutch e2b env` prints both); \"\": none")
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
+	f.StringVar(&cfg.ToolsHostUser, "tools-host-user", "", "the user (name, uid or uid:gid) tool calls on the host run as, never root (default: the owner of --tools-host-dir)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where state, the API key and sandboxes live")
 	f.StringVar(&cfg.Store, "store", cfg.Store, "keep the state in this PostgreSQL database (postgres://user@host/db; the password from $PGPASSWORD or ~/.pgpass) (default: SQLite in --data-dir)")
@@ -104,7 +105,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&cfg.MaxStreams, "max-streams", 0, "event streams and WebSockets each API key may hold open (default 256; negative: no limit)")
 	f.StringVar(&cfg.Role, "role", cfg.Role, "all: a single box; node: run sandboxes on this host for the API replicas; api: serve the API and send each call to the node holding its sandbox (node and api share --store and --api-key-file)")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's name among the others (default: the host's name)")
-	f.StringVar(&cfg.Advertise, "advertise", "", "the URL API replicas reach this node's API on (default: http:// and --listen)")
+	f.StringVar(&cfg.Advertise, "advertise", "", "the URL API replicas reach this node's API on, over TLS pinned to the certificate it publishes in the store (default: https:// and --listen)")
 	f.StringVar(&cfg.APIKeyFile, "api-key-file", "", "a file holding the API key, the same for every node and replica (default: api.key in --data-dir, made on first start)")
 	f.StringVar(&cfg.ImageStore, "image-store", "", "where suspended sandboxes' images go so that another node can resume them: a directory every node mounts, or s3://bucket/prefix?endpoint=URL (keys from $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY) (default: none)")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "how often a node tells the others it is up (default 5s)")

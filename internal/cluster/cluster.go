@@ -8,8 +8,9 @@
 //	              │  (any)        │ (the one holding the sandbox)
 //	              └──── store ────┘  nodes' heartbeats, sandboxes' records
 //
-// Membership: each node writes its record, with its capacity and what it
-// has, every heartbeat (Beat). Every daemon watches the records (Watch):
+// Membership: each node writes its record, with its capacity, what it
+// has, and the fingerprint of the certificate it serves (tls.go), every
+// heartbeat (Beat). Every daemon watches the records (Watch):
 // a node silent for longer than the timeout is marked lost, and its live
 // sandboxes error with that reason, in one transaction of the store, so
 // that of several daemons noticing at once one does it.
@@ -19,6 +20,10 @@
 // store's unique key: of two nodes racing, the loser finds the winner's
 // sandbox and answers misdirected, naming the winner, where the replica
 // sends the call again (Router).
+//
+// Trust: every call to a node is TLS, pinned to the certificate the
+// node's record names (tls.go), and carries the cluster key, which no
+// tenant holds (key.go); a node refuses any call without it.
 package cluster
 
 import (
@@ -51,8 +56,10 @@ var live = []lifecycle.State{
 // Member is a node daemon's membership.
 type Member struct {
 	Store store.Nodes
-	// ID names the node; URL is its API as the replicas reach it.
-	ID, URL string
+	// ID names the node; URL is its API as the replicas reach it
+	// (https://), and Fingerprint the SHA-256 of the certificate it
+	// serves there (Identity), which the replicas accept from it alone.
+	ID, URL, Fingerprint string
 	// Report tells what the node has now, for each heartbeat.
 	Report func(ctx context.Context) (store.NodeReport, error)
 	// Every is the heartbeat's interval (DefaultHeartbeat when 0).
@@ -75,7 +82,7 @@ func Beat(ctx context.Context, m Member) error {
 			return fmt.Errorf("tell what node %s has: %w", m.ID, err)
 		}
 		return m.Store.PutNode(ctx, &store.Node{
-			ID: m.ID, URL: m.URL, State: store.NodeUp, Report: report,
+			ID: m.ID, URL: m.URL, Fingerprint: m.Fingerprint, State: store.NodeUp, Report: report,
 			StartedAt: started, HeartbeatAt: time.Now().UTC(),
 		})
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/lifecycle"
 	"github.com/hutchdev/hutch/internal/preview"
@@ -32,9 +35,22 @@ type RouterStore interface {
 	MoveSandbox(ctx context.Context, id, from, to string, at time.Time) error
 }
 
+// KeyLookup finds the API key a caller gave (apikeys.Service has it):
+// ErrNotFound when it is none.
+type KeyLookup interface {
+	Lookup(ctx context.Context, key string) (*apikeys.Key, error)
+}
+
 // RouterConfig wires a Router.
 type RouterConfig struct {
 	Store RouterStore
+	// Nodes is how the replica calls nodes: pinned TLS and the cluster
+	// key (required).
+	Nodes *NodeTransport
+	// AdminKey is the daemon's own key, and Keys the others': a call that
+	// would move a lost node's sandbox must carry one that may see it.
+	AdminKey string
+	Keys     KeyLookup
 	// PreviewDomain is the domain of previews' hosts,
 	// {port}-{sandbox}.DOMAIN ("": path routing only), as the nodes'.
 	PreviewDomain string
@@ -50,10 +66,13 @@ type RouterConfig struct {
 }
 
 // Router is an API replica's handler: it sends each call on to a node,
-// as it came (the node checks the caller's key, as a single box does):
-// a call about a sandbox to the node holding it, a create to the node
-// placement picks, anything else to any node up, since every node
-// answers it from the shared store.
+// as it came (the node checks the caller's key, as a single box does),
+// over TLS pinned to the node's certificate and with the cluster key
+// (NodeTransport): a call about a sandbox to the node holding it, a
+// create to the node placement picks, anything else to any node up,
+// since every node answers it from the shared store. The one thing it
+// does itself, moving a lost node's suspended sandbox to another node,
+// it does only for a caller whose key may see that sandbox (mayMove).
 type Router struct {
 	cfg RouterConfig
 	// e2b: this Router is E2B's sandbox front's, sending calls to the
@@ -83,14 +102,6 @@ func NewRouter(cfg RouterConfig) *Router {
 		log = slog.New(slog.DiscardHandler)
 	}
 	rt := &Router{cfg: cfg, log: log, placer: &Placer{Sample: cfg.Sample, Timeout: cfg.Timeout}, mcp: &mcpSessions{self: cfg.Self, version: cfg.Version}}
-	transport := &http.Transport{
-		// Never through an HTTP proxy from the environment: nodes are
-		// reached directly.
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
 	rt.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(targetOf(pr.In.Context()).url)
@@ -99,7 +110,7 @@ func NewRouter(cfg RouterConfig) *Router {
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
 		},
-		Transport: &redirecting{base: transport, rt: rt},
+		Transport: &redirecting{rt: rt},
 		// Streams (exec's output, events, logs) go on as they come.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -125,10 +136,11 @@ func NewE2BRouter(cfg RouterConfig) *Router {
 	return rt
 }
 
-// target is where a call goes.
+// target is where a call goes, and how.
 type target struct {
 	node string
 	url  *url.URL
+	rt   http.RoundTripper
 }
 
 type targetKey struct{}
@@ -139,6 +151,12 @@ func targetOf(ctx context.Context) target {
 }
 
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isInternal(r.URL.Path) {
+		// Nodes' own calls: the cluster key the replica adds to what it
+		// sends on must not open them to a caller.
+		api.WriteError(w, r, rt.log, errdefs.NotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
+		return
+	}
 	if r.URL.Path == mcpPath && rt.cfg.Self != "" && !isPreviewHost(r, rt.cfg.PreviewDomain) {
 		rt.mcp.ServeHTTP(w, r, rt)
 		return
@@ -192,6 +210,13 @@ func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (targe
 	if err != nil {
 		return target{}, err
 	}
+	if !slices.ContainsFunc(nodes, func(n *store.Node) bool { return n.ID == sb.Node }) {
+		// A node that joined since this replica's list was read (another
+		// replica placed the sandbox there): read it again.
+		if nodes, err = rt.readNodes(r.Context()); err != nil {
+			return target{}, err
+		}
+	}
 	for _, n := range nodes {
 		if n.ID != sb.Node {
 			continue
@@ -203,6 +228,9 @@ func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (targe
 			return rt.anyNode(nodes)
 		}
 		if sb.State == lifecycle.Suspended && sb.Image != "" {
+			if err := rt.mayMove(r, sb); err != nil {
+				return target{}, err
+			}
 			return rt.move(r, sb, nodes)
 		}
 		return target{}, errdefs.Unavailable("sandbox %s is on node %s, which does not answer: %s", id, n.ID, lostReason(n))
@@ -275,11 +303,11 @@ func (rt *Router) targetFor(n *store.Node) (target, error) {
 			return target{}, errdefs.Unavailable("node %s serves no E2B sandbox front (its --e2b-listen)", n.ID)
 		}
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return target{}, fmt.Errorf("node %s's URL %q: %v", n.ID, raw, err)
+	u, via, err := rt.cfg.Nodes.To(n, raw)
+	if err != nil {
+		return target{}, err
 	}
-	return target{node: n.ID, url: u}, nil
+	return target{node: n.ID, url: u, rt: via}, nil
 }
 
 // listNodes returns the nodes, read from the store at most every
@@ -290,25 +318,37 @@ func (rt *Router) listNodes(ctx context.Context) ([]*store.Node, error) {
 	if time.Since(rt.listedAt) < nodesFresh && rt.nodes != nil {
 		return rt.nodes, nil
 	}
+	return rt.readNodesLocked(ctx)
+}
+
+// readNodes reads the nodes from the store now.
+func (rt *Router) readNodes(ctx context.Context) ([]*store.Node, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.readNodesLocked(ctx)
+}
+
+func (rt *Router) readNodesLocked(ctx context.Context) ([]*store.Node, error) {
 	nodes, err := rt.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	rt.nodes, rt.listedAt = nodes, time.Now()
+	rt.cfg.Nodes.Keep(nodes)
 	return nodes, nil
 }
 
-// nodeURL is node id's URL, from the last list.
-func (rt *Router) nodeURL(id string) (*url.URL, bool) {
+// nodeTarget is node id's target, from the last list.
+func (rt *Router) nodeTarget(id string) (target, bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	for _, n := range rt.nodes {
 		if n.ID == id {
 			t, err := rt.targetFor(n)
-			return t.url, err == nil
+			return t, err == nil
 		}
 	}
-	return nil, false
+	return target{}, false
 }
 
 // isCreate says whether r creates a sandbox: Hutch's create, or E2B's
@@ -416,20 +456,24 @@ func isRecordRead(r *http.Request, id string) bool {
 // call whose body can be sent again (a create's, read by readWant, or
 // none) is.
 type redirecting struct {
-	base http.RoundTripper
-	rt   *Router
+	rt *Router
 }
 
 func (t *redirecting) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
+	first := targetOf(req.Context())
+	if first.rt == nil {
+		return nil, fmt.Errorf("no way to node %s", first.node)
+	}
+	resp, err := first.rt.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
 		return resp, err
 	}
 	node := resp.Header.Get(api.HeaderNode)
-	u, ok := t.rt.nodeURL(node)
+	next, ok := t.rt.nodeTarget(node)
 	if !ok || req.Body != nil && req.GetBody == nil {
 		return resp, nil
 	}
+	u := next.url
 	again := req.Clone(req.Context())
 	if req.GetBody != nil {
 		if again.Body, err = req.GetBody(); err != nil {
@@ -439,5 +483,66 @@ func (t *redirecting) RoundTrip(req *http.Request) (*http.Response, error) {
 	again.URL.Scheme, again.URL.Host = u.Scheme, u.Host
 	_ = resp.Body.Close()
 	t.rt.log.Debug("call sent again to the node holding its sandbox", "node", node, "path", req.URL.Path)
-	return t.base.RoundTrip(again)
+	return next.rt.RoundTrip(again)
+}
+
+// errUnauthenticated is what a node answers a call with no key, or a
+// wrong one.
+var errUnauthenticated = errdefs.Unauthenticated(
+	"missing or wrong API key: send 'Authorization: Bearer <key>' (the daemon's own key is in its data dir, api.key)")
+
+// mayMove says whether r's caller may have sandbox sb, whose node is
+// lost, moved to another node: its key is the daemon's own, or one of
+// sb's workspace. Otherwise it is answered as a node would answer it
+// (401 for no key or a wrong one, 404 for another workspace's), and
+// nothing moves. Calls to E2B's sandbox front carry no API key: they do
+// not move sandboxes.
+func (rt *Router) mayMove(r *http.Request, sb *store.Sandbox) error {
+	if rt.e2b {
+		return errdefs.Unavailable("sandbox %s is on node %s, which does not answer: resume it through the API, which moves it to another node", sb.ID, sb.Node)
+	}
+	key, ok := presentedKey(r)
+	switch {
+	case !ok || key == "":
+		return errUnauthenticated
+	case rt.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(rt.cfg.AdminKey)) == 1:
+		return nil // the administrator sees every workspace
+	case rt.cfg.Keys == nil:
+		return errUnauthenticated
+	}
+	k, err := rt.cfg.Keys.Lookup(r.Context(), key)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return errUnauthenticated
+	}
+	if err != nil {
+		return err
+	}
+	if k.Workspace != sb.Workspace {
+		return errdefs.NotFound("sandbox %s not found", sb.ID)
+	}
+	return nil
+}
+
+// presentedKey is the API key r presents, as a node reads it: its
+// Authorization header's bearer token; E2B's control plane's X-API-Key;
+// for a WebSocket without either, the key it offers as a subprotocol
+// (hutch.bearer.KEY).
+func presentedKey(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		return strings.CutPrefix(h, "Bearer ")
+	}
+	if k := r.Header.Get("X-API-Key"); k != "" && strings.HasPrefix(r.URL.Path, "/e2b/") {
+		return k, true
+	}
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return "", false
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if key, ok := strings.CutPrefix(strings.TrimSpace(p), "hutch.bearer."); ok {
+				return key, true
+			}
+		}
+	}
+	return "", false
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -44,9 +43,12 @@ type TemplateStore interface {
 type TemplateSync struct {
 	Store TemplateStore
 	Local *template.Store
-	// Node is this node's name; Key the API key the nodes share, which
-	// opens another node's template archives.
-	Node, Key string
+	// Node is this node's name.
+	Node string
+	// Nodes is how this node calls the others: pinned TLS and the
+	// cluster key, which alone opens their template archives (no API
+	// key goes with them).
+	Nodes *NodeTransport
 	// Every is how often the store is looked at (DefaultHeartbeat when 0).
 	Every time.Duration
 	// InUse says whether a sandbox of this node uses template name: its
@@ -224,16 +226,30 @@ func (s *TemplateSync) copy(ctx context.Context, rec *store.ClusterTemplate) err
 	return errors.Join(errs...)
 }
 
-// fetch receives info's version from node n.
+// fetch receives info's version from node n, from its internal route
+// (key.go).
 func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info template.Info) (template.Info, error) {
-	u := n.URL + "/v1/templates/" + url.PathEscape(info.Name) + "/archive?version=" + url.QueryEscape(info.Version)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	base, via, err := s.Nodes.To(n, n.URL)
 	if err != nil {
 		return template.Info{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+s.Key)
-	resp, err := nodeClient.Do(req)
+	u := base.JoinPath(InternalPrefix, "v1/templates", info.Name, "archive")
+	u.RawQuery = url.Values{"version": {info.Version}}.Encode()
+	// A node that does not answer is given up on; an archive that does
+	// takes as long as its size.
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(hctx, http.MethodGet, u.String(), nil)
 	if err != nil {
+		return template.Info{}, err
+	}
+	timer := time.AfterFunc(archiveHeaderTimeout, cancel)
+	resp, err := via.RoundTrip(req)
+	if err != nil || !timer.Stop() {
+		if err == nil {
+			_ = resp.Body.Close()
+			err = fmt.Errorf("no answer within %s", archiveHeaderTimeout)
+		}
 		return template.Info{}, err
 	}
 	defer resp.Body.Close()
@@ -243,12 +259,6 @@ func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info template.I
 	return s.Local.Receive(ctx, info, resp.Body, func() string { return resp.Trailer.Get(api.HeaderArchiveSum) })
 }
 
-// nodeClient is how a node calls another: directly, never through a proxy
-// from the environment. A node that does not answer is given up on; an
-// archive that does takes as long as its size.
-var nodeClient = &http.Client{Transport: &http.Transport{
-	Proxy:                 nil,
-	DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-	ResponseHeaderTimeout: 30 * time.Second,
-	MaxIdleConnsPerHost:   4,
-}}
+// archiveHeaderTimeout bounds how long a node waits for another's answer
+// to an archive's request (not for the archive itself).
+const archiveHeaderTimeout = 30 * time.Second

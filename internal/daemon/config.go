@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secrets"
 	"github.com/hutchdev/hutch/internal/store/postgres"
+	"github.com/hutchdev/hutch/internal/toolrun"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -44,9 +45,13 @@ type Config struct {
 	// ToolsMode is the sandbox mode of tool calls that name none: all
 	// (the default), selective or off. ToolsHostDir is where calls run on
 	// the host in the last two, which are refused without it: trusted
-	// local development only.
-	ToolsMode    string `toml:"tools_mode"`
-	ToolsHostDir string `toml:"tools_host_dir"`
+	// local development only. ToolsHostUser is who they run as there (a
+	// user name, uid or uid:gid; empty: ToolsHostDir's owner), never root
+	// (toolrun.ResolveHostUser); their file tools reach nothing out of
+	// ToolsHostDir.
+	ToolsMode     string `toml:"tools_mode"`
+	ToolsHostDir  string `toml:"tools_host_dir"`
+	ToolsHostUser string `toml:"tools_host_user"`
 	// DataDir holds the database, the API key, templates and sandboxes.
 	DataDir string `toml:"data_dir"`
 	// Store is where the state is kept: empty for SQLite in DataDir
@@ -115,8 +120,10 @@ type Config struct {
 	Role string `toml:"role"`
 	// NodeName names a node among the others (default: the host's name).
 	NodeName string `toml:"node_name"`
-	// Advertise is the URL API replicas reach a node's API on (default:
-	// http:// and Listen, unless Listen is every address).
+	// Advertise is the URL API replicas reach a node's API on: https,
+	// which a node serves on Listen with its own certificate, pinned by
+	// its record in the store (internal/cluster's tls.go). Default:
+	// https:// and Listen, unless Listen is every address.
 	Advertise string `toml:"advertise"`
 	// ImageStore is where nodes keep suspended sandboxes' images, so that
 	// another node can resume them when theirs is lost: a directory every
@@ -209,7 +216,11 @@ func (c Config) Validate() error {
 	if c.ToolsHostDir != "" {
 		if fi, err := os.Stat(c.ToolsHostDir); err != nil || !fi.IsDir() || !filepath.IsAbs(c.ToolsHostDir) {
 			errs = append(errs, fmt.Errorf("tools_host_dir must be an absolute path to a directory, got %q", c.ToolsHostDir))
+		} else if _, err := toolrun.ResolveHostUser(c.ToolsHostUser, c.ToolsHostDir); err != nil {
+			errs = append(errs, err)
 		}
+	} else if c.ToolsHostUser != "" {
+		errs = append(errs, fmt.Errorf("tools_host_user is who tool calls run as in tools_host_dir: it needs tools_host_dir"))
 	}
 	if c.RateBurst < 0 {
 		errs = append(errs, fmt.Errorf("rate_burst must be 0 (the default) or more, got %d", c.RateBurst))
@@ -284,6 +295,7 @@ func (c Config) masterKey() secrets.KeySource {
 }
 func (c Config) templateDir() string { return filepath.Join(c.DataDir, "templates") }
 func (c Config) sandboxDir() string  { return filepath.Join(c.DataDir, "sandboxes") }
+func (c Config) volumeDir() string   { return filepath.Join(c.DataDir, "volumes") }
 func (c Config) diskDir() string     { return filepath.Join(c.DataDir, "disks") }
 func (c Config) agentDir() string    { return filepath.Join(c.DataDir, "agent") }
 func (c Config) packageCache() string {
@@ -315,7 +327,11 @@ func (c Config) runDir() string {
 // each sandbox's root from inside the sandbox's user namespace, as a
 // stranger, and binds the agent (copied into the agent dir, 0755) likewise.
 // The database and the API key are 0600, the disks dir and the runtimes'
-// state dirs 0700. Those holding a directory per sandbox spread them over
+// state dirs 0700. So are the templates and volumes dirs: what sandboxes
+// wrote is in them (a snapshot, a Hutchfile's RUN, a volume's files),
+// setuid-root programs among them, which no user of the host may reach
+// to run; sandboxes see them through idmapped clones made by root, or
+// through the runtime's root. Those holding a directory per sandbox spread them over
 // the filesystem (see spreadSubdirs).
 func (c Config) ensureDirs() error {
 	dirs := []struct {
@@ -324,6 +340,7 @@ func (c Config) ensureDirs() error {
 		spread bool
 	}{
 		{c.DataDir, 0o711, false}, {c.sandboxDir(), 0o711, true}, {c.diskDir(), 0o700, true}, {c.agentDir(), 0o755, false},
+		{c.templateDir(), 0o700, false}, {c.volumeDir(), 0o700, false},
 		{c.runDir(), 0o700, false}, {c.stateRoot("runc"), 0o700, true}, {c.stateRoot("runsc"), 0o700, true},
 	}
 	for _, d := range dirs {
@@ -395,12 +412,14 @@ func (c Config) validateRole() []error {
 	return errs
 }
 
-// advertise is the URL API replicas reach this node on.
+// advertise is the URL API replicas reach this node on: https only, since
+// a node serves nothing else (plain http is not an option, not even for
+// tests: they call nodes as replicas do).
 func (c Config) advertise() (string, error) {
 	if c.Advertise != "" {
 		u, err := url.Parse(c.Advertise)
-		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
-			return "", fmt.Errorf("advertise must be an http URL with no path, such as http://10.0.0.5:7070, got %q", c.Advertise)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
+			return "", fmt.Errorf("advertise must be an https URL with no path, such as https://10.0.0.5:7070 (a node serves its API over TLS only), got %q", c.Advertise)
 		}
 		return strings.TrimSuffix(c.Advertise, "/"), nil
 	}
@@ -408,7 +427,7 @@ func (c Config) advertise() (string, error) {
 	if ip := net.ParseIP(host); err != nil || host == "" || ip != nil && ip.IsUnspecified() {
 		return "", fmt.Errorf("listen %q is every address: give advertise, the URL API replicas reach this node on", c.Listen)
 	}
-	return "http://" + c.Listen, nil
+	return "https://" + c.Listen, nil
 }
 
 // nodeName is this node's name.

@@ -88,6 +88,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	// A node's listeners are TLS, and answer the cluster's daemons only.
+	node, err := trustOf(cfg, key)
+	if err != nil {
+		return err
+	}
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -151,7 +156,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	def, why := defaultRuntime(cfg.Runtime, unusable)
 	log.Info("default runtime", "runtime", def, "reason", why)
-	volumeDir := filepath.Join(cfg.DataDir, "volumes")
+	volumeDir := cfg.volumeDir()
 	images, err := openImages(ctx, cfg)
 	if err != nil {
 		return err
@@ -173,7 +178,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	tools := toolrun.New(toolrun.Config{
 		Sandboxes: mgr, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
-		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, Logger: log,
+		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Logger: log,
 	})
 	defer mgr.Close()
 	// Template build steps run in sandboxes of their own, made with runc
@@ -205,16 +210,24 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
 		}
 		defer e2bLn.Close()
+		e2bLn = node.listen(e2bLn)
 		_, port, _ := net.SplitHostPort(e2bLn.Addr().String())
 		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
 	}
-	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: apikeys.New(db, log), Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	keys := apikeys.New(db, log)
+	if names, err := keys.InAdminWorkspace(ctx); err != nil {
+		return err
+	} else if len(names) > 0 {
+		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
+	}
+	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	tcp = node.listen(tcp)
 	unixLn, err := listenUnix(cfg.socketPath())
 	if err != nil {
 		tcp.Close()
@@ -224,18 +237,18 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// its callers' keys (internal/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
 	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
-	membership, err := member(cfg, db, mgr, e2bLn, log)
+	membership, err := member(cfg, db, mgr, e2bLn, node, log)
 	if err != nil {
 		return err
 	}
-	servers := []*http.Server{server(withE2B(srv.Handler(true), controlPlane)), server(withProfiles(srv.Handler(false)))}
+	servers := []*http.Server{server(node.guard(withE2B(srv.Handler(true), controlPlane), templateStore, log)), server(withProfiles(srv.Handler(false)))}
 	listeners := []net.Listener{tcp, unixLn}
 	if e2bLn != nil {
 		front := e2b.NewFront(e2b.FrontConfig{
 			Manager: mgr, Previews: previews, Interpreter: e2b.NewInterpreter(execs, redactor, log),
 			Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
 		})
-		servers = append(servers, server(front))
+		servers = append(servers, server(node.guard(front, nil, log)))
 		listeners = append(listeners, e2bLn)
 	}
 	log.Info("hutch serving", "listen", tcp.Addr().String(), "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
@@ -252,7 +265,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	g.Go(func() error { return mgr.Run(gctx) })
 	if membership != nil {
 		g.Go(func() error { return cluster.Beat(gctx, *membership) })
-		g.Go(func() error { return templateSync(membership, db, templateStore, key, log).Run(gctx) })
+		g.Go(func() error { return templateSync(membership, db, templateStore, node, log).Run(gctx) })
 		g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
 	}
 	g.Go(func() error { return disks.Run(gctx) })

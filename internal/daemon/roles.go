@@ -9,6 +9,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hutchdev/hutch/internal/api"
+	"github.com/hutchdev/hutch/internal/apikeys"
 	"github.com/hutchdev/hutch/internal/cluster"
 	"github.com/hutchdev/hutch/internal/imagestore"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -24,9 +26,14 @@ import (
 )
 
 // runAPI serves as an API replica (--role api): no sandboxes, no data
-// dir; every call goes on to a node (internal/cluster), and the replica
+// dir; every call goes on to a node (internal/cluster) over TLS pinned
+// to the node's certificate, with the cluster key, and the replica
 // watches the nodes' heartbeats with them.
 func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) error {
+	key, err := loadKey(cfg)
+	if err != nil {
+		return err
+	}
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
@@ -40,8 +47,10 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	nodes := cluster.NewNodeTransport(cluster.DeriveKey(key))
+	keys := apikeys.New(db, log)
 	router := cluster.NewRouter(cluster.RouterConfig{
-		Store: db, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
+		Store: db, Nodes: nodes, AdminKey: key, Keys: keys, PreviewDomain: cfg.PreviewDomain, Timeout: cfg.NodeTimeout, Logger: log,
 		Self: "http://" + reachable(tcp.Addr(), "127.0.0.1"), Version: version,
 	})
 	servers, listeners := []*http.Server{httpServer(router, log)}, []net.Listener{tcp}
@@ -52,7 +61,7 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 			tcp.Close()
 			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
 		}
-		front := cluster.NewE2BRouter(cluster.RouterConfig{Store: db, Timeout: cfg.NodeTimeout, Logger: log})
+		front := cluster.NewE2BRouter(cluster.RouterConfig{Store: db, Nodes: nodes, AdminKey: key, Keys: keys, Timeout: cfg.NodeTimeout, Logger: log})
 		servers, listeners = append(servers, httpServer(front, log)), append(listeners, e2bLn)
 	}
 	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String(), "e2b_listen", cfg.E2BListen)
@@ -91,9 +100,52 @@ func httpServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: api.CanonicalPaths(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: api.MaxHeaderBytes, ErrorLog: errorLog}
 }
 
+// nodeTrust is a node's side of the cluster's trust (internal/cluster's
+// tls.go and key.go): its certificate, which its listeners serve, and the
+// cluster key, which it asks of every call and sends on its own. nil for
+// the other roles, whose listeners stay as a single box's; its methods
+// then leave what they are given as it is.
+type nodeTrust struct {
+	id    cluster.Identity
+	key   string
+	nodes *cluster.NodeTransport
+}
+
+// trustOf is cfg's nodeTrust, for a node whose daemon key is apiKey.
+func trustOf(cfg Config, apiKey string) (*nodeTrust, error) {
+	if cfg.Role != RoleNode {
+		return nil, nil
+	}
+	id, err := cluster.LoadIdentity(filepath.Join(cfg.DataDir, "cluster-tls.pem"))
+	if err != nil {
+		return nil, fmt.Errorf("the node's TLS certificate: %w", err)
+	}
+	key := cluster.DeriveKey(apiKey)
+	return &nodeTrust{id: id, key: key, nodes: cluster.NewNodeTransport(key)}, nil
+}
+
+// listen serves ln over TLS with the node's certificate: plain HTTP is
+// refused (400).
+func (t *nodeTrust) listen(ln net.Listener) net.Listener {
+	if t == nil || ln == nil {
+		return ln
+	}
+	return t.id.Listen(ln)
+}
+
+// guard puts h behind the cluster key; templates are served to the other
+// nodes (nil: none, as on the E2B front).
+func (t *nodeTrust) guard(h http.Handler, templates *template.Store, log *slog.Logger) http.Handler {
+	if t == nil {
+		return h
+	}
+	g := &cluster.NodeGuard{Key: t.key, Templates: templates, Log: log}
+	return g.Wrap(h)
+}
+
 // member is a node's membership (--role node): nil for the other roles.
 // e2b is its E2B front's listener, nil when it has none.
-func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, log *slog.Logger) (*cluster.Member, error) {
+func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, trust *nodeTrust, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Role != RoleNode {
 		return nil, nil
 	}
@@ -111,14 +163,14 @@ func member(cfg Config, db database, mgr *sandbox.Manager, e2b net.Listener, log
 		if err != nil {
 			return nil, err
 		}
-		e2bURL = "http://" + reachable(e2b.Addr(), u.Hostname())
+		e2bURL = "https://" + reachable(e2b.Addr(), u.Hostname())
 	}
 	report := func(ctx context.Context) (store.NodeReport, error) {
 		r, err := mgr.NodeReport(ctx)
 		r.E2BURL = e2bURL
 		return r, err
 	}
-	return &cluster.Member{Store: db, ID: name, URL: url, Report: report, Every: cfg.Heartbeat, Log: log}, nil
+	return &cluster.Member{Store: db, ID: name, URL: url, Fingerprint: trust.id.Fingerprint, Report: report, Every: cfg.Heartbeat, Log: log}, nil
 }
 
 // reachable is the address listener addr is reached on: its own, or
@@ -134,9 +186,9 @@ func reachable(addr net.Addr, host string) string {
 
 // templateSync keeps a node's templates the other nodes' (see
 // internal/cluster/templates.go).
-func templateSync(m *cluster.Member, db database, local *template.Store, key string, log *slog.Logger) *cluster.TemplateSync {
+func templateSync(m *cluster.Member, db database, local *template.Store, trust *nodeTrust, log *slog.Logger) *cluster.TemplateSync {
 	return &cluster.TemplateSync{
-		Store: db, Local: local, Node: m.ID, Key: key, Every: m.Every, Log: log,
+		Store: db, Local: local, Node: m.ID, Nodes: trust.nodes, Every: m.Every, Log: log,
 		InUse: func(ctx context.Context, name string) (bool, error) {
 			list, err := db.ListSandboxes(ctx)
 			if err != nil {

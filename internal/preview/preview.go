@@ -16,10 +16,12 @@
 //
 // Who may reach a preview is the API's business (internal/api): this
 // package takes requests already let through. It strips what was meant
-// for Hutch from them (Hutch-* headers, hutch_* cookies, and the
-// Authorization header when it carried the API key), says where they came
-// from (X-Forwarded-For, -Host and -Proto, and -Prefix for path routing),
-// and streams bodies both ways without buffering them.
+// for Hutch from them (Hutch-* headers, hutch_* cookies, hutch.*
+// subprotocols, keys of Hutch's shape, and the Authorization header when
+// it carried the API key), says where they came from (X-Forwarded-For,
+// -Host and -Proto, and -Prefix for path routing), and streams bodies
+// both ways without buffering them. A path-routed preview's answers are
+// sandboxed in an origin of their own (see headers.go).
 package preview
 
 import (
@@ -158,6 +160,12 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) error {
 	if t.Port < 1 || t.Port > 65535 {
 		return errdefs.InvalidArgument("port must be from 1 to 65535, got %d", t.Port)
 	}
+	if t.Prefix != "" && r.Header.Get("Service-Worker") != "" {
+		// A worker registered on the API's origin would see the console's
+		// every request; a sandboxed page cannot register one, and this
+		// refuses the script to whatever else asks.
+		return errdefs.PermissionDenied("a path-routed preview serves no service worker: use the preview's host-routed URL (its own origin)")
+	}
 	sb, release, err := p.hold(w, r, t)
 	if err != nil || sb == nil {
 		return err
@@ -181,6 +189,9 @@ type request struct {
 	sb     Sandbox
 	target Target
 	err    error // why it got no answer
+	// offeredHutchProtocol: the client offered hutch.v1, which was
+	// stripped with its key (see stripResponse).
+	offeredHutchProtocol bool
 }
 
 type requestKey struct{}
@@ -192,7 +203,8 @@ func requestOf(r *http.Request) *request { return r.Context().Value(requestKey{}
 // preview's host, which dev servers check), where it came from, and
 // nothing meant for Hutch.
 func rewrite(pr *httputil.ProxyRequest) {
-	t := requestOf(pr.In).target
+	req := requestOf(pr.In)
+	t := req.target
 	out := pr.Out
 	out.URL.Scheme = "http"
 	out.URL.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
@@ -214,14 +226,18 @@ func rewrite(pr *httputil.ProxyRequest) {
 	if t.Prefix != "" {
 		out.Header.Set("X-Forwarded-Prefix", t.Prefix)
 	}
-	stripRequest(out.Header, t.StripAuthorization)
+	req.offeredHutchProtocol = stripRequest(out.Header, t.StripAuthorization)
 }
 
 // transport carries each request over its sandbox's ports transport.
 type transport struct{}
 
 func (transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return requestOf(r).sb.Ports().RoundTrip(r)
+	res, err := requestOf(r).sb.Ports().RoundTrip(r)
+	if res != nil && res.Request == nil {
+		res.Request = r // stripResponse finds the request's target there
+	}
+	return res, err
 }
 
 // failed notes why a request got no answer, for Serve to return: the

@@ -61,11 +61,14 @@ const (
 // Node is a node daemon, as its last heartbeat told.
 type Node struct {
 	ID string
-	// URL is its API, as the API replicas reach it.
-	URL    string
-	State  string // NodeUp or NodeLost
-	Reason string // why it is lost
-	Report NodeReport
+	// URL is its API, as the API replicas reach it (https://).
+	URL string
+	// Fingerprint is the SHA-256 (hex) of the certificate it serves its
+	// listeners with: the only one the others accept from it.
+	Fingerprint string
+	State       string // NodeUp or NodeLost
+	Reason      string // why it is lost
+	Report      NodeReport
 	// StartedAt is when its daemon started; HeartbeatAt its last beat.
 	StartedAt   time.Time
 	HeartbeatAt time.Time

@@ -90,6 +90,9 @@ func commandTool(raw json.RawMessage, out sandbox.Output, refusals func() []stri
 		}
 		return nil
 	})
+	if errors.As(err, &failed) { // the command was not run
+		return Outcome{Error: failed}, nil
+	}
 	if err != nil {
 		return Outcome{}, err
 	}

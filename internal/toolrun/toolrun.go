@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"github.com/hutchdev/hutch/internal/download"
@@ -42,10 +43,12 @@ type Config struct {
 	PublicURL string
 	// Mode is the sandbox mode of tool calls that name none (tools.ModeAll
 	// when ""); HostDir, where calls run on the host in the other modes,
-	// which are refused without it (host.go).
-	Mode    string
-	HostDir string
-	Logger  *slog.Logger
+	// which are refused without it (host.go); HostUser, who they run as
+	// there (ResolveHostUser: "" is HostDir's owner, never root).
+	Mode     string
+	HostDir  string
+	HostUser string
+	Logger   *slog.Logger
 }
 
 // Service runs tool calls and serves downloads. It is safe for concurrent
@@ -56,7 +59,11 @@ type Service struct {
 	publicURL string
 	mode      string
 	hostDir   string
-	log       *slog.Logger
+	// hostUser is who calls on the host run as; hostUserErr, why there is
+	// none, which refuses them.
+	hostUser    HostUser
+	hostUserErr error
+	log         *slog.Logger
 }
 
 // New returns a Service as cfg says.
@@ -71,6 +78,10 @@ func New(cfg Config) *Service {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.hostDir != "" {
+		s.hostDir = filepath.Clean(s.hostDir)
+		s.hostUser, s.hostUserErr = ResolveHostUser(cfg.HostUser, s.hostDir)
 	}
 	return s
 }

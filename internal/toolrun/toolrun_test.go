@@ -29,7 +29,9 @@ func TestMain(m *testing.M) {
 	}
 	// The core owns goroutines (timers, agent connections): a closed one
 	// leaves none, and neither does a tool call.
-	goleak.VerifyTestMain(m)
+	// (Host commands start from one thread that lives as long as the
+	// process: host.go's noNewPrivsThread.)
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hutchdev/hutch/internal/toolrun.noNewPrivsThread"))
 }
 
 // run calls tool name with args in sandbox id and fails the test on the
@@ -133,7 +135,7 @@ func TestRunToolErrors(t *testing.T) {
 	t.Parallel()
 	c := sandboxtest.Start(t)
 	strict := New(Config{Sandboxes: c.M})
-	host := New(Config{Sandboxes: c.M, HostDir: t.TempDir()})
+	host := New(Config{Sandboxes: c.M, HostDir: hostDir(t)})
 	sb := create(t, c)
 	command := args(t, map[string]string{"command": "true"})
 
@@ -169,7 +171,7 @@ func TestRunToolErrors(t *testing.T) {
 func TestHostModes(t *testing.T) {
 	t.Setenv("HUTCH_TEST_SECRET", "leaked") // no t.Parallel: it sets the environment
 	c := sandboxtest.Start(t)
-	dir := t.TempDir()
+	dir := hostDir(t)
 	s := New(Config{Sandboxes: c.M, HostDir: dir, Mode: tools.ModeOff})
 	sb := create(t, c)
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,12 +80,12 @@ func (f Files) plan(changes []change) ([]step, error) {
 		s := step{PatchedFile: PatchedFile{Path: p}, mode: 0o644, uid: f.UID, gid: f.GID}
 		switch c.op {
 		case opAdd:
-			if _, err := os.Lstat(p); err == nil {
+			if _, err := f.fs.Lstat(p); err == nil {
 				return nil, invalid("%s exists already: change it with an update, not an add", p)
 			}
 			s.Action, s.data = "added", []byte(joinLines(c.add, !c.addNoEOL, false))
 		case opDelete:
-			fi, err := os.Lstat(p)
+			fi, err := f.fs.Lstat(p)
 			if err != nil {
 				return nil, fileError(err)
 			}
@@ -95,10 +94,10 @@ func (f Files) plan(changes []change) ([]step, error) {
 			}
 			s.Action, s.from, s.delete = "deleted", p, true
 		case opUpdate:
-			if target, err := filepath.EvalSymlinks(p); err == nil {
+			if target, err := f.fs.EvalSymlinks(p); err == nil {
 				p = target // a symlink is changed through
 			}
-			data, err := readWhole(p)
+			data, err := f.readWhole(p)
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +105,10 @@ func (f Files) plan(changes []change) ([]step, error) {
 			if err != nil {
 				return nil, err
 			}
-			fi, _ := os.Stat(p)
+			fi, err := f.fs.Stat(p)
+			if err != nil {
+				return nil, fileError(err)
+			}
 			s.mode = fi.Mode().Perm()
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 				s.uid, s.gid = int(st.Uid), int(st.Gid)
@@ -117,7 +119,7 @@ func (f Files) plan(changes []change) ([]step, error) {
 				if err != nil {
 					return nil, err
 				}
-				if _, err := os.Lstat(dest); err == nil && dest != p {
+				if _, err := f.fs.Lstat(dest); err == nil && dest != p {
 					return nil, invalid("cannot move %s to %s: it exists already", p, dest)
 				}
 				if err := touch(dest); err != nil {
@@ -158,64 +160,64 @@ func (f Files) commit(plan []step) (err error) {
 			return err
 		}
 		if made != "" {
-			undo = append(undo, func() error { return os.RemoveAll(made) })
+			undo = append(undo, func() error { return f.fs.RemoveAll(made) })
 		}
-		if temps[i], err = writeTemp(s); err != nil {
+		if temps[i], err = f.writeTemp(s); err != nil {
 			return err
 		}
-		undo = append(undo, func() error { return ignoreMissing(os.Remove(temps[i])) })
+		undo = append(undo, func() error { return ignoreMissing(f.fs.Remove(temps[i])) })
 	}
 	var asides []string
 	for i, s := range plan {
 		if s.from != "" {
-			aside, err := moveAside(s.from)
+			aside, err := f.moveAside(s.from)
 			if err != nil {
 				return err
 			}
 			asides = append(asides, aside)
-			undo = append(undo, func() error { return os.Rename(aside, s.from) })
+			undo = append(undo, func() error { return f.fs.Rename(aside, s.from) })
 		}
 		if s.delete {
 			continue
 		}
-		if err := os.Rename(temps[i], s.Path); err != nil {
+		if err := f.fs.Rename(temps[i], s.Path); err != nil {
 			return fileError(err)
 		}
-		undo = append(undo, func() error { return ignoreMissing(os.Remove(s.Path)) })
+		undo = append(undo, func() error { return ignoreMissing(f.fs.Remove(s.Path)) })
 	}
 	for _, aside := range asides {
-		_ = os.Remove(aside) // the patch is in; a leftover is only clutter
+		_ = f.fs.Remove(aside) // the patch is in; a leftover is only clutter
 	}
 	return nil
 }
 
 // writeTemp writes a step's content to a temporary file beside its path,
 // with its mode and owner.
-func writeTemp(s step) (string, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".hutch-*")
+func (f Files) writeTemp(s step) (string, error) {
+	tmp, name, err := f.fs.CreateTemp(filepath.Dir(s.Path), "."+filepath.Base(s.Path)+".hutch-*")
 	if err != nil {
 		return "", fileError(err)
 	}
 	_, err = tmp.Write(s.data)
 	if err = errors.Join(err, tmp.Chmod(s.mode), tmp.Chown(s.uid, s.gid), tmp.Close()); err != nil {
-		_ = os.Remove(tmp.Name())
+		_ = f.fs.Remove(name)
 		return "", fileError(err)
 	}
-	return tmp.Name(), nil
+	return name, nil
 }
 
 // moveAside renames p to a new name beside it, and returns that name.
-func moveAside(p string) (string, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".hutch-old-*")
+func (f Files) moveAside(p string) (string, error) {
+	tmp, name, err := f.fs.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".hutch-old-*")
 	if err != nil {
 		return "", fileError(err)
 	}
 	_ = tmp.Close()
-	if err := os.Rename(p, tmp.Name()); err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := f.fs.Rename(p, name); err != nil {
+		_ = f.fs.Remove(name)
 		return "", fileError(err)
 	}
-	return tmp.Name(), nil
+	return name, nil
 }
 
 func ignoreMissing(err error) error {
@@ -230,16 +232,16 @@ func ignoreMissing(err error) error {
 func (f Files) mkdirsFrom(dir string) (string, error) {
 	top := dir
 	for {
-		if _, err := os.Lstat(top); err == nil {
+		if _, err := f.fs.Lstat(top); err == nil {
 			break
 		}
 		parent := filepath.Dir(top)
-		if _, err := os.Lstat(parent); err == nil || parent == top {
+		if _, err := f.fs.Lstat(parent); err == nil || parent == top {
 			break
 		}
 		top = parent
 	}
-	if _, err := os.Lstat(top); err == nil {
+	if _, err := f.fs.Lstat(top); err == nil {
 		top = "" // nothing to make
 	}
 	return top, f.mkdirs(dir)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
 	"unicode/utf8"
@@ -46,11 +45,11 @@ func (f Files) writeFile(a writeArgs) (WriteResult, error) {
 // its mode and owner; a new one is 0644 and f's user's, as are the missing
 // parent directories made for it.
 func (f Files) replace(p string, data []byte) (created bool, err error) {
-	if target, err := filepath.EvalSymlinks(p); err == nil {
+	if target, err := f.fs.EvalSymlinks(p); err == nil {
 		p = target
 	}
 	mode, uid, gid := fs.FileMode(0o644), f.UID, f.GID
-	switch fi, err := os.Stat(p); {
+	switch fi, err := f.fs.Stat(p); {
 	case err == nil && fi.IsDir():
 		return false, invalid("%s is a directory", p)
 	case err == nil:
@@ -66,14 +65,14 @@ func (f Files) replace(p string, data []byte) (created bool, err error) {
 	default:
 		return false, fileError(err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".hutch-*")
+	tmp, tmpName, err := f.fs.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".hutch-*")
 	if err != nil {
 		return false, fileError(err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
+			_ = f.fs.Remove(tmpName)
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
@@ -82,7 +81,7 @@ func (f Files) replace(p string, data []byte) (created bool, err error) {
 	if err := errors.Join(tmp.Chmod(mode), tmp.Chown(uid, gid), tmp.Close()); err != nil {
 		return false, fileError(err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := f.fs.Rename(tmpName, p); err != nil {
 		return false, fileError(err)
 	}
 	return created, nil
@@ -90,8 +89,8 @@ func (f Files) replace(p string, data []byte) (created bool, err error) {
 
 // readWhole reads a file to edit, refusing directories, binary files and
 // files over maxEditBytes.
-func readWhole(p string) ([]byte, error) {
-	fi, err := os.Stat(p)
+func (f Files) readWhole(p string) ([]byte, error) {
+	fi, err := f.fs.Stat(p)
 	if err != nil {
 		return nil, fileError(err)
 	}
@@ -101,8 +100,7 @@ func readWhole(p string) ([]byte, error) {
 	if fi.Size() > maxEditBytes {
 		return nil, invalid("%s has %d bytes; files over %d MiB are not edited here", p, fi.Size(), maxEditBytes>>20)
 	}
-	// #nosec G304 -- any path of the sandbox, read inside it: the sandbox is the boundary
-	data, err := os.ReadFile(p)
+	data, err := f.fs.ReadFile(p)
 	if err != nil {
 		return nil, fileError(err)
 	}
@@ -136,7 +134,7 @@ func (f Files) findReplace(a findReplaceArgs) (FindReplaceResult, error) {
 	if a.Replace == nil {
 		return FindReplaceResult{}, invalid("replace is required (it may be empty)")
 	}
-	data, err := readWhole(p)
+	data, err := f.readWhole(p)
 	if err != nil {
 		return FindReplaceResult{}, err
 	}
@@ -195,7 +193,7 @@ func (f Files) deleteFile(a deleteArgs) (DeleteResult, error) {
 	if p == "/" || p == f.Dir {
 		return DeleteResult{}, invalid("%s is not deleted: delete what is in it", p)
 	}
-	fi, err := os.Lstat(p)
+	fi, err := f.fs.Lstat(p)
 	if err != nil {
 		return DeleteResult{}, fileError(err)
 	}
@@ -209,9 +207,9 @@ func (f Files) deleteFile(a deleteArgs) (DeleteResult, error) {
 		res.Type = "file"
 	}
 	if fi.IsDir() && a.Recursive {
-		err = os.RemoveAll(p)
+		err = f.fs.RemoveAll(p)
 	} else {
-		err = os.Remove(p)
+		err = f.fs.Remove(p)
 	}
 	if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
 		return DeleteResult{}, invalid("%s is a directory that is not empty: set recursive to delete it with everything in it", p)

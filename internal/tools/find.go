@@ -50,7 +50,7 @@ func (f Files) findFiles(a findArgs) (FindResult, error) {
 	}
 	res := FindResult{Path: root, Files: []FoundFile{}}
 	seen := 0
-	err = walkTree(root, func(_, rel string) error {
+	err = f.walkTree(root, func(_, rel string) error {
 		if seen++; seen > maxFindWalk {
 			res.Truncated = true
 			return errStop

@@ -86,17 +86,19 @@ func (f Files) grepFiles(a grepArgs) (GrepResult, error) {
 			return GrepResult{}, invalid("glob %q: %v", g, err)
 		}
 	}
-	if _, err := os.Stat(root); err != nil {
+	if _, err := f.fs.Stat(root); err != nil {
 		return GrepResult{}, fileError(err)
 	}
 	res := GrepResult{Path: root, Matches: []GrepMatch{}}
-	if rg, err := exec.LookPath("rg"); err == nil {
+	// Confined, the search is the built-in one, through f.fs: ripgrep
+	// would open paths by itself, as the daemon's user.
+	if rg, err := exec.LookPath("rg"); err == nil && !f.Confined {
 		res.Engine = "ripgrep"
 		err = f.ripgrep(rg, root, a, &res)
 		return res, err
 	}
 	res.Engine = "builtin"
-	return res, grepTree(root, re, a, &res)
+	return res, f.grepTree(root, re, a, &res)
 }
 
 // globsAllow says whether rel passes the globs: a name must match one of
@@ -124,19 +126,18 @@ func globsAllow(globs []string, rel string) bool {
 }
 
 // grepTree is the built-in search, for sandboxes without ripgrep.
-func grepTree(root string, re *regexp.Regexp, a grepArgs, res *GrepResult) error {
-	return fileError0(walkTree(root, func(p, rel string) error {
+func (f Files) grepTree(root string, re *regexp.Regexp, a grepArgs, res *GrepResult) error {
+	return fileError0(f.walkTree(root, func(p, rel string) error {
 		if rel == "" {
 			rel = filepath.Base(p) // root is a file
 		}
 		if !globsAllow(a.Glob, rel) {
 			return nil
 		}
-		if fi, err := os.Stat(p); err != nil || fi.Size() > maxGrepFileBytes {
+		if fi, err := f.fs.Stat(p); err != nil || fi.Size() > maxGrepFileBytes {
 			return nil
 		}
-		// #nosec G304 -- a file of the tree searched, in the sandbox
-		data, err := os.ReadFile(p)
+		data, err := f.fs.ReadFile(p)
 		if err != nil || isBinary(data[:min(len(data), sniffBytes)]) {
 			return nil
 		}

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"os/exec"
 	"reflect"
 	"regexp"
@@ -42,7 +43,20 @@ func TestGrepFiles(t *testing.T) {
 			if a.CaseInsensitive {
 				expr = "(?i)" + expr
 			}
-			return grepTree(f.Dir, regexp.MustCompile(expr), a, res)
+			f.fs = osFS{}
+			return f.grepTree(f.Dir, regexp.MustCompile(expr), a, res)
+		},
+		"builtin, confined": func(a grepArgs, res *GrepResult) error {
+			f.Confined = true
+			raw, err := json.Marshal(a)
+			if err != nil {
+				return err
+			}
+			out, err := f.Run(GrepFiles, raw)
+			if err == nil {
+				*res = out.(GrepResult)
+			}
+			return err
 		},
 	}
 	if rg, err := exec.LookPath("rg"); err == nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -63,8 +62,7 @@ func (f Files) readFile(a readArgs) (ReadResult, error) {
 		return ReadResult{}, invalid("start_line and end_line must be positive, end_line not before start_line")
 	}
 	start := max(a.StartLine, 1)
-	// #nosec G304 -- any path of the sandbox, read inside it: the sandbox is the boundary
-	file, err := os.Open(p)
+	file, err := f.fs.Open(p)
 	if err != nil {
 		return ReadResult{}, fileError(err)
 	}
@@ -231,7 +229,7 @@ func (f Files) listDirectory(a listArgs) (ListResult, error) {
 	if depth < 1 || depth > maxListDepth {
 		return ListResult{}, invalid("depth must be between 1 and %d, got %d", maxListDepth, a.Depth)
 	}
-	fi, err := os.Stat(p)
+	fi, err := f.fs.Stat(p)
 	if err != nil {
 		return ListResult{}, fileError(err)
 	}
@@ -240,7 +238,7 @@ func (f Files) listDirectory(a listArgs) (ListResult, error) {
 	}
 	res := ListResult{Path: p, Entries: []Entry{}}
 	errFull := errors.New("full")
-	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+	err = f.fs.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path == p {
 				return err

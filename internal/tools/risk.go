@@ -42,13 +42,18 @@ func ValidMode(mode string) bool { return mode == ModeAll || mode == ModeSelecti
 //   - runs a script from outside: what the network rule catches, and eval
 //     or source of a command's output;
 //   - gains privileges: sudo, su, doas;
-//   - writes outside the workspace: a file tool's path out of it (.. or an
-//     absolute path elsewhere), or a command that redirects into, or
-//     copies, moves, removes, links, touches, makes or changes an absolute
-//     path, ~ or .. out of it.
+//   - reaches outside the workspace: a file tool's path out of it (.. or
+//     an absolute path elsewhere), reading as much as writing, or a
+//     command that redirects into, or copies, moves, removes, links,
+//     touches, makes or changes an absolute path, ~ or .. out of it.
 //
-// Reading (sandbox_read_file, _list_directory, _grep_files, _find_files)
-// is never risky. sandbox_download_url always runs in the sandbox.
+// Reading in the workspace (sandbox_read_file, _list_directory,
+// _grep_files, _find_files) is not risky; what it reads out of it, the
+// host's files, is the sandbox's to answer. These rules choose where a
+// call runs; they are not what confines it: on the host a file tool
+// reaches nothing out of the workspace, whatever its path says
+// (Files.Confined), and a command runs as an unprivileged user.
+// sandbox_download_url always runs in the sandbox.
 //
 // The patterns are compiled on first use: the agent, the same binary,
 // links this package and never classifies a command.
@@ -80,6 +85,9 @@ func Risky(name string, args json.RawMessage, workspace string) (bool, string) {
 	_ = json.Unmarshal(args, &a) // bad arguments are the tool's to refuse
 	switch name {
 	case ReadFile, ListDirectory, GrepFiles, FindFiles:
+		if a.Path != "" && !inside(a.Path, workspace) {
+			return true, "it reads outside the workspace: " + a.Path
+		}
 		return false, ""
 	case WriteFile, FindReplace, DeleteFile:
 		if !inside(a.Path, workspace) {

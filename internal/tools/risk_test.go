@@ -14,11 +14,18 @@ func TestRisky(t *testing.T) {
 		args  map[string]any
 		risky bool
 	}{
-		// reading is never risky
-		{ReadFile, map[string]any{"path": "/etc/passwd"}, false},
-		{GrepFiles, map[string]any{"pattern": "x", "path": "/"}, false},
-		{ListDirectory, map[string]any{"path": "/root"}, false},
+		// reading in the workspace is not risky; out of it, it is
+		{ReadFile, map[string]any{"path": "src/a.py"}, false},
+		{ReadFile, map[string]any{"path": ws + "/a.py"}, false},
+		{GrepFiles, map[string]any{"pattern": "x"}, false},
+		{ListDirectory, map[string]any{"path": "src"}, false},
 		{FindFiles, map[string]any{"query": "x"}, false},
+		{ReadFile, map[string]any{"path": "/etc/passwd"}, true},
+		{ReadFile, map[string]any{"path": "/var/lib/hutch/api.key"}, true},
+		{ReadFile, map[string]any{"path": "../../etc/passwd"}, true},
+		{GrepFiles, map[string]any{"pattern": "x", "path": "/"}, true},
+		{ListDirectory, map[string]any{"path": "/root"}, true},
+		{FindFiles, map[string]any{"query": "x", "path": "~"}, true},
 		// writes in the workspace are not; outside it, they are
 		{WriteFile, map[string]any{"path": "src/a.py"}, false},
 		{WriteFile, map[string]any{"path": ws + "/b.txt"}, false},

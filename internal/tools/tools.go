@@ -3,6 +3,8 @@
 // arguments (catalogue.go), and, for the file tools, what it does. The file
 // tools run inside the sandbox, in its agent, on the sandbox's own files:
 // paths, symlinks and ".." resolve in the sandbox's tree, never the host's.
+// On the host (sandbox modes selective and off) they run Confined to one
+// directory, where nothing leads out of it (fsys.go).
 //
 // Failures are *Error values whose Kind a model can act on.
 package tools
@@ -60,6 +62,8 @@ func fileError(err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &Error{Kind: KindNotFound, Message: msg}
+	case errors.Is(err, errOutside):
+		return &Error{Kind: KindBlockedByPolicy, Message: msg + ": tool calls on the host reach only the files in it"}
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENAMETOOLONG):
 		return &Error{Kind: KindInvalidArgument, Message: msg}
 	}
@@ -67,17 +71,25 @@ func fileError(err error) error {
 }
 
 // Files runs the file tools on the filesystem the calling process sees:
-// inside a sandbox, the sandbox's.
+// inside a sandbox, the sandbox's; or, Confined, on Dir's tree alone.
 type Files struct {
 	// Dir is what relative paths are resolved against (the workspace).
 	Dir string
 	// UID and GID own what the tools create.
 	UID, GID int
+	// Confined keeps every path inside Dir (fsys.go): an absolute path
+	// elsewhere, or one that ".." or a symlink takes out of it, is refused,
+	// and so is a file with several hard links that is not UID's; ripgrep
+	// is not used. For tool calls on the host, where the caller is root
+	// and nothing else confines them.
+	Confined bool
 	// Exec, when not nil, runs a helper program a tool uses (rg) in dir,
 	// until it exits or ctx ends, its output to stdout and stderr; a
 	// non-zero exit is an *ExitError. Nil uses os/exec. (The agent, PID 1
 	// of its sandbox, starts its children through its reaper.)
 	Exec func(ctx context.Context, dir string, argv []string, stdout, stderr io.Writer) error
+
+	fs fsys // set by Run
 }
 
 // ExitError is a helper program's non-zero exit.
@@ -104,6 +116,16 @@ func (f Files) exec(ctx context.Context, dir string, argv []string, stdout, stde
 // Run runs file tool name with its JSON arguments and returns its result,
 // to be encoded as JSON.
 func (f Files) Run(name string, args json.RawMessage) (any, error) {
+	f.fs = osFS{}
+	if f.Confined {
+		f.Dir = filepath.Clean(f.Dir)
+		root, err := os.OpenRoot(f.Dir)
+		if err != nil {
+			return nil, fileError(err)
+		}
+		defer func() { _ = root.Close() }() // what was written through it is closed already
+		f.fs = rootFS{root: root, dir: f.Dir, uid: f.UID}
+	}
 	switch name {
 	case ReadFile:
 		return run(args, f.readFile)
@@ -157,10 +179,15 @@ func (f Files) abs(p string) (string, error) {
 	if strings.ContainsRune(p, 0) {
 		return "", invalid("path %q contains a NUL byte", p)
 	}
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p), nil
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(f.Dir, p)
 	}
-	return filepath.Join(f.Dir, p), nil
+	p = filepath.Clean(p)
+	if rel, err := filepath.Rel(f.Dir, p); f.Confined && (err != nil || rel != "." && !filepath.IsLocal(rel)) {
+		return "", &Error{Kind: KindBlockedByPolicy, Message: fmt.Sprintf(
+			"%s is out of %s: tool calls on the host reach only the files in that directory", p, f.Dir)}
+	}
+	return p, nil
 }
 
 // dirOrDefault resolves p as abs does, "" meaning f.Dir: where the
@@ -174,7 +201,7 @@ func (f Files) dirOrDefault(p string) (string, error) {
 
 // mkdirs makes dir and its missing parents, owned by f's user.
 func (f Files) mkdirs(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
+	if fi, err := f.fs.Stat(dir); err == nil {
 		if !fi.IsDir() {
 			return invalid("%s is not a directory", dir)
 		}
@@ -184,10 +211,10 @@ func (f Files) mkdirs(dir string) error {
 		return err
 	}
 	// #nosec G301 -- a directory of the sandbox user's, as mkdir -p makes it
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := f.fs.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fileError(err)
 	}
-	return fileError0(os.Lchown(dir, f.UID, f.GID))
+	return fileError0(f.fs.Lchown(dir, f.UID, f.GID))
 }
 
 // fileError0 is fileError of a possibly nil error.

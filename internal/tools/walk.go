@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -28,11 +27,10 @@ type ignoreRule struct {
 
 // readIgnoreFile reads the rules of .gitignore or .ignore in dir (rel is
 // dir relative to the walk's root).
-func readIgnoreFile(dir, rel string) []ignoreRule {
+func readIgnoreFile(fsys fsys, dir, rel string) []ignoreRule {
 	var rules []ignoreRule
 	for _, name := range []string{".gitignore", ".ignore"} {
-		// #nosec G304 -- an ignore file of the tree being searched, in the sandbox
-		f, err := os.Open(filepath.Join(dir, name))
+		f, err := fsys.Open(filepath.Join(dir, name))
 		if err != nil {
 			continue
 		}
@@ -127,9 +125,9 @@ var errStop = errors.New("stop")
 // walkTree calls fn with every regular file under root that the rules
 // leave in, and its path relative to root, in lexical order. fn returns
 // errStop to end the walk.
-func walkTree(root string, fn func(p, rel string) error) error {
+func (f Files) walkTree(root string, fn func(p, rel string) error) error {
 	rulesAt := map[string][]ignoreRule{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := f.fs.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == root {
 				return err
@@ -154,7 +152,7 @@ func walkTree(root string, fn func(p, rel string) error) error {
 			}
 		}
 		if d.IsDir() {
-			rulesAt[rel] = append(append([]ignoreRule(nil), rules...), readIgnoreFile(p, rel)...)
+			rulesAt[rel] = append(append([]ignoreRule(nil), rules...), readIgnoreFile(f.fs, p, rel)...)
 			return nil
 		}
 		if !d.Type().IsRegular() {

@@ -25,7 +25,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hutchdev/hutch/client"
+	hcluster "github.com/hutchdev/hutch/internal/cluster"
 	"github.com/hutchdev/hutch/internal/store/pgtest"
+	"github.com/hutchdev/hutch/internal/store/postgres"
 )
 
 // The membership's timing in these tests: a node beats every half
@@ -118,10 +120,87 @@ func (c *cluster) addNode(name string) *daemon {
 		"--public-url", c.publicURL, "--pool", "base=0", "--secrets-key-file", c.masterKey}, append(clusterTiming, c.nodeFlags...)...)...)
 	d.netns, d.keyFile, d.nodeName, d.env = netns, c.keyFile, name, c.nodeEnv
 	d.addr, d.e2bAddr = net.JoinHostPort(addr, "7070"), net.JoinHostPort(addr, "49983")
-	d.start()
+	c.startNode(d)
+	// Before the harness's cleanup (which would start it as a single
+	// box, over plain HTTP): a node the test killed is started again.
+	t.Cleanup(func() {
+		if d.cmd != nil && d.cmd.ProcessState != nil {
+			c.startNode(d)
+		}
+	})
 	c.nodes = append(c.nodes, d)
 	c.byName[name] = d
 	return d
+}
+
+// startNode runs node d's daemon (again, after a kill) and waits until it
+// answers. A node answers over TLS only, the certificate its record in
+// the store names, and only calls with the cluster key: the test calls it
+// directly as a replica does (internal/cluster.NodeTransport), its client keeping
+// the caller's key (d.key) beside.
+func (c *cluster) startNode(d *daemon) {
+	t := c.t
+	t.Helper()
+	logf, err := os.OpenFile(d.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	d.cmd = d.serveCommand()
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(c.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.key = strings.TrimSpace(string(key))
+	// Not t.Context(): cleanup starts a killed node again, after the
+	// test's context has ended.
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	nodes := hcluster.NewNodeTransport(hcluster.DeriveKey(d.key))
+	started := time.Now().UTC()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if d.cmd.ProcessState != nil || time.Now().After(deadline) {
+			_ = d.cmd.Process.Kill() // not left running when the test fails
+			_ = d.cmd.Wait()
+			b, _ := os.ReadFile(d.logPath)
+			t.Fatalf("node %s did not come up; log:\n%s", d.nodeName, b)
+		}
+		list, err := db.ListNodes(ctx)
+		if err != nil {
+			continue
+		}
+		for _, n := range list {
+			if n.ID != d.nodeName || n.StartedAt.Before(started.Add(-time.Second)) {
+				continue // another, or this one's record from before
+			}
+			if n.URL != "https://"+d.addr {
+				t.Fatalf("node %s advertises %s, want https://%s", d.nodeName, n.URL, d.addr)
+			}
+			_, via, err := nodes.To(n, n.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := client.New(n.URL, d.key, client.WithHTTPClient(&http.Client{Transport: via}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err = cl.Health(hctx)
+			cancel()
+			if err == nil {
+				d.client = cl
+				return
+			}
+		}
+	}
 }
 
 // A cluster's network: a bridge in a namespace of its own, which the
@@ -335,7 +414,7 @@ func TestCluster(t *testing.T) {
 	}
 	// Back, the node is a member again (its sandboxes start again on a
 	// call, as a single box's in error do).
-	node.start()
+	c.startNode(node)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		res, err := b.client.Exec(ctx, victim.ID, client.ExecRequest{Command: "cat note.txt 2>/dev/null || echo none"})
 		if err == nil && res.ExitCode == 0 {

@@ -136,7 +136,7 @@ func TestClusterMove(t *testing.T) {
 	}
 	// node-1 back: what it had of them goes (its cleanup checks nothing
 	// is left of them there).
-	from.start()
+	c.startNode(from)
 }
 
 // readCount reads the gVisor counter through d.

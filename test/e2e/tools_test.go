@@ -303,7 +303,7 @@ func TestToolModes(t *testing.T) {
 		}
 	}
 
-	host := t.TempDir()
+	host := toolsHostDir(t)
 	d := startDaemonWith(t, "--tools-host-dir", host)
 	sb = d.create(client.CreateSandboxRequest{})
 	run := func(mode, tool string, args any) *client.ToolResult {
@@ -355,7 +355,7 @@ func TestToolModes(t *testing.T) {
 // daemon's own key manages keys, and a removed key works no more.
 func TestAPIKeyModes(t *testing.T) {
 	t.Parallel()
-	host := t.TempDir()
+	host := toolsHostDir(t)
 	d := startDaemonWith(t, "--tools-host-dir", host)
 	out, stderr, code := d.cli("", "key", "create", "editor", "--tools-mode", "selective", "--workspace", "app")
 	if code != 0 || !strings.HasPrefix(out, "hutch_") {
@@ -418,4 +418,19 @@ func TestAPIKeyModes(t *testing.T) {
 	if _, err := editor.ListSandboxes(t.Context()); !client.IsUnauthenticated(err) {
 		t.Errorf("a removed key: %v, want unauthenticated", err)
 	}
+}
+
+// toolsHostDir is a directory for --tools-host-dir: host tool calls run as
+// its owner, never root (internal/toolrun), so it belongs to nobody
+// (65534), and the way to it is open to be searched.
+func toolsHostDir(t *testing.T) string {
+	t.Helper()
+	host := t.TempDir()
+	if err := os.Chown(host, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(host), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return host
 }

@@ -19,9 +19,10 @@ func (d *DB) PutNode(ctx context.Context, n *store.Node) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.pool.Exec(ctx, `INSERT INTO nodes (`+sqlrows.NodeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	if _, err := d.pool.Exec(ctx, `INSERT INTO nodes (`+sqlrows.NodeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET url = excluded.url, state = excluded.state, reason = excluded.reason,
-			report = excluded.report, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at`, args...); err != nil {
+			report = excluded.report, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+			tls_fingerprint = excluded.tls_fingerprint`, args...); err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
 	return nil

@@ -19,7 +19,7 @@ func (d *DB) PutNode(ctx context.Context, n *store.Node) error {
 		return err
 	}
 	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
-	if _, err := d.db.ExecContext(ctx, `INSERT OR REPLACE INTO nodes (`+sqlrows.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
+	if _, err := d.db.ExecContext(ctx, `INSERT OR REPLACE INTO nodes (`+sqlrows.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, args...); err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
 	return nil

@@ -261,7 +261,7 @@ func nonNil(m map[string]string) map[string]string {
 }
 
 // NodeColumns are a node's columns, in the order of NodeArgs and ScanNode.
-const NodeColumns = `id, url, state, reason, report, started_at, heartbeat_at`
+const NodeColumns = `id, url, state, reason, report, started_at, heartbeat_at, tls_fingerprint`
 
 // NodeArgs are n's values for NodeColumns.
 func NodeArgs(n *store.Node) ([]any, error) {
@@ -269,7 +269,7 @@ func NodeArgs(n *store.Node) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{n.ID, n.URL, n.State, n.Reason, string(report), n.StartedAt.UnixNano(), n.HeartbeatAt.UnixNano()}, nil
+	return []any{n.ID, n.URL, n.State, n.Reason, string(report), n.StartedAt.UnixNano(), n.HeartbeatAt.UnixNano(), n.Fingerprint}, nil
 }
 
 // ScanNode reads a row of NodeColumns.
@@ -279,7 +279,7 @@ func ScanNode(row Scanner) (*store.Node, error) {
 		report         string
 		started, beats int64
 	)
-	if err := row.Scan(&n.ID, &n.URL, &n.State, &n.Reason, &report, &started, &beats); err != nil {
+	if err := row.Scan(&n.ID, &n.URL, &n.State, &n.Reason, &report, &started, &beats, &n.Fingerprint); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(report), &n.Report); err != nil {

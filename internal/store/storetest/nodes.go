@@ -17,7 +17,7 @@ var live = []lifecycle.State{lifecycle.Running, lifecycle.Paused}
 
 func sampleNode(id string, beat time.Time) *store.Node {
 	return &store.Node{
-		ID: id, URL: "http://10.0.0.1:7070", State: store.NodeUp, StartedAt: beat.Add(-time.Minute), HeartbeatAt: beat,
+		ID: id, URL: "https://10.0.0.1:7070", Fingerprint: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", State: store.NodeUp, StartedAt: beat.Add(-time.Minute), HeartbeatAt: beat,
 		Report: store.NodeReport{
 			E2BURL: "http://10.0.0.1:49983", CPUs: 8, MemoryMB: 32768, CommittedCPUs: 1.5, CommittedMemoryMB: 512,
 			Sandboxes: 3, Runtimes: []string{"runc", "gvisor"}, DefaultRuntime: "gvisor", DefaultTemplate: "base",
@@ -43,9 +43,10 @@ func testNodes(t *testing.T, h Harness) {
 		t.Fatalf("ListNodes = %+v, %v; want a then b as put", got, err)
 	}
 
-	// A heartbeat replaces the record.
+	// A heartbeat replaces the record, the certificate's fingerprint too.
 	a.HeartbeatAt = beat.Add(time.Second)
 	a.Report.Sandboxes = 4
+	a.Fingerprint = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae" // a new certificate
 	if err := db.PutNode(ctx, a); err != nil {
 		t.Fatal(err)
 	}
