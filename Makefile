@@ -14,7 +14,7 @@ BIN      := bin/hutch
 RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
 RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
 
-.PHONY: build runsc test bench soak lint generate clean fuzz
+.PHONY: build runsc test attack bench soak lint generate clean fuzz
 
 # The web console (console/: TypeScript and Vite, on the TypeScript SDK),
 # built into console/dist/app, gzipped, when its sources change; the binary
@@ -70,6 +70,12 @@ test: build
 	wait $$e2e || status=1; cat bin/e2e.log; \
 	echo "make test: the rest, at once, took $$(( $$(date +%s) - began )) s"; \
 	exit $$status
+
+# The adversarial suite alone (docs/security.md): every TestAttack test,
+# the end-to-end ones under both runtimes. make test runs them with the
+# rest.
+attack: build
+	$(GO) test -count=1 -timeout 20m -run '^TestAttack' ./...
 
 # The fuzz targets (go test -fuzz): path confinement of the files of a
 # create (the tar reader) and of template imports (the layer reader), of
