@@ -120,6 +120,9 @@ type Manager struct {
 	pool *warmPool
 	// locks serialise each sandbox's changes of state (see locks.go).
 	locks locks
+	// buildSteps are the template build steps in flight, which count
+	// towards their workspaces' quotas (see buildquota.go).
+	buildSteps buildHolds
 
 	mu      sync.Mutex
 	live    map[string]*instance   // sandboxes with a running container

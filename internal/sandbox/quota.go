@@ -42,7 +42,9 @@ type Workspace struct {
 	CreatedAt time.Time
 }
 
-// Usage is what a workspace's sandboxes use, beside its quota.
+// Usage is what a workspace's sandboxes use, beside its quota. Its
+// template build steps in flight count as running sandboxes (see
+// AdmitBuildStep).
 type Usage struct {
 	Workspace string
 	Quota     Quota
@@ -97,6 +99,7 @@ func (m *Manager) Usage(ctx context.Context, ws string) (Usage, error) {
 		return Usage{}, err
 	}
 	u.SandboxHours = used.Hours()
+	m.buildSteps.addTo(&u) // template build steps in flight (buildquota.go)
 	return u, nil
 }
 

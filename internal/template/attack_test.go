@@ -265,7 +265,7 @@ func TestAttackImagePullErrorBody(t *testing.T) {
 		_, _ = w.Write([]byte("metadata: " + secret))
 	}))
 	t.Cleanup(srv.Close)
-	_, err := s.PullImage(context.Background(), "leak", strings.TrimPrefix(srv.URL, "http://")+"/app:1", nil)
+	_, err := s.PullImage(context.Background(), "leak", strings.TrimPrefix(srv.URL, "http://")+"/app:1", 0, nil)
 	if err == nil || strings.Contains(err.Error(), secret) {
 		t.Errorf("pull from a registry answering 500: %v, want an error without its body", err)
 	}

@@ -102,7 +102,7 @@ func FuzzUntar(f *testing.F) {
 		if err := os.WriteFile(planted, []byte("kept"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = untar(bytes.NewReader(layer), root) // a bad layer is an error; where it writes is the check
+		_ = untar(bytes.NewReader(layer), root, nil) // a bad layer is an error; where it writes is the check
 		entries, err := os.ReadDir(parent)
 		if err != nil {
 			t.Fatal(err)

@@ -43,9 +43,11 @@ var platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 
 // PullImage makes name from the image ref in a registry (docker.io/library/
 // alpine:3.20, 127.0.0.1:5000/app@sha256:…), at any address: the
-// administrator's pulls.
-func (s *Store) PullImage(ctx context.Context, name, ref string, progress func(Progress)) (Info, error) {
-	return s.pull(ctx, name, ref, remote.DefaultTransport, progress)
+// administrator's pulls. maxBytes, when not 0, bounds what its layers
+// unpack to: past it the pull stops (errdefs.ErrResourceExhausted) and
+// leaves nothing.
+func (s *Store) PullImage(ctx context.Context, name, ref string, maxBytes int64, progress func(Progress)) (Info, error) {
+	return s.pull(ctx, name, ref, remote.DefaultTransport, maxBytes, progress)
 }
 
 // PullPublicImage is PullImage from a registry at public addresses only:
@@ -53,7 +55,7 @@ func (s *Store) PullImage(ctx context.Context, name, ref string, progress func(P
 // (loopback, private ranges, cloud metadata) through the daemon. Every
 // address a connection goes to is checked as it is dialled, a redirect's
 // too.
-func (s *Store) PullPublicImage(ctx context.Context, name, ref string, progress func(Progress)) (Info, error) {
+func (s *Store) PullPublicImage(ctx context.Context, name, ref string, maxBytes int64, progress func(Progress)) (Info, error) {
 	r, err := parseRef(ref)
 	if err != nil {
 		return Info{}, err
@@ -62,11 +64,11 @@ func (s *Store) PullPublicImage(ctx context.Context, name, ref string, progress 
 	if _, err := outwardAddrs(ctx, registryHost(r)); err != nil {
 		return Info{}, err
 	}
-	return s.pull(ctx, name, ref, outwardTransport(), progress)
+	return s.pull(ctx, name, ref, outwardTransport(), maxBytes, progress)
 }
 
 // pull makes name from the image ref, reaching the registry through t.
-func (s *Store) pull(ctx context.Context, name, ref string, t http.RoundTripper, progress func(Progress)) (Info, error) {
+func (s *Store) pull(ctx context.Context, name, ref string, t http.RoundTripper, maxBytes int64, progress func(Progress)) (Info, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -82,7 +84,7 @@ func (s *Store) pull(ctx context.Context, name, ref string, t http.RoundTripper,
 	if err != nil {
 		return Info{}, imageError(ctx, "pull "+r.String(), err)
 	}
-	return s.importImage(ctx, name, img, r.String(), progress)
+	return s.importImage(ctx, name, img, r.String(), newBudget(maxBytes), progress)
 }
 
 // parseRef checks an image reference.
@@ -96,7 +98,10 @@ func parseRef(ref string) (name.Reference, error) {
 
 // ImportArchive makes name from an image tarball, the file archive: a docker-archive
 // (what `docker save` writes) or an OCI image layout packed in a tar.
-func (s *Store) ImportArchive(ctx context.Context, name, archive string, progress func(Progress)) (Info, error) {
+// maxBytes, when not 0, bounds what its layers unpack to, and what an OCI
+// layout's tar unpacks to first: past it the import stops
+// (errdefs.ErrResourceExhausted) and leaves nothing.
+func (s *Store) ImportArchive(ctx context.Context, name, archive string, maxBytes int64, progress func(Progress)) (Info, error) {
 	if progress == nil {
 		progress = func(Progress) {}
 	}
@@ -104,18 +109,18 @@ func (s *Store) ImportArchive(ctx context.Context, name, archive string, progres
 		return Info{}, err
 	}
 	progress(Progress{Step: "read", Message: "Reading the image archive"})
-	img, cleanup, err := s.openArchive(archive)
+	img, cleanup, err := s.openArchive(archive, newBudget(maxBytes))
 	if err != nil {
 		return Info{}, err
 	}
 	defer cleanup()
-	return s.importImage(ctx, name, img, "archive", progress)
+	return s.importImage(ctx, name, img, "archive", newBudget(maxBytes), progress)
 }
 
 // openArchive opens the image in a docker-archive or OCI layout tarball.
-// An OCI layout is unpacked into a directory of the store first, removed by
-// cleanup.
-func (s *Store) openArchive(archive string) (_ v1.Image, cleanup func(), err error) {
+// An OCI layout is unpacked into a directory of the store first, within
+// room, removed by cleanup.
+func (s *Store) openArchive(archive string, room *budget) (_ v1.Image, cleanup func(), err error) {
 	cleanup = func() {}
 	names, err := tarNames(archive)
 	if err != nil {
@@ -140,7 +145,10 @@ func (s *Store) openArchive(archive string) (_ v1.Image, cleanup func(), err err
 			return nil, cleanup, err
 		}
 		defer f.Close()
-		if err := untar(f, dir); err != nil {
+		if err := untar(f, dir, room); err != nil {
+			if errdefs.Kind(err) != nil {
+				return nil, cleanup, errdefs.Prefix(err, "the OCI layout archive")
+			}
 			return nil, cleanup, errdefs.InvalidArgument("the OCI layout archive: %v", err)
 		}
 		img, err := layoutImage(dir)
@@ -151,20 +159,33 @@ func (s *Store) openArchive(archive string) (_ v1.Image, cleanup func(), err err
 
 // Upload saves an image archive read from r beside the store (where a crash
 // leaves it to Open to remove) and returns its path; cleanup removes it.
-func (s *Store) Upload(r io.Reader) (path string, cleanup func(), err error) {
+// maxBytes, when not 0, bounds the archive: past it the upload stops
+// (errdefs.ErrResourceExhausted) and leaves nothing.
+func (s *Store) Upload(r io.Reader, maxBytes int64) (path string, cleanup func(), err error) {
 	f, err := os.CreateTemp(s.dir, ".build-upload-")
 	if err != nil {
 		return "", func() {}, err
 	}
 	cleanup = func() { _ = os.Remove(f.Name()) } // scratch of the store
-	_, err = io.Copy(f, r)
+	if maxBytes > 0 {
+		var n int64
+		n, err = io.Copy(f, io.LimitReader(r, maxBytes+1))
+		if err == nil && n > maxBytes {
+			err = errdefs.ResourceExhausted("the image archive is over %s, the most this build may put on disk", mib(maxBytes))
+		}
+	} else {
+		_, err = io.Copy(f, r)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		cleanup()
-		if errors.Is(err, syscall.ENOSPC) {
+		switch {
+		case errors.Is(err, syscall.ENOSPC):
 			return "", func() {}, errdefs.ResourceExhausted("the daemon's disk is full: %v", err)
+		case errdefs.Kind(err) != nil:
+			return "", func() {}, err
 		}
 		return "", func() {}, fmt.Errorf("receive the image archive: %w", err)
 	}
@@ -229,8 +250,9 @@ func tarNames(archive string) (map[string]bool, error) {
 	}
 }
 
-// importImage flattens img into a new version of name.
-func (s *Store) importImage(ctx context.Context, name string, img v1.Image, source string, progress func(Progress)) (_ Info, err error) {
+// importImage flattens img into a new version of name, its root within
+// room.
+func (s *Store) importImage(ctx context.Context, name string, img v1.Image, source string, room *budget, progress func(Progress)) (_ Info, err error) {
 	digest, err := img.Digest()
 	if err != nil {
 		return Info{}, imageError(ctx, source, err)
@@ -251,7 +273,10 @@ func (s *Store) importImage(ctx context.Context, name string, img v1.Image, sour
 	}
 	flat := mutate.Extract(img) // the layers with their whiteouts applied
 	defer flat.Close()
-	if err := untar(ctxio.Reader(ctx, flat), b.Root()); err != nil {
+	if err := untar(ctxio.Reader(ctx, flat), b.Root(), room); err != nil {
+		if errors.Is(err, errdefs.ErrResourceExhausted) && ctx.Err() == nil {
+			return Info{}, errdefs.Prefix(err, "image %s", source)
+		}
 		return Info{}, imageError(ctx, source, err)
 	}
 	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
@@ -347,8 +372,10 @@ func finishImageRoot(root string) error {
 // to meanwhile. The archive is untrusted: names are taken inside root
 // ("../x" and "/x" are both root/x), no path is followed through a
 // symbolic link the archive made, and hard links point inside root. Device
-// nodes are skipped (sandboxes get theirs from the runtime).
-func untar(r io.Reader, root string) error {
+// nodes are skipped (sandboxes get theirs from the runtime). Every entry is
+// charged to room before it is written (nil: no bound); the first that
+// does not fit ends the unpacking with errdefs.ErrResourceExhausted.
+func untar(r io.Reader, root string, room *budget) error {
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -361,6 +388,9 @@ func untar(r io.Reader, root string) error {
 		rel := strings.TrimPrefix(path.Clean("/"+hdr.Name), "/")
 		if rel == "" {
 			continue // the root itself
+		}
+		if err := room.charge(hdr); err != nil {
+			return err
 		}
 		target := filepath.Join(root, rel)
 		if err := realParents(root, filepath.Dir(rel)); err != nil {
@@ -394,7 +424,7 @@ func untar(r io.Reader, root string) error {
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(f, tr) // #nosec G110 -- the size is the image's; the disk bounds it
+			_, err = io.Copy(f, tr) // #nosec G110 -- the size is the header's, charged to room above
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -79,7 +80,7 @@ func TestPullImage(t *testing.T) {
 	push(t, testImage(t), ref)
 
 	var steps []string
-	info, err := s.PullImage(context.Background(), "hello", ref, func(p Progress) { steps = append(steps, p.Step) })
+	info, err := s.PullImage(context.Background(), "hello", ref, 0, func(p Progress) { steps = append(steps, p.Step) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestPullImageFailures(t *testing.T) {
 	reg := serveRegistry(t)
 	ctx := context.Background()
 	for _, ref := range []string{reg + "/test/missing:v1", "Not A Reference", reg + "/test/missing@sha256:0000"} {
-		if _, err := s.PullImage(ctx, "bad", ref, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := s.PullImage(ctx, "bad", ref, 0, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("PullImage(%q): %v, want an invalid argument", ref, err)
 		}
 	}
@@ -169,7 +170,7 @@ func TestImageCannotEscape(t *testing.T) {
 		if err := os.Mkdir(root, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		err := untar(tarOf(tc.entries...), root)
+		err := untar(tarOf(tc.entries...), root, nil)
 		if tc.refused != (err != nil) {
 			t.Errorf("case %d: untar: %v, want refused %v", i, err, tc.refused)
 		}
@@ -189,7 +190,7 @@ func TestImageCannotEscape(t *testing.T) {
 	// file: refused, the host file untouched.
 	ref := serveRegistry(t) + "/test/evil:v1"
 	push(t, image(t, layer(t, tarEntry{Name: "etc/passwd", Type: tar.TypeSymlink, Link: victim})), ref)
-	if _, err := s.PullImage(context.Background(), "evil", ref, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := s.PullImage(context.Background(), "evil", ref, 0, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("an image whose /etc/passwd links to a host file: %v, want an invalid argument", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "host\n" {
@@ -223,7 +224,7 @@ func TestImportArchive(t *testing.T) {
 		t.Fatalf("tar: %v %s", err, out)
 	}
 	for _, archive := range []string{docker, oci} {
-		info, err := s.ImportArchive(ctx, "imported", archive, nil)
+		info, err := s.ImportArchive(ctx, "imported", archive, 0, nil)
 		if err != nil {
 			t.Fatalf("ImportArchive(%s): %v", filepath.Base(archive), err)
 		}
@@ -242,7 +243,7 @@ func TestImportArchive(t *testing.T) {
 		t.Fatalf("tar: %v %s", err, out)
 	}
 	for _, bad := range []string{junk, empty} {
-		if _, err := s.ImportArchive(ctx, "bad", bad, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := s.ImportArchive(ctx, "bad", bad, 0, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("ImportArchive(%s): %v, want an invalid argument", filepath.Base(bad), err)
 		}
 	}
@@ -282,7 +283,7 @@ func TestImportImageNoDisk(t *testing.T) {
 	}
 	ref := serveRegistry(t) + "/test/big:v1"
 	push(t, image(t, layer(t, entries...)), ref)
-	_, err = s.PullImage(context.Background(), "big", ref, nil)
+	_, err = s.PullImage(context.Background(), "big", ref, 0, nil)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("pull onto a full disk: %v, want resource exhausted", err)
 	}
@@ -291,3 +292,86 @@ func TestImportImageNoDisk(t *testing.T) {
 	}
 	assertNoBuilds(t, s)
 }
+
+// maxBytes bounds what a pull or an import unpacks: the first entry that
+// would pass it stops the build with resource exhausted, and nothing is
+// left; many empty files are not free; an upload past it stops too. The
+// same image within the bound is made.
+func TestImageBudget(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	zeros := strings.Repeat("\x00", 1<<20)
+	var big, many []tarEntry
+	for i := range 8 {
+		big = append(big, tarEntry{Name: fmt.Sprintf("big/%d", i), Body: zeros})
+	}
+	for i := range 4096 {
+		many = append(many, tarEntry{Name: fmt.Sprintf("many/%d", i)})
+	}
+	registry := serveRegistry(t)
+	for what, entries := range map[string][]tarEntry{"big": big, "many": many} {
+		img := image(t, layer(t, entries...))
+		ref := registry + "/test/" + what + ":v1"
+		push(t, img, ref)
+		oci := ociArchive(t, img)
+		for how, build := range map[string]func(maxBytes int64) (Info, error){
+			"pull":   func(maxBytes int64) (Info, error) { return s.PullImage(ctx, what, ref, maxBytes, nil) },
+			"import": func(maxBytes int64) (Info, error) { return s.ImportArchive(ctx, what, oci, maxBytes, nil) },
+		} {
+			if info, err := build(1 << 20); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "unpacks to more than 1 MiB") {
+				t.Errorf("%s of %s within 1 MiB: %+v, %v; want resource exhausted", how, what, info, err)
+			}
+			if _, err := s.Get(what); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("%s of %s: the template is there after the refusal: %v", how, what, err)
+			}
+			assertNoBuilds(t, s)
+			if _, err := build(64 << 20); err != nil {
+				t.Errorf("%s of %s within 64 MiB: %v", how, what, err)
+			}
+			if err := s.Remove(what); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		size, max int64
+		ok        bool
+	}{{1 << 20, 1 << 20, true}, {1<<20 + 1, 1 << 20, false}, {8 << 20, 0, true}} {
+		path, cleanup, err := s.Upload(io.LimitReader(zeroReader{}, tc.size), tc.max)
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, errdefs.ErrResourceExhausted)) {
+			t.Errorf("upload of %d bytes within %d: %v", tc.size, tc.max, err)
+		}
+		cleanup()
+		if path != "" {
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the upload is left after its cleanup: %v", err)
+			}
+		}
+	}
+	assertNoBuilds(t, s)
+	if left, _ := filepath.Glob(filepath.Join(s.dir, ".build-upload-*")); len(left) > 0 {
+		t.Errorf("uploads left: %v", left)
+	}
+}
+
+// ociArchive is img as an OCI layout packed in a tar.
+func ociArchive(t *testing.T, img v1.Image) string {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "oci.tar")
+	if b, err := exec.Command("tar", "-C", filepath.Join(dir, "layout"), "-cf", out, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, b)
+	}
+	return out
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }

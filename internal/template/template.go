@@ -170,7 +170,7 @@ func Open(dir string) (*Store, error) {
 	if fi, err := os.Stat(filepath.Dir(host.RootDir)); err == nil {
 		s.info.Created = fi.ModTime().UTC()
 	}
-	s.info.SizeBytes, _ = diskUsage(host.RootDir) // a size is only shown
+	s.info.SizeBytes, _ = DiskUsage(host.RootDir) // a size is only shown
 	return s, nil
 }
 
@@ -407,12 +407,12 @@ func (b *Build) commitAs(info Info) (Info, error) {
 	}
 	nameDir := filepath.Join(b.s.dir, b.name)
 	info.Name = b.name
-	size, err := diskUsage(b.Root())
+	size, err := DiskUsage(b.Root())
 	if err != nil {
 		return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
 	}
 	if _, err := os.Stat(b.memory()); err == nil { // a snapshot's memory image
-		mem, err := diskUsage(b.memory())
+		mem, err := DiskUsage(b.memory())
 		if err != nil {
 			return Info{}, fmt.Errorf("size of template %s: %w", b.name, err)
 		}
@@ -535,8 +535,9 @@ func removeBuild(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// diskUsage adds up the blocks of the files under root, each inode once.
-func diskUsage(root string) (int64, error) {
+// DiskUsage adds up the blocks of the files under root, each inode once.
+// It follows no symbolic link: root may be a build's, links planted.
+func DiskUsage(root string) (int64, error) {
 	seen := map[uint64]bool{}
 	var total int64
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {

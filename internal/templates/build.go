@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +39,8 @@ const BuildRuntime = "runc"
 // sandbox's own network namespace.
 const proxyAddress = "127.0.0.1:3128"
 
-// The limits of a build step's sandbox: builds compile and unpack.
+// The limits of an administrator's build step's sandbox (a workspace's
+// are its quota's, up to these: see limits.go): builds compile and unpack.
 const (
 	buildMemoryMB = 4096
 	buildPids     = 4096
@@ -48,8 +48,9 @@ const (
 	buildTimeout  = 30 * time.Minute
 )
 
-// runBuildStep is the template.Runner of this service.
-func (s *Service) runBuildStep(ctx context.Context, root string, step template.RunStep) (err error) {
+// runBuildStep runs step in a sandbox of root with limits: what a
+// build's template.Runner does (see runner).
+func (s *Service) runBuildStep(ctx context.Context, root string, step template.RunStep, limits sandbox.StepLimits) (err error) {
 	be := s.buildBackend
 	switch {
 	case be == nil:
@@ -69,10 +70,10 @@ func (s *Service) runBuildStep(ctx context.Context, root string, step template.R
 		Hostname: "build",
 		RootDir:  root,
 		Limits: backend.Limits{
-			CPUs:        float64(runtime.NumCPU()),
-			MemoryBytes: buildMemoryMB << 20,
+			CPUs:        limits.CPUs,
+			MemoryBytes: limits.MemoryMB << 20,
 			Pids:        buildPids,
-			DiskBytes:   buildDiskMB << 20,
+			DiskBytes:   limits.DiskMB << 20,
 		},
 	})
 	if err != nil {

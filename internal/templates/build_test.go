@@ -1,13 +1,22 @@
 package templates
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/backend"
+	"github.com/hutchdev/hutch/internal/backend/fake"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox/sandboxtest"
+	"github.com/hutchdev/hutch/internal/template"
 )
 
 // A build step needs a build backend that is usable and can build; without
@@ -70,5 +79,54 @@ func TestLineWriter(t *testing.T) {
 	}
 	if got := (&lineWriter{}).tail(); got != "" {
 		t.Errorf("tail of no output: %q", got)
+	}
+}
+
+// writer is the fake backend as a build backend whose steps each leave
+// a file of size bytes in the root.
+type writer struct {
+	*fake.Backend
+	size  int
+	steps int
+}
+
+func (w *writer) ListenIn(context.Context, backend.Handle, string) (net.Listener, error) {
+	return nil, errdefs.NotImplemented("no network for the writer's steps")
+}
+
+func (w *writer) Export(_ context.Context, _ backend.Handle, dir string) error {
+	w.steps++
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("step-%d", w.steps)), bytes.Repeat([]byte{1}, w.size), 0o644)
+}
+
+// What a workspace's build steps add to the root is bounded: a step runs
+// with what is left of the bound as its disk, a step with too little left
+// is refused, and a step that leaves more than the bound fails the build.
+// The root it started from does not count.
+func TestBuildStepsDiskBound(t *testing.T) {
+	t.Parallel()
+	c := sandboxtest.Start(t)
+	w := &writer{Backend: c.Backend, size: 40 << 20}
+	s := New(Config{Core: c.M, Store: c.DB, Templates: c.Templates, BuildBackend: w})
+	ctx := t.Context()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "before"), bytes.Repeat([]byte{1}, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := s.runner(buildLimits{workspace: "acme", maxBytes: 100 << 20, why: "the test's bound"})
+	step := template.RunStep{Argv: []string{"true"}}
+	if err := run(ctx, root, step); err != nil {
+		t.Fatalf("a step within the bound: %v", err)
+	}
+	if err := run(ctx, root, step); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "the test's bound") {
+		t.Errorf("a step with 60 MiB left: %v, want resource exhausted", err)
+	}
+	w.size = 120 << 20
+	run = s.runner(buildLimits{workspace: "acme", maxBytes: 100 << 20, why: "the test's bound"})
+	if err := run(ctx, t.TempDir(), step); !errors.Is(err, errdefs.ErrResourceExhausted) {
+		t.Errorf("a step that left more than the bound: %v, want resource exhausted", err)
+	}
+	if ids, err := c.Backend.List(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("sandboxes left: %v, %v", ids, err)
 	}
 }

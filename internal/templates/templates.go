@@ -217,9 +217,17 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 		if len(req.Context) > template.MaxContext {
 			return Info{}, errdefs.InvalidArgument("the build context is %d MiB, over %d MiB", len(req.Context)>>20, template.MaxContext>>20)
 		}
+		limits, err := s.limitsOf(ctx, req.Name, req.Workspace, req.Admin)
+		if err != nil {
+			return Info{}, err
+		}
 		return s.made(req.Name, "build", func() (template.Info, error) {
-			return s.templates.BuildHutchfile(ctx, req.Name, hf, req.Context, s.runBuildStep, progress)
+			return s.templates.BuildHutchfile(ctx, req.Name, hf, req.Context, s.runner(limits), progress)
 		})
+	}
+	limits, err := s.limitsOf(ctx, req.Name, req.Workspace, req.Admin)
+	if err != nil {
+		return Info{}, err
 	}
 	if req.Image != "" {
 		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Suite != "" || req.Mirror != "" {
@@ -230,7 +238,7 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 			pull = s.templates.PullImage
 		}
 		return s.made(req.Name, "pull", func() (template.Info, error) {
-			return pull(ctx, req.Name, req.Image, progress)
+			return pull(ctx, req.Name, req.Image, limits.maxBytes, progress)
 		})
 	}
 	if err := checkDebianSource(req); err != nil {
@@ -243,7 +251,7 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 	return s.made(req.Name, "build", func() (template.Info, error) {
 		return s.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
 			Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: s.packageCache,
-			NpmPackages: req.NpmPackages, Run: s.runBuildStep,
+			NpmPackages: req.NpmPackages, Run: s.runner(limits),
 		}, progress)
 	})
 }
@@ -269,18 +277,24 @@ func checkDebianSource(req BuildRequest) error {
 }
 
 // Import makes a template from an image archive (docker-archive or OCI
-// layout tar) read from r.
+// layout tar) read from r. name is the stored name: a workspace's
+// (NAME~WS) is bounded by that workspace's disk quota (see limits.go), a
+// shared one is the administrator's.
 func (s *Service) Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (Info, error) {
 	if err := template.CheckName(name); err != nil {
 		return Info{}, err
 	}
+	limits, err := s.limitsOf(ctx, name, "", true)
+	if err != nil {
+		return Info{}, err
+	}
 	return s.made(name, "import", func() (template.Info, error) {
-		path, cleanup, err := s.templates.Upload(r)
+		path, cleanup, err := s.templates.Upload(r, limits.maxBytes)
 		if err != nil {
 			return template.Info{}, err
 		}
 		defer cleanup()
-		return s.templates.ImportArchive(ctx, name, path, progress)
+		return s.templates.ImportArchive(ctx, name, path, limits.maxBytes, progress)
 	})
 }
 
