@@ -86,11 +86,7 @@ func TestAttackKeepAliveHostSwitch(t *testing.T) {
 		pipelined bool
 	}{{"one after another", false}, {"pipelined", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(t, netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"web.example"}})
-			web := newRawServer(t)
-			webAddr := netip.MustParseAddr("203.0.113.10")
-			w.names["web.example"] = []netip.Addr{webAddr}
-			w.hosts[netip.AddrPortFrom(webAddr, 80)] = web.ln.Addr().String()
+			w, web := webWorld(t)
 
 			c := w.dial("203.0.113.10:80")
 			r := bufio.NewReader(c)
@@ -253,11 +249,7 @@ func TestAttackSecretRevoked(t *testing.T) {
 // (Over TLS the proxy only splices, it cannot see the Host; see Proxy.)
 func TestAttackDomainFronting(t *testing.T) {
 	t.Run("plain HTTP absolute-form", func(t *testing.T) {
-		w := newWorld(t, netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"web.example"}})
-		web := newRawServer(t)
-		webAddr := netip.MustParseAddr("203.0.113.10")
-		w.names["web.example"] = []netip.Addr{webAddr}
-		w.hosts[netip.AddrPortFrom(webAddr, 80)] = web.ln.Addr().String()
+		w, web := webWorld(t)
 		c := w.dial("203.0.113.10:80")
 		_, _ = io.WriteString(c, "GET http://web.example/ HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -303,11 +295,7 @@ func TestAttackDomainFronting(t *testing.T) {
 // the upgrade is taken out of the request, and the server answers in
 // HTTP/1.1 as to any client it does not upgrade.
 func TestAttackH2CUpgrade(t *testing.T) {
-	w := newWorld(t, netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"web.example"}})
-	web := newRawServer(t)
-	webAddr := netip.MustParseAddr("203.0.113.10")
-	w.names["web.example"] = []netip.Addr{webAddr}
-	w.hosts[netip.AddrPortFrom(webAddr, 80)] = web.ln.Addr().String()
+	w, web := webWorld(t)
 	c := w.dial("203.0.113.10:80")
 	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: web.example\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -318,4 +306,16 @@ func TestAttackH2CUpgrade(t *testing.T) {
 	if seen := web.seen(); strings.Contains(strings.ToLower(seen), "h2c") || strings.Contains(seen, "HTTP2-Settings:") || strings.Contains(seen, "Http2-Settings:") {
 		t.Errorf("the server was asked for h2c:\n%s", seen)
 	}
+}
+
+// webWorld is a world whose policy allows only web.example, a server of
+// which answers at 203.0.113.10:80.
+func webWorld(t *testing.T) (*world, *rawServer) {
+	t.Helper()
+	w := newWorld(t, netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: []string{"web.example"}})
+	web := newRawServer(t)
+	webAddr := netip.MustParseAddr("203.0.113.10")
+	w.names["web.example"] = []netip.Addr{webAddr}
+	w.hosts[netip.AddrPortFrom(webAddr, 80)] = web.ln.Addr().String()
+	return w, web
 }

@@ -185,12 +185,8 @@ const (
 // sandbox would have seen without the daemon between them), or ctx ended.
 // Otherwise the error says what failed, for a log.
 func (i *Interceptor) Serve(ctx context.Context, client net.Conn, head []byte, host string, upstream net.Conn, swaps func() []Swap, count func(out bool, n int64)) error {
-	closeConns := sync.OnceFunc(func() {
-		_ = client.Close()
-		_ = upstream.Close()
-	})
+	closeConns, stop := closeBoth(ctx, client, upstream)
 	defer closeConns()
-	stop := context.AfterFunc(ctx, closeConns)
 	defer stop()
 
 	if i.CA == nil {
@@ -423,4 +419,14 @@ func scrub(err error) error {
 		return err
 	}
 	return errMalformed
+}
+
+// closeBoth returns what closes client and upstream, once, and closes them
+// when ctx ends until stop is called.
+func closeBoth(ctx context.Context, client, upstream net.Conn) (closeConns func(), stop func() bool) {
+	closeConns = sync.OnceFunc(func() {
+		_ = client.Close()
+		_ = upstream.Close()
+	})
+	return closeConns, context.AfterFunc(ctx, closeConns)
 }

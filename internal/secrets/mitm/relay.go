@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 )
 
 // Relay serves a plain-HTTP connection the sandbox made to dest (the host
@@ -28,12 +27,8 @@ import (
 // is the connection to where it goes. count is as for Serve; log may be
 // nil. Serve's notes on its return value hold here too.
 func Relay(ctx context.Context, client net.Conn, head []byte, dest string, upstream net.Conn, route func(*http.Request) (int, string), count func(out bool, n int64), log *slog.Logger) error {
-	closeConns := sync.OnceFunc(func() {
-		_ = client.Close()
-		_ = upstream.Close()
-	})
+	closeConns, stop := closeBoth(ctx, client, upstream)
 	defer closeConns()
-	stop := context.AfterFunc(ctx, closeConns)
 	defer stop()
 
 	if count != nil {
