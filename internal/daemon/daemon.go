@@ -235,7 +235,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	// E2B's control plane is a dialect of the API: it calls the API as
 	// its callers' keys (internal/e2b).
-	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Domain: e2bInfo.Domain, Logger: log})
+	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Keys: keys, Domain: e2bInfo.Domain, Logger: log})
 	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
 	membership, err := member(cfg, db, mgr, e2bLn, node, log)
 	if err != nil {
@@ -244,9 +244,19 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	servers := []*http.Server{server(node.guard(withE2B(srv.Handler(true), controlPlane), templateStore, log)), server(withProfiles(srv.Handler(false)))}
 	listeners := []net.Listener{tcp, unixLn}
 	if e2bLn != nil {
+		// The front's calls are limited per key as the API's are (0: the
+		// API's defaults; a negative rate: none), and audited as the API's.
+		frontRate, frontBurst := cfg.RateLimit, cfg.RateBurst
+		if frontRate == 0 {
+			frontRate = api.DefaultLimits.Rate
+		}
+		if frontBurst == 0 {
+			frontBurst = api.DefaultLimits.Burst
+		}
 		front := e2b.NewFront(e2b.FrontConfig{
 			Manager: mgr, Previews: previews, Interpreter: e2b.NewInterpreter(execs, redactor, log),
-			Redactor: redactor, DaemonKey: key, Domain: e2bInfo.Domain, Logger: log,
+			Redactor: redactor, DaemonKey: key, Keys: keys, Audit: auditLog, Rate: frontRate, Burst: frontBurst,
+			Domain: e2bInfo.Domain, Logger: log,
 		})
 		servers = append(servers, server(node.guard(front, nil, log)))
 		listeners = append(listeners, e2bLn)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/errdefs"
 )
 
 // The control plane: E2B's REST API (infra spec/openapi.yml; the calls of
@@ -53,11 +54,13 @@ const defaultTimeout = 300
 
 // ControlPlane serves E2B's control plane.
 type ControlPlane struct {
-	api    http.Handler
-	tokens tokens
-	domain string
-	log    *slog.Logger
-	mux    *http.ServeMux
+	api       http.Handler
+	tokens    tokens
+	keys      Keys
+	daemonKey string
+	domain    string
+	log       *slog.Logger
+	mux       *http.ServeMux
 }
 
 // ControlPlaneConfig configures a ControlPlane.
@@ -66,6 +69,9 @@ type ControlPlaneConfig struct {
 	API http.Handler
 	// DaemonKey is the daemon's key: sandboxes' tokens derive from it.
 	DaemonKey string
+	// Keys finds the caller's key, which the tokens given to it are bound
+	// to (keys.go), as the front's; nil: tokens are bound to no key.
+	Keys Keys
 	// Domain is the sandbox front's, for the SDK's getHost: its
 	// <port>-<id>.<Domain> hosts reach it ("localhost:49983").
 	Domain string
@@ -79,7 +85,7 @@ func NewControlPlane(cfg ControlPlaneConfig) *ControlPlane {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cp := &ControlPlane{api: cfg.API, tokens: newTokens(cfg.DaemonKey), domain: cfg.Domain, log: log, mux: http.NewServeMux()}
+	cp := &ControlPlane{api: cfg.API, tokens: newTokens(cfg.DaemonKey), keys: cfg.Keys, daemonKey: cfg.DaemonKey, domain: cfg.Domain, log: log, mux: http.NewServeMux()}
 	for _, r := range []struct {
 		pattern string
 		handle  func(*call) error
@@ -114,12 +120,13 @@ func NewControlPlane(cfg ControlPlaneConfig) *ControlPlane {
 func (cp *ControlPlane) ServeHTTP(w http.ResponseWriter, r *http.Request) { cp.mux.ServeHTTP(w, r) }
 
 // call is one control-plane request, with a Hutch client acting as its
-// key.
+// key, and that key's holder: the tokens the call gives are bound to it.
 type call struct {
-	w   http.ResponseWriter
-	r   *http.Request
-	ctx context.Context
-	c   *client.Client
+	w      http.ResponseWriter
+	r      *http.Request
+	ctx    context.Context
+	c      *client.Client
+	holder holder
 }
 
 // serve authenticates a request and passes it to handle, answering its
@@ -131,12 +138,22 @@ func (cp *ControlPlane) serve(handle func(*call) error) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, "missing X-API-KEY: set E2B_API_KEY to a key of `hutch e2b env`")
 			return
 		}
+		h, err := resolveHolder(r.Context(), cp.keys, cp.daemonKey, hutchKey(key))
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			writeError(w, http.StatusUnauthorized, "the X-API-KEY is no key of this daemon's: set E2B_API_KEY to a key of `hutch e2b env`")
+			return
+		case err != nil:
+			cp.log.Error("e2b: find the caller's key", "error", err)
+			writeError(w, http.StatusInternalServerError, "the daemon could not look the key up")
+			return
+		}
 		c, err := client.New("http://hutch", hutchKey(key), client.WithHTTPClient(&http.Client{Transport: inProcess{cp.api, r.RemoteAddr}}))
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
-		if err := handle(&call{w: w, r: r, ctx: r.Context(), c: c}); err != nil {
+		if err := handle(&call{w: w, r: r, ctx: r.Context(), c: c, holder: h}); err != nil {
 			writeHutchError(w, err)
 		}
 	}
@@ -275,7 +292,7 @@ func (cp *ControlPlane) create(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusCreated, cp.sandbox(sb))
+	writeJSON(c.w, http.StatusCreated, cp.sandbox(sb, c.holder))
 	return nil
 }
 
@@ -310,17 +327,18 @@ func networkPolicy(internet *bool, n *networkConfig) *client.NetworkPolicy {
 	return &client.NetworkPolicy{Mode: client.NetworkFull, Deny: n.DenyOut}
 }
 
-// sandbox is E2B's answer of a create or connect of sb.
-func (cp *ControlPlane) sandbox(sb *client.Sandbox) sandboxInfo {
+// sandbox is E2B's answer of a create or connect of sb, its tokens
+// given to h.
+func (cp *ControlPlane) sandbox(sb *client.Sandbox, h holder) sandboxInfo {
 	out := sandboxInfo{
 		TemplateID: templateOf(sb), SandboxID: sb.ID, ClientID: clientID, EnvdVersion: EnvdVersion,
-		EnvdAccessToken: cp.tokens.token("envd", sb.ID),
+		EnvdAccessToken: cp.tokens.token("envd", sb.ID, h),
 	}
 	if cp.domain != "" {
 		out.Domain = &cp.domain
 	}
 	if sb.Metadata[metaPrivate] == "true" {
-		t := cp.tokens.token("traffic", sb.ID)
+		t := cp.tokens.token("traffic", sb.ID, h)
 		out.TrafficAccessToken = &t
 	}
 	return out
@@ -328,9 +346,9 @@ func (cp *ControlPlane) sandbox(sb *client.Sandbox) sandboxInfo {
 
 func templateOf(sb *client.Sandbox) string { return orDefault(sb.Metadata[metaTemplate], sb.Template) }
 
-// detail is E2B's description of sb; withToken adds its envd token
-// (getInfo's, not list's).
-func (cp *ControlPlane) detail(sb *client.Sandbox, withToken bool) sandboxDetail {
+// detail is E2B's description of sb; withToken adds its envd token,
+// given to h (getInfo's, not list's).
+func (cp *ControlPlane) detail(sb *client.Sandbox, withToken bool, h holder) sandboxDetail {
 	meta := map[string]string{}
 	for k, v := range sb.Metadata {
 		if !strings.HasPrefix(k, "hutch.e2b.") {
@@ -343,7 +361,7 @@ func (cp *ControlPlane) detail(sb *client.Sandbox, withToken bool) sandboxDetail
 		State: state(sb.State), EnvdVersion: EnvdVersion,
 	}
 	if withToken {
-		d.EnvdAccessToken = cp.tokens.token("envd", sb.ID)
+		d.EnvdAccessToken = cp.tokens.token("envd", sb.ID, h)
 		internet := sb.Network.Mode != client.NetworkNone
 		d.AllowInternetAccess = &internet
 		if cp.domain != "" {
@@ -367,7 +385,7 @@ func (cp *ControlPlane) get(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, cp.detail(sb, true))
+	writeJSON(c.w, http.StatusOK, cp.detail(sb, true, c.holder))
 	return nil
 }
 
@@ -380,7 +398,7 @@ func (cp *ControlPlane) listRunning(c *call) error {
 	out := []sandboxDetail{}
 	for i := range all {
 		if state(all[i].State) == "running" {
-			out = append(out, cp.detail(&all[i], false))
+			out = append(out, cp.detail(&all[i], false, holder{}))
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
@@ -419,7 +437,7 @@ func (cp *ControlPlane) list(c *call) error {
 	}
 	var out []sandboxDetail
 	for i := range all {
-		d := cp.detail(&all[i], false)
+		d := cp.detail(&all[i], false, holder{})
 		if !slices.Contains(states, d.State) || d.StartedAt.Before(after) ||
 			q.Get("template") != "" && d.TemplateID != q.Get("template") || !hasMetadata(d.Metadata, meta) {
 			continue
@@ -634,7 +652,7 @@ func (cp *ControlPlane) connect(c *call) error {
 			return err
 		}
 	}
-	writeJSON(c.w, status, cp.sandbox(sb))
+	writeJSON(c.w, status, cp.sandbox(sb, c.holder))
 	return nil
 }
 
@@ -692,7 +710,7 @@ func (cp *ControlPlane) fork(c *call) error {
 	}
 	out := []map[string]any{}
 	for i := range made {
-		out = append(out, map[string]any{"sandbox": cp.sandbox(&made[i])})
+		out = append(out, map[string]any{"sandbox": cp.sandbox(&made[i], c.holder)})
 	}
 	writeJSON(c.w, http.StatusOK, out)
 	return nil

@@ -16,14 +16,17 @@
 //
 // Keys: an E2B key is e2b_<hex> for the Hutch key hutch_<hex> (the SDKs
 // of some versions check that shape). A sandbox's envd access token is
-// derived from the daemon's key and the sandbox's id: stable across pause
-// and resume, as the SDK needs, and kept nowhere.
+// derived from the daemon's key, the sandbox's id and the key it was
+// given to (its name and when it was made): stable across pause and
+// resume, as the SDK needs, kept nowhere, and dead with that key
+// (keys.go).
 package e2b
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -76,15 +79,11 @@ func newTokens(daemonKey string) tokens {
 	return tokens{secret: mac.Sum(nil)}
 }
 
-// token is sandbox id's token of kind ("envd", "traffic").
-func (t tokens) token(kind, id string) string {
+// token is sandbox id's token of kind ("envd", "traffic") as given to
+// holder h: a token is bound to the key that was given it (keys.go), so
+// that it works no longer than that key does.
+func (t tokens) token(kind, id string, h holder) string {
 	mac := hmac.New(sha256.New, t.secret)
-	mac.Write([]byte(kind + "\x00" + id))
+	mac.Write([]byte(kind + "\x00" + id + "\x00" + h.name + "\x00" + strconv.FormatInt(h.made, 10)))
 	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// check reports whether got is sandbox id's token of kind, in constant
-// time.
-func (t tokens) check(kind, id, got string) bool {
-	return got != "" && hmac.Equal([]byte(got), []byte(t.token(kind, id)))
 }

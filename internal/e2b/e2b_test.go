@@ -31,19 +31,34 @@ func TestKeys(t *testing.T) {
 	}
 }
 
-// A sandbox's tokens are stable, its own, of their kind, and checked as
-// such.
+// A sandbox's tokens are stable, its own, of their kind and of the key
+// they were given to, and checked as such.
 func TestTokens(t *testing.T) {
 	t.Parallel()
 	tk, other := newTokens("hutch_key"), newTokens("hutch_other")
-	a := tk.token("envd", "sb1")
+	alice := holder{name: "alice", made: 1}
+	a := tk.token("envd", "sb1", alice)
+	k := newKeyring(nil, tk)
+	k.byWS, k.bySbx, k.at = map[string][]holder{"acme": {{}, alice}}, map[string]*candidates{}, time.Now() // as if listed
+	cands, err := k.candidates(t.Context(), "sb1", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
 	switch {
-	case a != newTokens("hutch_key").token("envd", "sb1"):
+	case a != newTokens("hutch_key").token("envd", "sb1", alice):
 		t.Error("a token changed with a new tokens of the same key")
-	case a == tk.token("envd", "sb2"), a == tk.token("traffic", "sb1"), a == other.token("envd", "sb1"):
+	case a == tk.token("envd", "sb2", alice), a == tk.token("traffic", "sb1", alice), a == other.token("envd", "sb1", alice):
 		t.Error("a token is another sandbox's, kind's or daemon's")
-	case !tk.check("envd", "sb1", a), tk.check("envd", "sb1", ""), tk.check("traffic", "sb1", a):
-		t.Error("check does not tell the token from others")
+	case a == tk.token("envd", "sb1", holder{}), a == tk.token("envd", "sb1", holder{name: "alice", made: 2}), a == tk.token("envd", "sb1", holder{name: "bob", made: 1}):
+		t.Error("a token is another key's, or that of a key of the same name made at another time")
+	}
+	if h, ok := cands.holderOf(cands.envd, a); !ok || h != alice {
+		t.Errorf("holderOf(alice's token) = %v, %v", h, ok)
+	}
+	for name, got := range map[string]string{"none": "", "another kind's": tk.token("traffic", "sb1", alice), "a dead key's": tk.token("envd", "sb1", holder{name: "bob"})} {
+		if h, ok := cands.holderOf(cands.envd, got); ok {
+			t.Errorf("holderOf(%s) = %v", name, h)
+		}
 	}
 }
 
@@ -126,9 +141,17 @@ func TestFrontRoute(t *testing.T) {
 // user and the token, and the expiry when there is one.
 func TestSigned(t *testing.T) {
 	t.Parallel()
-	f := &Front{tokens: newTokens("hutch_key")}
+	tk := newTokens("hutch_key")
+	alice := holder{name: "alice", made: 1}
+	cands := func(hs []holder) *candidates {
+		c := &candidates{holders: hs}
+		for _, h := range hs {
+			c.envd = append(c.envd, tk.token("envd", "sb1", h))
+		}
+		return c
+	}
 	sign := func(path, op, user, exp string) string {
-		raw := path + ":" + op + ":" + user + ":" + f.tokens.token("envd", "sb1")
+		raw := path + ":" + op + ":" + user + ":" + tk.token("envd", "sb1", alice)
 		if exp != "" {
 			raw += ":" + exp
 		}
@@ -149,8 +172,11 @@ func TestSigned(t *testing.T) {
 		{"no signature", http.MethodGet, "path=/a", false},
 	} {
 		r := httptest.NewRequest(tc.method, "/files?"+tc.query, nil)
-		if got := f.signed(r, "sb1"); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		if h, got := signedBy(r, cands([]holder{{}, alice})); got != tc.want || got && h != alice {
+			t.Errorf("%s: %v %v, want %v", tc.name, h, got, tc.want)
+		}
+		if _, got := signedBy(r, cands(admin)); got {
+			t.Errorf("%s: taken without the key it was signed with", tc.name)
 		}
 	}
 }

@@ -51,8 +51,10 @@ func (f *Front) streamRedactor() func() agentclient.StreamRedactor {
 }
 
 // serveFiles passes envd's /files on to the agent: a read's content
-// redacted (asked for uncompressed: a compressed body cannot be), a write
-// as it comes.
+// redacted (asked for uncompressed: a compressed body cannot be; and
+// whole: a Range is dropped, as HTTP lets a server do, since a part cut
+// inside a secret would pass redaction, and a part is never redacted), a
+// write as it comes.
 func (f *Front) serveFiles(w http.ResponseWriter, r *http.Request) {
 	t, err := f.target(r.Context())
 	if err != nil {
@@ -66,11 +68,21 @@ func (f *Front) serveFiles(w http.ResponseWriter, r *http.Request) {
 			pr.SetURL(target)
 			pr.Out.Header.Del("Accept-Encoding")
 			pr.Out.Header.Del("X-Access-Token")
+			if f.cfg.Redactor != nil {
+				pr.Out.Header.Del("Range")
+				pr.Out.Header.Del("If-Range")
+			}
 		},
 		Transport:     t.Agent.EnvdHTTP(),
 		FlushInterval: -1,
 		ModifyResponse: func(res *http.Response) error {
-			if r.Method != http.MethodGet || res.StatusCode != http.StatusOK || f.cfg.Redactor == nil {
+			if r.Method != http.MethodGet || f.cfg.Redactor == nil {
+				return nil
+			}
+			if res.StatusCode == http.StatusPartialContent || res.Header.Get("Content-Encoding") != "" {
+				return errors.New("the agent answered a file read in a form that cannot be redacted") // never asked for
+			}
+			if res.StatusCode != http.StatusOK {
 				return nil
 			}
 			res.Body = &redactingReader{src: res.Body, st: f.cfg.Redactor.Stream()}

@@ -95,17 +95,21 @@ func NewInterpreter(c Contexts, redactor *redact.Redactor, log *slog.Logger) *In
 
 // ServeSandbox serves r, a request of E2B's code interpreter API (port
 // 49999) for sandbox id; the caller has authenticated it and checked the
-// workspace. r.URL.Path is /execute, /contexts, /contexts/{id}/restart or
-// /contexts/{id}.
+// workspace. It routes on r.URL.Path by codeRouteOf, as the front's check
+// did (openRoute): /execute, /contexts, /contexts/{id}/restart,
+// /contexts/{id} or /health, spelled exactly so.
 func (in *Interpreter) ServeSandbox(w http.ResponseWriter, r *http.Request, id string) {
-	route, contextID, _ := strings.Cut(strings.Trim(r.URL.Path, "/"), "/")
-	contextID, action, _ := strings.Cut(contextID, "/")
-	switch {
-	case route == "execute" && contextID == "":
+	rt, ok := codeRouteOf(r.URL.Path)
+	if !ok || r.URL.RawPath != "" {
+		in.writeText(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	switch rt.name {
+	case codeExecute:
 		if in.allow(w, r, http.MethodPost) {
 			in.execute(w, r, id)
 		}
-	case route == "contexts" && contextID == "":
+	case codeContexts:
 		if in.allow(w, r, http.MethodGet, http.MethodPost) {
 			if r.Method == http.MethodGet {
 				in.listContexts(w, r, id)
@@ -113,20 +117,78 @@ func (in *Interpreter) ServeSandbox(w http.ResponseWriter, r *http.Request, id s
 				in.createContext(w, r, id)
 			}
 		}
-	case route == "contexts" && action == "restart":
+	case codeRestart:
 		if in.allow(w, r, http.MethodPost) {
-			_, err := in.contexts.RestartContext(r.Context(), id, contextID)
-			in.answerContextCall(w, r, id, contextID, err)
+			_, err := in.contexts.RestartContext(r.Context(), id, rt.contextID)
+			in.answerContextCall(w, r, id, rt.contextID, err)
 		}
-	case route == "contexts" && action == "":
+	case codeContext:
 		if in.allow(w, r, http.MethodDelete) {
-			in.answerContextCall(w, r, id, contextID, in.contexts.DeleteContext(r.Context(), id, contextID))
+			in.answerContextCall(w, r, id, rt.contextID, in.contexts.DeleteContext(r.Context(), id, rt.contextID))
 		}
-	case route == "health" && contextID == "":
+	case codeHealth:
 		in.writeJSON(w, http.StatusOK, "OK")
-	default:
-		in.writeText(w, http.StatusNotFound, "Not Found")
 	}
+}
+
+// The code interpreter's routes.
+const (
+	codeExecute  = "execute"  // POST /execute
+	codeContexts = "contexts" // GET, POST /contexts
+	codeRestart  = "restart"  // POST /contexts/{id}/restart
+	codeContext  = "context"  // DELETE /contexts/{id}
+	codeHealth   = "health"   // GET /health
+)
+
+// codeRoute is a code interpreter route, and the context it names.
+type codeRoute struct {
+	name      string
+	contextID string
+}
+
+// codeRouteOf is the route of path p, spelled exactly as the SDK spells
+// it; false for any other path. The front decides who may by it, and the
+// interpreter serves by it: one reading of a path for both.
+func codeRouteOf(p string) (codeRoute, bool) {
+	switch p {
+	case "/execute":
+		return codeRoute{name: codeExecute}, true
+	case "/contexts":
+		return codeRoute{name: codeContexts}, true
+	case "/health":
+		return codeRoute{name: codeHealth}, true
+	}
+	rest, ok := strings.CutPrefix(p, "/contexts/")
+	if !ok {
+		return codeRoute{}, false
+	}
+	contextID, action, more := strings.Cut(rest, "/")
+	switch {
+	case contextID == "" || contextID == "." || contextID == "..":
+		return codeRoute{}, false
+	case !more:
+		return codeRoute{name: codeContext, contextID: contextID}, true
+	case action == "restart":
+		return codeRoute{name: codeRestart, contextID: contextID}, true
+	}
+	return codeRoute{}, false
+}
+
+// open says whether a call of method on rt is one E2B's SDK makes without
+// the access token (its /contexts calls, and /health): every other call,
+// /execute's first, needs it.
+func (rt codeRoute) open(method string) bool {
+	switch rt.name {
+	case codeHealth:
+		return method == http.MethodGet
+	case codeContexts:
+		return method == http.MethodGet || method == http.MethodPost
+	case codeRestart:
+		return method == http.MethodPost
+	case codeContext:
+		return method == http.MethodDelete
+	}
+	return false
 }
 
 // allow says whether r's method is one of methods, answering 405 when not.
