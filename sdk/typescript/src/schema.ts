@@ -4020,7 +4020,7 @@ export interface operations {
             content: {
                 "application/json": {
                     name: string;
-                    /** @description The workspace it acts in, made on first use (default: the caller's; the daemon's own key's is `default`). A key makes keys of its own workspace only. */
+                    /** @description The workspace it acts in, made on first use. Default: the caller's; for the daemon's own key, a new workspace named after the key (`already_exists` if one of that name exists: name it to share it). Never `default`, the daemon's own key's (`permission_denied`). A key makes keys of its own workspace only. */
                     workspace?: string;
                     /** @enum {string} */
                     tools_mode?: "all" | "selective" | "off";
