@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/cluster"
+	"github.com/hutchdev/hutch/internal/store"
 )
 
 // daemon is the `hutch serve` this benchmark started on its own directories.
@@ -30,6 +34,9 @@ type daemon struct {
 	addr    string // the API's, host:port
 	key     string // the daemon's own API key
 	keyFile string // where it is: api.key in the data dir, or --api-key-file's
+	// node: a node daemon (--role node), reached as an API replica reaches
+	// it (nodeTransport).
+	node bool
 }
 
 // startDaemon runs `hutch serve` on a free loopback port with its data and
@@ -46,6 +53,7 @@ func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) 
 		logPath: filepath.Join(base, "daemon.log"),
 	}
 	d.keyFile = filepath.Join(d.dataDir, "api.key")
+	d.node = slices.Contains(extra, "node") && slices.Contains(extra, "--role")
 	if i := slices.Index(extra, "--api-key-file"); i >= 0 && i+1 < len(extra) {
 		d.keyFile = extra[i+1]
 	}
@@ -92,13 +100,15 @@ func (d *daemon) waitReady(ctx context.Context, addr string, timeout time.Durati
 	defer cancel()
 	for {
 		if key, err := os.ReadFile(d.keyFile); err == nil {
-			c, err := client.New("http://"+addr, strings.TrimSpace(string(key)))
+			c, err := d.clientOf(addr, strings.TrimSpace(string(key)))
 			if err != nil {
 				return err
 			}
-			if h, err := c.Health(ctx); err == nil {
-				d.client, d.version, d.addr, d.key = c, h.Version, addr, strings.TrimSpace(string(key))
-				return nil
+			if c != nil { // nil: a node without its certificate yet
+				if h, err := c.Health(ctx); err == nil {
+					d.client, d.version, d.addr, d.key = c, h.Version, addr, strings.TrimSpace(string(key))
+					return nil
+				}
 			}
 		}
 		select {
@@ -109,6 +119,30 @@ func (d *daemon) waitReady(ctx context.Context, addr string, timeout time.Durati
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// clientOf is a client of the daemon at addr with key: over TLS pinned to
+// a node's certificate, with the cluster key, as an API replica calls it
+// (nil, nil until the node has made its certificate); plain HTTP for the
+// other roles.
+func (d *daemon) clientOf(addr, key string) (*client.Client, error) {
+	if !d.node {
+		return client.New("http://"+addr, key)
+	}
+	b, err := os.ReadFile(filepath.Join(d.dataDir, "cluster-tls.pem"))
+	if err != nil {
+		return nil, nil // not made yet
+	}
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, nil
+	}
+	n := &store.Node{URL: "https://" + addr, Fingerprint: cluster.Fingerprint(block.Bytes)}
+	_, rt, err := cluster.NewNodeTransport(cluster.DeriveKey(key)).To(n, n.URL)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(n.URL, key, client.WithHTTPClient(&http.Client{Transport: rt}))
 }
 
 // sandboxDir is a sandbox's bundle directory.

@@ -73,7 +73,7 @@ func (s *session) forward(req *http.Request) (last bool, err error) {
 	var bodyErr error
 	if req.Body != nil && req.Body != http.NoBody {
 		sending.Go(func() {
-			if bodyErr = copyBody(s.uw, req.Body, chunked(req.TransferEncoding), func() http.Header { return req.Trailer }); bodyErr != nil {
+			if bodyErr = copyBody(s.uw, s.piecesOf(), req.Body, chunked(req.TransferEncoding), func() http.Header { return req.Trailer }); bodyErr != nil {
 				_ = s.upRaw.Close()
 			}
 		})
@@ -111,9 +111,14 @@ func (s *session) forward(req *http.Request) (last bool, err error) {
 		s.closeConns()
 		return true, fmt.Errorf("send response to the sandbox: %w", err)
 	}
-	if resp.Body != nil && resp.Body != http.NoBody {
+	if s.clientRaw != nil && resp.ContentLength > 0 && len(resp.TransferEncoding) == 0 && resp.Body != nil && resp.Body != http.NoBody {
+		if err := s.spliceBody(resp.ContentLength); err != nil {
+			s.closeConns() // the sandbox must see the body cut short
+			return true, fmt.Errorf("response from %s: %w", s.host, err)
+		}
+	} else if resp.Body != nil && resp.Body != http.NoBody {
 		trailer := func() http.Header { s.scrubHeader(resp.Trailer); return resp.Trailer }
-		if err := copyBody(s.cw, resp.Body, chunked(resp.TransferEncoding), trailer); err != nil {
+		if err := copyBody(s.cw, s.piecesOf(), resp.Body, chunked(resp.TransferEncoding), trailer); err != nil {
 			s.closeConns() // the sandbox must see the body cut short
 			return true, fmt.Errorf("response from %s: %w", s.host, err)
 		}
@@ -261,12 +266,13 @@ func writeHead(w *bufio.Writer, first string, h http.Header, te []string, traile
 	return w.Flush()
 }
 
-// copyBody sends a body from r to w as it comes, each piece flushed:
+// copyBody sends a body from r to w as it comes, in pieces of pool's
+// buffers, each piece flushed:
 // chunked anew (then the trailer) if chunked, as it is otherwise. An
 // error says whether reading or writing failed; a read error is scrubbed.
-func copyBody(w *bufio.Writer, r io.Reader, chunked bool, trailer func() http.Header) error {
-	buf := pieces.Get().(*[]byte)
-	defer pieces.Put(buf)
+func copyBody(w *bufio.Writer, pool *sync.Pool, r io.Reader, chunked bool, trailer func() http.Header) error {
+	buf := pool.Get().(*[]byte)
+	defer pool.Put(buf)
 	for {
 		n, rerr := r.Read(*buf)
 		if n > 0 {
@@ -303,7 +309,20 @@ func copyBody(w *bufio.Writer, r io.Reader, chunked bool, trailer func() http.He
 	return nil
 }
 
-var pieces = sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+// pieces are an intercepted connection's pieces; relayPieces a relayed
+// one's (see relayPiece).
+var (
+	pieces      = sync.Pool{New: func() any { b := make([]byte, piece); return &b }}
+	relayPieces = sync.Pool{New: func() any { b := make([]byte, relayPiece); return &b }}
+)
+
+// piecesOf is where s's body pieces come from.
+func (s *session) piecesOf() *sync.Pool {
+	if s.route != nil {
+		return &relayPieces
+	}
+	return &pieces
+}
 
 func chunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
 

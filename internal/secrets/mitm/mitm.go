@@ -134,6 +134,12 @@ const (
 	piece    = 16 << 10
 	readBuf  = 16 << 10
 	writeBuf = piece + 64
+	// relayPiece is a relayed (plain HTTP) connection's piece: no TLS
+	// record to match, and a read returns what has come, so a large
+	// piece streams events as a small one does and moves bulk data in a
+	// sixteenth of the system calls. A piece larger than the writer's
+	// buffer goes out unbuffered, in one write.
+	relayPiece = 256 << 10
 	// firstRequestWait bounds the wait for the request a 502 answers
 	// when the host could not be reached.
 	firstRequestWait = 2 * time.Second
@@ -289,9 +295,13 @@ type session struct {
 
 	up    net.Conn
 	upRaw net.Conn
-	ul    *headLimit
-	ur    *bufio.Reader
-	uw    *bufio.Writer
+	// clientRaw is a relayed connection's sandbox side unwrapped, and
+	// count what its bytes are told to (spliceBody); nil otherwise.
+	clientRaw net.Conn
+	count     func(out bool, n int64)
+	ul        *headLimit
+	ur        *bufio.Reader
+	uw        *bufio.Writer
 
 	closeConns func() // closes both connections, at once
 }

@@ -2,6 +2,8 @@ package mitm
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -31,6 +33,7 @@ func Relay(ctx context.Context, client net.Conn, head []byte, dest string, upstr
 	defer closeConns()
 	defer stop()
 
+	raw := client
 	if count != nil {
 		count(true, int64(len(head)))
 		client = &countingConn{Conn: client, count: count}
@@ -45,11 +48,41 @@ func Relay(ctx context.Context, client net.Conn, head []byte, dest string, upstr
 		route:      route,
 		closeConns: closeConns,
 		upRaw:      upstream,
+		clientRaw:  raw,
+		count:      count,
 	}
 	s.setClient(&replayConn{Conn: client, head: head})
 	s.setUp(upstream)
 	if err := s.serve(); err != nil && ctx.Err() == nil {
 		return err
+	}
+	return nil
+}
+
+// spliceBody passes a relayed response's body of n bytes on as it is, the
+// head written: what the host's reader holds already, then the rest
+// straight from the host's connection to the sandbox's, which the kernel
+// moves itself (splice) when both are TCP connections. A relayed
+// connection swaps and scrubs nothing, so nothing of the body needs
+// reading; only its length, which keeps the next response in its place.
+func (s *session) spliceBody(n int64) error {
+	if err := s.cw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	held := min(int64(s.ur.Buffered()), n)
+	if held > 0 {
+		b, _ := s.ur.Peek(int(held)) // buffered: no error
+		if _, err := s.clientRaw.Write(b); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		_, _ = s.ur.Discard(int(held))
+	}
+	moved, err := io.CopyN(s.clientRaw, s.upRaw, n-held)
+	if s.count != nil {
+		s.count(false, held+moved)
+	}
+	if err != nil {
+		return fmt.Errorf("body cut short after %d of %d bytes: %w", held+moved, n, scrub(err))
 	}
 	return nil
 }
