@@ -48,17 +48,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errdefs.InvalidArgument("idle_timeout_s and max_lifetime_s must be positive"))
 		return
 	}
-	network, err := s.createNetwork(r, req.Network)
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
 	opts, err := s.createOptions(r, req)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	opts.Network = network
+	opts.Network = createNetwork(req.Network)
 	sb, created, err := s.m.Create(r.Context(), opts)
 	if err != nil {
 		writeError(w, r, s.log, err)
