@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -19,7 +20,8 @@ import (
 // API key reach a preview (the Server's PreviewAccess).
 //
 // A link (POST …/services/{name}/link) is the preview's URL with a signed,
-// expiring token in its query, for one port of one sandbox. Its first
+// expiring token in its query, for one service of one sandbox, on its
+// port. Its first
 // visit sets the token as an HttpOnly, SameSite=Lax cookie scoped to that
 // preview (its host with host routing, its path prefix with path routing)
 // and redirects to the clean URL; later requests carry the cookie, which
@@ -55,7 +57,7 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, t preview
 		return false, errPrivatePreview
 	}
 	if tok := r.URL.Query().Get(previewTokenParam); tok != "" {
-		claim, err := s.checkLink(tok, t)
+		claim, err := s.checkLink(r.Context(), tok, t)
 		if err != nil {
 			return false, err
 		}
@@ -90,7 +92,7 @@ func (s *Server) checkLinkCookies(r *http.Request, t preview.Target) error {
 		if c.Name != previewCookie && c.Name != embedCookie {
 			continue
 		}
-		_, err := s.checkLink(c.Value, t)
+		_, err := s.checkLink(r.Context(), c.Value, t)
 		if err == nil {
 			return nil
 		}
@@ -120,14 +122,22 @@ func isLocalhost(host string) bool {
 
 var errPrivatePreview = errdefs.Unauthenticated("this preview is private: send the API key, or open a preview link (POST /v1/sandboxes/{id}/services/{name}/link, hutch service link)")
 
-// checkLink checks a link's token for target t.
-func (s *Server) checkLink(tok string, t preview.Target) (download.Claim, error) {
+// checkLink checks a link's token for target t. A link is its service's:
+// once the service is gone, or another listens on its port, it opens
+// nothing. (Links made before they named their service open their port
+// until they expire.)
+func (s *Server) checkLink(ctx context.Context, tok string, t preview.Target) (download.Claim, error) {
 	claim, err := s.links.Check(tok, time.Now())
 	switch {
 	case errors.Is(err, download.ErrExpired):
 		return claim, errdefs.Unauthenticated("this preview link has expired: ask for a new one")
 	case err != nil || claim.Sandbox != t.Sandbox || claim.Port != t.Port:
 		return claim, errdefs.Unauthenticated("this preview link is not valid for this preview")
+	case claim.Service == "":
+		return claim, nil
+	}
+	if svc, err := s.execs.Service(ctx, t.Sandbox, claim.Service); err != nil || svc.Port != t.Port {
+		return claim, errdefs.Unauthenticated("this preview link's service %s is no longer on this port: ask for a new link", claim.Service)
 	}
 	return claim, nil
 }
@@ -170,7 +180,7 @@ func (s *Server) serviceLink(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
-	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Expires: expires.Unix()})
+	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Service: svc.Name, Expires: expires.Unix()})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

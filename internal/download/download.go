@@ -23,8 +23,10 @@ type Claim struct {
 	Format  string `json:"f,omitempty"`
 	Expires int64  `json:"e"` // Unix seconds
 	// Port is a preview link's: the sandbox's port it opens (Path is then
-	// the path it opens first).
-	Port int `json:"o,omitempty"`
+	// the path it opens first); Service, the service it was made for,
+	// which must still be the one on Port.
+	Port    int    `json:"o,omitempty"`
+	Service string `json:"v,omitempty"`
 }
 
 // Signer signs and checks claims with one key.
