@@ -44,14 +44,18 @@ func canonicalPath(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return errdefs.InvalidArgument("path %q does not start with /", p)
 	}
-	segments := strings.Split(p[1:], "/")
-	for i, seg := range segments {
+	// Segment by segment, without a slice: every request of every
+	// listener comes through here.
+	for rest := p[1:]; ; {
+		seg, after, more := strings.Cut(rest, "/")
 		switch {
-		case seg == "" && i < len(segments)-1:
+		case seg == "" && more:
 			return errdefs.InvalidArgument("path %q has an empty segment (//): send each path in its one plain spelling", p)
 		case seg == "." || seg == "..":
 			return errdefs.InvalidArgument("path %q has a %q segment: send each path in its one plain spelling", p, seg)
+		case !more:
+			return nil
 		}
+		rest = after
 	}
-	return nil
 }
