@@ -263,6 +263,18 @@ type LimitHits struct {
 	// 0 where the backend cannot tell (gVisor, whose limit is inside its
 	// own kernel).
 	PidsMax int64
+	// OOMMayFault means an OOM kill can end a process with SIGSEGV or
+	// SIGBUS instead of SIGKILL: under gVisor on systrap, when the host's
+	// OOM killer takes a process's stub while gVisor's kernel is handling
+	// one of its page faults, the fault fails before the stub is found
+	// dead. Or the fault fails at the limit with no kill at all, which
+	// MemoryFull counts.
+	OOMMayFault bool
+	// MemoryFull counts the times the sandbox's memory reached its host
+	// limit (cgroup v1's failcnt, v2's "max" event); read only where
+	// OOMMayFault, as under runc the limit is reached whenever the
+	// kernel reclaims a sandbox's page cache.
+	MemoryFull int64
 }
 
 // Health is what Probe found.

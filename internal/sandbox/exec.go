@@ -202,18 +202,34 @@ func ResultOf(e agentclient.ExitStatus, d time.Duration) ExecResult {
 }
 
 // Blame puts a failed command down to a limit its sandbox hit between the
-// counts prev and now: "oom" when it ended with 137 (killed by SIGKILL, or
-// a shell reporting that its child was) and the OOM killer killed; else
-// "pids" when a fork was refused at the process limit, which kills nothing
-// but makes commands fail. (With commands ending at once, one may take the
-// blame for another's hit; the counts tell that one happened.)
+// counts prev and now: "oom" when it ended as an OOM kill ends (see
+// killedForMemory); else "pids" when a fork was refused at the process
+// limit, which kills nothing but makes commands fail. (With commands
+// ending at once, one may take the blame for another's hit; the counts
+// tell that one happened.) The exit code stays what the command's shell
+// saw.
 func (r *ExecResult) Blame(prev, now backend.LimitHits) {
 	switch {
-	case r.ExitCode == 128+int(syscall.SIGKILL) && now.OOMKills > prev.OOMKills:
+	case r.killedForMemory(prev, now):
 		r.KilledBy = "oom"
 	case r.KilledBy == "" && now.PidsMax > prev.PidsMax:
 		r.KilledBy = "pids"
 	}
+}
+
+// killedForMemory reports whether the command ended as an OOM kill of it
+// (or of its shell's child) ends: 137 (SIGKILL) with a kill counted; or,
+// where the backend says an OOM kill may end a process with a failed page
+// fault (LimitHits.OOMMayFault), 139 or 135 (SIGSEGV, SIGBUS) with a kill
+// counted or the memory limit reached.
+func (r *ExecResult) killedForMemory(prev, now backend.LimitHits) bool {
+	switch r.ExitCode {
+	case 128 + int(syscall.SIGKILL):
+		return now.OOMKills > prev.OOMKills
+	case 128 + int(syscall.SIGSEGV), 128 + int(syscall.SIGBUS):
+		return now.OOMMayFault && (now.OOMKills > prev.OOMKills || now.MemoryFull > prev.MemoryFull)
+	}
+	return false
 }
 
 // blameLimits blames a failed command in a live sandbox for the limits it

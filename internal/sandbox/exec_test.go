@@ -36,6 +36,7 @@ func TestBlame(t *testing.T) {
 	t.Parallel()
 	oom := backend.LimitHits{OOMKills: 1}
 	pids := backend.LimitHits{PidsMax: 1}
+	gvisorOOM := backend.LimitHits{OOMKills: 1, OOMMayFault: true}
 	for _, tc := range []struct {
 		name      string
 		exit      int
@@ -44,6 +45,12 @@ func TestBlame(t *testing.T) {
 	}{
 		{"killed at the memory limit", 137, backend.LimitHits{}, oom, "oom"},
 		{"killed, an earlier kill counted", 137, oom, oom, "signal"},
+		{"a fault at the OOM kill, under gVisor", 139, backend.LimitHits{}, gvisorOOM, "oom"},
+		{"a bus error at the OOM kill, under gVisor", 135, backend.LimitHits{}, gvisorOOM, "oom"},
+		{"a fault at the OOM kill, under runc", 139, backend.LimitHits{}, oom, ""},
+		{"a fault, no OOM kill, under gVisor", 139, gvisorOOM, gvisorOOM, ""},
+		{"a fault at the memory limit, under gVisor", 139, backend.LimitHits{OOMMayFault: true}, backend.LimitHits{OOMMayFault: true, MemoryFull: 3}, "oom"},
+		{"a fault at the memory limit, under runc", 139, backend.LimitHits{}, backend.LimitHits{MemoryFull: 3}, ""},
 		{"failed at the process limit", 1, backend.LimitHits{}, pids, "pids"},
 		{"failed, nothing hit", 1, pids, pids, ""},
 	} {

@@ -101,16 +101,29 @@ func (r *Runtime) LimitHits(_ context.Context, h backend.Handle) (backend.LimitH
 		}
 		return 0, errdefs.NotFound("the cgroups of sandbox %s are gone", h.ID)
 	}
-	var hits backend.LimitHits
+	hits := backend.LimitHits{OOMMayFault: r.cfg.StubsTakeOOMKills}
 	var err error
 	hits.OOMKills, err = read(filepath.Join(cgroupRoot, "memory", rel, "memory.oom_control"),
 		filepath.Join(cgroupRoot, rel, "memory.events"), "oom_kill")
+	if err == nil && hits.OOMMayFault {
+		hits.MemoryFull, err = memoryFull(rel)
+	}
 	if err != nil || r.cfg.KernelCountsProcesses {
 		return hits, err
 	}
 	hits.PidsMax, err = read(filepath.Join(cgroupRoot, "pids", rel, "pids.events"),
 		filepath.Join(cgroupRoot, rel, "pids.events"), "max")
 	return hits, err
+}
+
+// memoryFull reads how many times the cgroup rel (under the cgroup root)
+// reached its memory limit.
+func memoryFull(rel string) (int64, error) {
+	n, err := readInt(filepath.Join(cgroupRoot, "memory", rel, "memory.failcnt"))
+	if errors.Is(err, os.ErrNotExist) {
+		return readField(filepath.Join(cgroupRoot, rel, "memory.events"), "max")
+	}
+	return n, err
 }
 
 // readField reads the number after key in a cgroup file of "key number"
