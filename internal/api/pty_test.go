@@ -79,11 +79,18 @@ func TestPtyInProcess(t *testing.T) {
 			})
 		}
 		// A browser's key comes as a subprotocol; the daemon picks hutch.v1.
+		// In a sandbox of its own: the session, closed at once, is in the
+		// audit log as 101 or not, whichever end saw the close first.
+		other, err := s.client.CreateSandbox(ctx, client.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = s.client.DeleteSandbox(context.WithoutCancel(ctx), other.ID) }()
 		for _, tt := range []struct {
 			key  string
 			want int
 		}{{testKey, http.StatusSwitchingProtocols}, {"hutch_nope", http.StatusUnauthorized}} {
-			conn, resp, err := websocket.Dial(ctx, strings.Replace(s.url, "http", "ws", 1)+"/v1/sandboxes/"+sb.ID+"/pty?cmd=true&cwd=/",
+			conn, resp, err := websocket.Dial(ctx, strings.Replace(s.url, "http", "ws", 1)+"/v1/sandboxes/"+other.ID+"/pty?cmd=true&cwd=/",
 				&websocket.DialOptions{Subprotocols: []string{"hutch.v1", "hutch.bearer." + tt.key}})
 			if resp == nil || resp.StatusCode != tt.want {
 				var body []byte
