@@ -82,6 +82,13 @@ func (c *Client) ServiceLink(ctx context.Context, id, name string, expiresIn tim
 	return &out, nil
 }
 
+// RevokeServiceLinks revokes every preview link made for a service until
+// now, by URL or by the cookie its first visit set; links made later
+// work.
+func (c *Client) RevokeServiceLinks(ctx context.Context, id, name string) error {
+	return c.serviceCall(ctx, id, "/"+url.PathEscape(name)+"/link", http.MethodDelete, nil, nil)
+}
+
 // StartService starts a service in sandbox id (waking it); it is
 // starting until its port accepts.
 func (c *Client) StartService(ctx context.Context, id string, req StartServiceRequest) (*Service, error) {

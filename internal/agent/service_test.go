@@ -393,7 +393,7 @@ func TestArchive(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(a.home, "proj/big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, format := range []string{"", tools.FormatTarGz, tools.FormatZip} {
+	for _, format := range []string{"", tools.FormatTarGz, tools.FormatZip, tools.FormatTar} {
 		t.Run("format "+format, func(t *testing.T) {
 			rc, err := a.client.Archive(t.Context(), "proj", format, "")
 			if err != nil {

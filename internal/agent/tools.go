@@ -47,11 +47,14 @@ func (s *server) runTool(name string, args []byte, dir string, acct account) (js
 }
 
 // archive writes directory path, as acct sees it, to w packed as format
-// (tools.FormatTarGz, the default, or tools.FormatZip). Errors before the
-// first byte is written are Connect errors.
+// (tools.FormatTarGz, the default, tools.FormatZip, or tools.FormatTar,
+// which the daemon asks for when it redacts the files itself). Errors
+// before the first byte is written are Connect errors.
 func (s *server) archive(w io.Writer, path, format string, acct account) error {
-	if format != "" && format != tools.FormatTarGz && format != tools.FormatZip {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("format must be %s or %s, got %q", tools.FormatTarGz, tools.FormatZip, format))
+	switch format {
+	case "", tools.FormatTarGz, tools.FormatZip, tools.FormatTar:
+	default:
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("format must be %s, %s or %s, got %q", tools.FormatTarGz, tools.FormatZip, tools.FormatTar, format))
 	}
 	p, err := resolvePath(path, acct)
 	if err != nil {

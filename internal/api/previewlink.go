@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/preview"
 )
 
@@ -21,7 +23,8 @@ import (
 //
 // A link (POST …/services/{name}/link) is the preview's URL with a signed,
 // expiring token in its query, for one service of one sandbox, on its
-// port. Its first
+// port, with the time it was made: DELETE …/services/{name}/link revokes
+// every link of the service made until then. Its first
 // visit sets the token as an HttpOnly, SameSite=Lax cookie scoped to that
 // preview (its host with host routing, its path prefix with path routing)
 // and redirects to the clean URL; later requests carry the cookie, which
@@ -123,9 +126,11 @@ func isLocalhost(host string) bool {
 var errPrivatePreview = errdefs.Unauthenticated("this preview is private: send the API key, or open a preview link (POST /v1/sandboxes/{id}/services/{name}/link, hutch service link)")
 
 // checkLink checks a link's token for target t. A link is its service's:
-// once the service is gone, or another listens on its port, it opens
-// nothing. (Links made before they named their service open their port
-// until they expire.)
+// once the service is gone, or another listens on its port, or its links
+// were revoked at or after it was made (a link without an issue time was
+// made at 0), it opens nothing. (Links made before they named their
+// service open their port until they expire, or until the links of a
+// service on that port are revoked.)
 func (s *Server) checkLink(ctx context.Context, tok string, t preview.Target) (download.Claim, error) {
 	claim, err := s.links.Check(tok, time.Now())
 	switch {
@@ -134,12 +139,31 @@ func (s *Server) checkLink(ctx context.Context, tok string, t preview.Target) (d
 	case err != nil || claim.Sandbox != t.Sandbox || claim.Port != t.Port:
 		return claim, errdefs.Unauthenticated("this preview link is not valid for this preview")
 	case claim.Service == "":
+		all, err := s.execs.Services(ctx, t.Sandbox)
+		if err != nil {
+			return claim, errdefs.Unauthenticated("this preview link is not valid for this preview")
+		}
+		if slices.ContainsFunc(all, func(svc exec.ServiceInfo) bool { return svc.Port == t.Port && revoked(svc, claim) }) {
+			return claim, errRevokedLink
+		}
 		return claim, nil
 	}
-	if svc, err := s.execs.Service(ctx, t.Sandbox, claim.Service); err != nil || svc.Port != t.Port {
+	svc, err := s.execs.Service(ctx, t.Sandbox, claim.Service)
+	if err != nil || svc.Port != t.Port {
 		return claim, errdefs.Unauthenticated("this preview link's service %s is no longer on this port: ask for a new link", claim.Service)
 	}
+	if revoked(svc, claim) {
+		return claim, errRevokedLink
+	}
 	return claim, nil
+}
+
+var errRevokedLink = errdefs.Unauthenticated("this preview link has been revoked: ask for a new one")
+
+// revoked says whether svc's links were revoked at or after the link of
+// claim was made.
+func revoked(svc exec.ServiceInfo, claim download.Claim) bool {
+	return !svc.LinksRevoked.IsZero() && svc.LinksRevoked.UnixMilli() >= claim.Issued
 }
 
 // cookiePath scopes a link's cookie to its preview: the whole host with
@@ -179,8 +203,9 @@ func (s *Server) serviceLink(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	expires := time.Now().Add(ttl).UTC().Truncate(time.Second)
-	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Service: svc.Name, Expires: expires.Unix()})
+	now := time.Now()
+	expires := now.Add(ttl).UTC().Truncate(time.Second)
+	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Service: svc.Name, Issued: now.UnixMilli(), Expires: expires.Unix()})
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -193,6 +218,20 @@ func (s *Server) serviceLink(w http.ResponseWriter, r *http.Request) {
 		out.URL = out.PathURL
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// revokeServiceLinks answers DELETE …/services/{name}/link: every link
+// made for the service until now opens nothing from then on.
+func (s *Server) revokeServiceLinks(w http.ResponseWriter, r *http.Request) {
+	if err := s.execs.RevokeServiceLinks(r.Context(), r.PathValue("id"), r.PathValue("name")); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	// A link's issue time is in milliseconds, and one made in the
+	// revocation's millisecond counts as revoked: the answer waits for
+	// the next, so that a link asked for after it works.
+	time.Sleep(time.Millisecond)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func withToken(u, tok string) string { return u + "?" + previewTokenParam + "=" + url.QueryEscape(tok) }

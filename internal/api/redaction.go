@@ -7,10 +7,13 @@ import "github.com/hutchdev/hutch/internal/secrets/redact"
 // recorder): JSON results, error messages, tool and MCP results, files
 // and downloads. A value is caught in its raw, JSON-escaped, base64,
 // base64url, URL-encoded and hex forms, also when split across two
-// writes. Event streams of a command's output are redacted per stream
-// before they are framed as events (see utf8Carry), since a value cut
-// between two chunks lands in two events. Values shorter than 8 bytes are
-// not redacted (internal/secrets/redact says why).
+// writes. A directory's download is compressed, where this cannot see,
+// so its files are redacted one by one before the daemon compresses it
+// (internal/toolrun's archiveredact.go). Event streams of a command's
+// output are redacted per stream before they are framed as events (see
+// utf8Carry), since a value cut between two chunks lands in two events.
+// Values shorter than 8 bytes are not redacted (internal/secrets/redact
+// says why).
 
 // responseRedaction is the redaction of one answer's body: nil when the
 // daemon knows of no secret.

@@ -168,6 +168,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/sandboxes/{id}/services/{name}/stop", s.stopService},
 		{"DELETE /v1/sandboxes/{id}/services/{name}", s.deleteService},
 		{"POST /v1/sandboxes/{id}/services/{name}/link", s.serviceLink},
+		{"DELETE /v1/sandboxes/{id}/services/{name}/link", s.revokeServiceLinks},
 		{"POST /v1/sandboxes/{id}/services/{name}/screenshot", s.serviceScreenshot},
 		{"POST /v1/sandboxes/{id}/contexts", s.createContext},
 		{"GET /v1/sandboxes/{id}/contexts", s.listContexts},

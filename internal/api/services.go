@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/internal/netpolicy"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/template"
 	"github.com/hutchdev/hutch/internal/templates"
 	"github.com/hutchdev/hutch/internal/toolrun"
@@ -42,6 +43,7 @@ type Execs interface {
 	RestartService(ctx context.Context, id, name string) (exec.ServiceInfo, error)
 	StopService(ctx context.Context, id, name string) (exec.ServiceInfo, error)
 	DeleteService(ctx context.Context, id, name string) error
+	RevokeServiceLinks(ctx context.Context, id, name string) error
 	ServiceEvents(ctx context.Context, id, name string, fn func(exec.ServiceInfo) error) error
 	PublicPort(ctx context.Context, id string, port int) (bool, error)
 	DeleteProcess(ctx context.Context, id, name string) error
@@ -65,7 +67,7 @@ type Files interface {
 // sandbox_download_url signs.
 type Tools interface {
 	RunTool(ctx context.Context, id string, call toolrun.Call, out sandbox.Output) (toolrun.Outcome, error)
-	Download(ctx context.Context, token string, may func(sandboxID string) error) (name string, body io.ReadCloser, err error)
+	Download(ctx context.Context, token string, may func(sandboxID string) error, secrets *redact.Set) (name string, body io.ReadCloser, err error)
 	// DownloadURL signs a URL of one file of sandbox id, valid for an hour.
 	DownloadURL(id, path string) (string, error)
 }

@@ -120,9 +120,13 @@ func toolResult(o toolrun.Outcome) client.ToolResult {
 }
 
 // download serves GET /v1/downloads/{token}, a URL sandbox_download_url
-// made: the token, not the API key, allows it.
+// made: the token, not the API key, allows it. A directory's files are
+// redacted before it is compressed, which the redaction of the answer
+// could not do (see redaction.go); it still passes over the compressed
+// bytes, where no value is left to find.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r.Context())
+	secrets := s.redactor.Set()
 	name, body, err := s.tools.Download(r.Context(), r.PathValue("token"), func(id string) error {
 		if c.anonymous {
 			return nil // the token alone allows it
@@ -131,7 +135,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 			return errdefs.NotFound("no such download")
 		}
 		return nil
-	})
+	}, secrets)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

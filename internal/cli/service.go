@@ -31,15 +31,29 @@ func (a *app) newServiceCmd() *cobra.Command {
 }
 
 func (a *app) newServiceLinkCmd() *cobra.Command {
-	var expires time.Duration
+	var (
+		expires time.Duration
+		revoke  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "link ID NAME",
 		Short: "Print a link that opens a service's preview without the API key, until it expires",
-		Args:  exactArgs(2, "a sandbox ID and a service name"),
+		Long: "Print a link that opens a service's preview without the API key, until it expires.\n" +
+			"With --revoke, every link made for the service until now stops working instead;\n" +
+			"links made afterwards work.",
+		Example: "  hutch service link abc123 web --expires 24h\n" +
+			"  hutch service link --revoke abc123 web",
+		Args: exactArgs(2, "a sandbox ID and a service name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if revoke && cmd.Flags().Changed("expires") {
+				return usageErrorf(cmd, "--revoke makes no link: drop --expires")
+			}
 			c, err := a.connect()
 			if err != nil {
 				return err
+			}
+			if revoke {
+				return c.RevokeServiceLinks(cmd.Context(), args[0], args[1])
 			}
 			link, err := c.ServiceLink(cmd.Context(), args[0], args[1], expires)
 			if err != nil {
@@ -53,6 +67,7 @@ func (a *app) newServiceLinkCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&expires, "expires", time.Hour, "how long the link works (at most 168h)")
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke every link made for the service until now")
 	return cmd
 }
 

@@ -24,9 +24,12 @@ type Claim struct {
 	Expires int64  `json:"e"` // Unix seconds
 	// Port is a preview link's: the sandbox's port it opens (Path is then
 	// the path it opens first); Service, the service it was made for,
-	// which must still be the one on Port.
+	// which must still be the one on Port; Issued, when it was made (Unix
+	// milliseconds; 0 in links made before links had it), which revoking
+	// the service's links compares with.
 	Port    int    `json:"o,omitempty"`
 	Service string `json:"v,omitempty"`
+	Issued  int64  `json:"i,omitempty"`
 }
 
 // Signer signs and checks claims with one key.

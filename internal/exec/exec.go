@@ -9,6 +9,7 @@ package exec
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
@@ -21,6 +22,7 @@ type Store interface {
 	ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error)
 	PutProcess(ctx context.Context, p *store.Process) error
 	DeleteProcess(ctx context.Context, sandboxID, name string) error
+	SetLinksRevoked(ctx context.Context, sandboxID, name string, at time.Time) error
 }
 
 // Service runs commands, code and background processes in the core's

@@ -75,6 +75,9 @@ type ServiceInfo struct {
 	// output.
 	ExitCode *int
 	LogTail  string
+	// LinksRevoked: its preview links made until then open nothing
+	// (zero: none revoked).
+	LinksRevoked time.Time
 }
 
 // serviceStates remembers what the store does not: when each service's
@@ -199,7 +202,7 @@ func (s *Service) serviceInfo(ctx context.Context, rec *store.Sandbox, p *store.
 	if status != st.status {
 		st.status, st.since = status, time.Now().UTC()
 	}
-	info := ServiceInfo{ProcessInfo: pi, Public: p.Public, Slot: p.Slot, Since: st.since}
+	info := ServiceInfo{ProcessInfo: pi, Public: p.Public, Slot: p.Slot, Since: st.since, LinksRevoked: p.LinksRevokedAt}
 	info.Status = status
 	if status == ServiceError {
 		info.ExitCode, info.LogTail = st.exit, st.tail
@@ -379,6 +382,20 @@ func (s *Service) DeleteService(ctx context.Context, id, name string) error {
 	s.states.mu.Lock()
 	delete(s.states.m, id+"/"+name)
 	s.states.mu.Unlock()
+	return nil
+}
+
+// RevokeServiceLinks revokes the preview links made for a service until
+// now: they open nothing from then on, also after a daemon restart; links
+// made later do. It neither wakes the sandbox nor counts as activity.
+func (s *Service) RevokeServiceLinks(ctx context.Context, id, name string) error {
+	if err := s.isService(ctx, id, name); err != nil {
+		return err
+	}
+	if err := s.store.SetLinksRevoked(ctx, id, name, time.Now().UTC()); err != nil {
+		return err
+	}
+	s.log.Info("service links revoked", attrSandbox, id, "service", name)
 	return nil
 }
 

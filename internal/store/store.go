@@ -46,6 +46,9 @@ type Store interface {
 	// DeleteProcess removes one; ErrNotFound if absent. Deleting a sandbox
 	// deletes its processes.
 	DeleteProcess(ctx context.Context, sandboxID, name string) error
+	// SetLinksRevoked sets a process's LinksRevokedAt to at, unless it is
+	// later already, and nothing else; ErrNotFound if absent.
+	SetLinksRevoked(ctx context.Context, sandboxID, name string, at time.Time) error
 
 	// CreateVolume records a volume; ErrAlreadyExists if the name is taken.
 	CreateVolume(ctx context.Context, v *Volume) error
@@ -199,4 +202,9 @@ type Process struct {
 	// Running says whether it ran when last seen by a suspend or a start.
 	Running   bool
 	CreatedAt time.Time
+	// LinksRevokedAt: a service's preview links made until then open
+	// nothing (zero: none revoked). SetLinksRevoked sets it; PutProcess
+	// never moves it back, so that neither a write from an older read nor
+	// a new process of the same name revives a revoked link.
+	LinksRevokedAt time.Time
 }

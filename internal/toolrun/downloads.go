@@ -12,6 +12,7 @@ import (
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -107,8 +108,11 @@ func (s *Service) DownloadURL(id, path string) (string, error) {
 //
 // may, when not nil, is asked whether the caller may reach the token's
 // sandbox: a caller that presents an API key too must be one that sees
-// it.
-func (s *Service) Download(ctx context.Context, token string, may func(sandboxID string) error) (name string, body io.ReadCloser, err error) {
+// it. secrets are the values to redact from a directory's files (nil or
+// empty: none), since the redaction of the answer cannot see into a
+// compressed archive (archiveredact.go); a file's bytes are the answer's
+// own, redacted there.
+func (s *Service) Download(ctx context.Context, token string, may func(sandboxID string) error, secrets *redact.Set) (name string, body io.ReadCloser, err error) {
 	if s.downloads == nil {
 		return "", nil, errdefs.NotFound("this daemon makes no download URLs")
 	}
@@ -127,7 +131,11 @@ func (s *Service) Download(ctx context.Context, token string, may func(sandboxID
 	}
 	name = path.Base(claim.Path)
 	if claim.Dir {
-		body, err = r.Agent().Archive(ctx, claim.Path, claim.Format, "")
+		if secrets.Len() == 0 {
+			body, err = r.Agent().Archive(ctx, claim.Path, claim.Format, "")
+		} else {
+			body, err = packRedacted(ctx, r, claim.Path, claim.Format, secrets)
+		}
 		body, err = sandbox.Holding(body, r.Err(ctx, err), release)
 		return name + "." + claim.Format, body, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/internal/download"
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox/sandboxtest"
+	"github.com/hutchdev/hutch/internal/secrets/redact"
 	"github.com/hutchdev/hutch/internal/tools"
 )
 
@@ -53,7 +54,7 @@ func TestDownloads(t *testing.T) {
 	}
 
 	file, _ := urlOf(map[string]any{"path": ws + "/out/report.csv"})
-	name, body, err := s.Download(t.Context(), token(file), nil)
+	name, body, err := s.Download(t.Context(), token(file), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestDownloads(t *testing.T) {
 	}
 
 	dir, _ := urlOf(map[string]any{"path": ws + "/out"})
-	name, body, err = s.Download(t.Context(), token(dir), nil)
+	name, body, err = s.Download(t.Context(), token(dir), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +89,39 @@ func TestDownloads(t *testing.T) {
 		t.Errorf("the directory: %+v, %s %v", dir, name, names)
 	}
 
+	// With a secret known, a directory's files come redacted, in either
+	// format.
+	if err := os.WriteFile(filepath.Join(out, "key.env"), []byte("KEY="+archiveSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := redact.NewSet([]redact.Secret{{Name: "TOKEN", Value: archiveSecret}})
+	for _, format := range []string{tools.FormatTarGz, tools.FormatZip} {
+		res, _ := urlOf(map[string]any{"path": ws + "/out", "format": format})
+		name, body, err := s.Download(t.Context(), token(res), nil, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(body)
+		if cerr := body.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := readEntries(t, format, got)
+		// A download left unread stops its re-packing.
+		if _, body, err = s.Download(t.Context(), token(res), nil, set); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := body.Read(make([]byte, 10)); err != nil {
+			t.Fatal(err)
+		}
+		_ = body.Close()
+		if name != "out."+format || entries["out/key.env"].Body != "KEY=[redacted:TOKEN]\n" || entries["out/report.csv"].Body != "a,b\n" {
+			t.Errorf("%s with a secret known: %s %+v", format, name, entries)
+		}
+	}
+
 	tests := []struct {
 		name     string
 		args     map[string]any
@@ -96,6 +130,7 @@ func TestDownloads(t *testing.T) {
 		{"nothing there", map[string]any{"path": ws + "/nope"}, tools.KindNotFound},
 		{"no path", map[string]any{}, tools.KindInvalidArgument},
 		{"an unknown format", map[string]any{"path": ws + "/out", "format": "rar"}, tools.KindInvalidArgument},
+		{"plain tar, the daemon's own", map[string]any{"path": ws + "/out", "format": tools.FormatTar}, tools.KindInvalidArgument},
 		{"too long a life", map[string]any{"path": ws + "/out", "expires_in_s": 8 * 24 * 3600}, tools.KindInvalidArgument},
 	}
 	for _, tc := range tests {
@@ -110,11 +145,11 @@ func TestDownloads(t *testing.T) {
 	// The file's signature over the directory's claim.
 	dirClaim, _, _ := strings.Cut(token(dir), ".")
 	_, fileSig, _ := strings.Cut(token(file), ".")
-	if _, _, err := s.Download(t.Context(), dirClaim+"."+fileSig, nil); !errors.Is(err, errdefs.ErrUnauthenticated) {
+	if _, _, err := s.Download(t.Context(), dirClaim+"."+fileSig, nil, nil); !errors.Is(err, errdefs.ErrUnauthenticated) {
 		t.Errorf("a forged token: %v", err)
 	}
 	off := New(Config{Sandboxes: c.M})
-	if _, _, err := off.Download(t.Context(), token(file), nil); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := off.Download(t.Context(), token(file), nil, nil); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a download from a daemon that makes none: %v", err)
 	}
 }

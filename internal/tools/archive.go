@@ -14,10 +14,13 @@ import (
 	"strings"
 )
 
-// Archive formats of a directory download.
+// Archive formats of a directory download. FormatTar is the daemon's
+// alone: it asks for an uncompressed archive when it must redact what is
+// inside before compressing it itself; a user chooses tar.gz or zip.
 const (
 	FormatTarGz = "tar.gz"
 	FormatZip   = "zip"
+	FormatTar   = "tar"
 )
 
 // WriteArchive packs directory dir into w as format, for a download. No
@@ -40,9 +43,13 @@ func WriteArchive(w io.Writer, dir, format string) error {
 	var add func(name string, fi fs.FileInfo, link string, body io.Reader) error
 	var finish func() error
 	switch format {
-	case FormatTarGz, "":
-		zw := gzip.NewWriter(w)
-		tw := tar.NewWriter(zw)
+	case FormatTarGz, FormatTar, "":
+		closeGzip := func() error { return nil }
+		if format != FormatTar {
+			zw := gzip.NewWriter(w)
+			w, closeGzip = zw, zw.Close
+		}
+		tw := tar.NewWriter(w)
 		add = func(name string, fi fs.FileInfo, link string, body io.Reader) error {
 			hdr, err := tar.FileInfoHeader(fi, link)
 			if err != nil {
@@ -57,7 +64,7 @@ func WriteArchive(w io.Writer, dir, format string) error {
 			}
 			return copyBody(tw, body)
 		}
-		finish = func() error { return errors.Join(tw.Close(), zw.Close()) }
+		finish = func() error { return errors.Join(tw.Close(), closeGzip()) }
 	case FormatZip:
 		zw := zip.NewWriter(w)
 		add = func(name string, fi fs.FileInfo, link string, body io.Reader) error {
@@ -81,7 +88,7 @@ func WriteArchive(w io.Writer, dir, format string) error {
 		}
 		finish = zw.Close
 	default:
-		return invalid("format must be %s or %s, got %q", FormatTarGz, FormatZip, format)
+		return invalid("format must be %s, %s or %s, got %q", FormatTarGz, FormatZip, FormatTar, format)
 	}
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

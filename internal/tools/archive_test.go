@@ -33,7 +33,7 @@ func TestWriteArchive(t *testing.T) {
 	}
 	// Neither etc nor the escapes are there.
 	want := "out/ out/inner->sub/deep.txt out/report.csv=a,b\n out/sub/ out/sub/deep.txt=deep\n out/sub/up->../report.csv"
-	for _, format := range []string{FormatTarGz, FormatZip} {
+	for _, format := range []string{FormatTarGz, FormatZip, FormatTar} {
 		var buf bytes.Buffer
 		if err := WriteArchive(&buf, dir, format); err != nil {
 			t.Fatalf("%s: %v", format, err)
@@ -85,11 +85,15 @@ func readArchive(t *testing.T, format string, data []byte) string {
 		}
 		return strings.Join(out, " ")
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
+	var r io.Reader = bytes.NewReader(data)
+	if format != FormatTar {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
 	}
-	tr := tar.NewReader(zr)
+	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {

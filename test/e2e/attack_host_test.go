@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/backend/oci"
 )
 
 // Attacks on the boundary between a host's other users and what sandboxes
@@ -69,4 +73,56 @@ func TestAttackSetuidReachableByLocalUser(t *testing.T) {
 			t.Errorf("a sandbox of the snapshot, with the volume: %+v", res)
 		}
 	})
+}
+
+// Finding 16, the agent's socket: under gVisor the agent makes its socket
+// in a directory the sandbox's root can write, on the host. Root there
+// replaces it with a symlink to a host socket (here one the test listens
+// on): the daemon's next connections to the agent must reach nothing on
+// the host. Twenty calls at once need more connections than the daemon
+// keeps idle, so it dials again after the plant.
+func TestAttackAgentSocketReplaced(t *testing.T) {
+	t.Parallel()
+	requireGvisor(t)
+	d := startDaemon(t)
+	ctx := t.Context()
+	host := filepath.Join(t.TempDir(), "host.sock")
+	ln, err := net.Listen("unix", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var reached atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			conn.Close()
+		}
+	}()
+	sb := d.create(client.CreateSandboxRequest{Runtime: "gvisor"})
+	socket := oci.AgentSocketDir + "/" + oci.AgentSocketName
+	plant := "rm -f " + socket + " && ln -s " + host + " " + socket + " && test -L " + socket + " && echo planted"
+	if res, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: plant, User: "root"}); err != nil || res.Stdout != "planted\n" {
+		t.Fatalf("plant a symlink in the agent socket's place: %+v, %v", res, err)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range 20 {
+		wg.Go(func() {
+			if _, err := d.client.Exec(ctx, sb.ID, client.ExecRequest{Command: "sleep 1"}); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() == 0 {
+		t.Fatal("twenty calls at once all went through: the daemon made no new connection to the agent, so the plant was not tried")
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the daemon connected %d times to the host socket the sandbox's root linked in the agent's place", n)
+	}
 }

@@ -1,13 +1,8 @@
 package e2e
 
 import (
-	"context"
-	"io"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"testing"
-	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
@@ -27,21 +22,7 @@ func TestAttackPreviewLinkOutlivesService(t *testing.T) {
 		}
 		waitStatus(t, d, sb.ID, name, client.ServiceRunning)
 	}
-	get := func(u string) (int, string) {
-		t.Helper()
-		jar, _ := cookiejar.New(nil)
-		dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, d.addr)
-		}
-		c := &http.Client{Jar: jar, Transport: &http.Transport{DialContext: dial}, Timeout: 30 * time.Second}
-		resp, err := c.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(u string) (int, string) { return browserGet(t, d.browser(), u) }
 
 	serve("web", "the-web-service")
 	link, err := d.client.ServiceLink(ctx, sb.ID, "web", 0)

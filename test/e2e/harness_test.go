@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -555,4 +557,26 @@ func processesOf(t *testing.T, ids []string) []string {
 		}
 	}
 	return out
+}
+
+// browser is an HTTP client as a browser is one: cookies kept, every host
+// (a preview's name included) dialled at the daemon.
+func (d *daemon) browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, d.addr)
+	}
+	return &http.Client{Jar: jar, Transport: &http.Transport{DialContext: dial}, Timeout: 30 * time.Second}
+}
+
+// browserGet fetches u with c and returns the status and the body.
+func browserGet(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -179,24 +177,8 @@ func TestPreviewLinks(t *testing.T) {
 		}
 		waitStatus(t, d, sb.ID, "web", client.ServiceRunning)
 	}
-	// A browser: cookies kept, every host dialled at the daemon.
-	browser := func() *http.Client {
-		jar, _ := cookiejar.New(nil)
-		dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, d.addr)
-		}
-		return &http.Client{Jar: jar, Transport: &http.Transport{DialContext: dial}, Timeout: 30 * time.Second}
-	}
-	get := func(c *http.Client, u string) (int, string) {
-		t.Helper()
-		resp, err := c.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	browser := d.browser
+	get := func(c *http.Client, u string) (int, string) { return browserGet(t, c, u) }
 	svc, err := d.client.GetService(ctx, ids[0], "web")
 	if err != nil || svc.PreviewURL == "" || svc.PathURL == "" {
 		t.Fatalf("the service's URLs: %+v, %v", svc, err)

@@ -184,7 +184,8 @@ func filesURL(path, user string) string {
 }
 
 // Archive streams directory path packed as format (tools.FormatTarGz, the
-// default, or tools.FormatZip), as user sees it; the caller closes it. The
+// default, tools.FormatZip, or tools.FormatTar for the daemon to re-pack),
+// as user sees it; the caller closes it. The
 // agent's refusal (not there, not a directory) comes from Archive itself;
 // a failure while packing is the error of the Read that reaches it, so a
 // cut archive never reads as a whole one.

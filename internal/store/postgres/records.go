@@ -3,24 +3,27 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/store/sqlrows"
 )
 
-// PutProcess inserts or replaces a sandbox's background process.
+// PutProcess inserts or replaces a sandbox's background process, keeping
+// the later of its links' revocations (GREATEST skips NULL).
 func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 	args, err := sqlrows.ProcessArgs(p)
 	if err != nil {
 		return err
 	}
 	_, err = d.pool.Exec(ctx, `INSERT INTO processes (`+sqlrows.ProcessColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (sandbox_id, name) DO UPDATE SET
 			argv = excluded.argv, cwd = excluded.cwd, "user" = excluded."user", env = excluded.env,
 			port = excluded.port, running = excluded.running, created_at = excluded.created_at,
-			for_user = excluded.for_user, stdin = excluded.stdin, public = excluded.public, slot = excluded.slot`, args...)
+			for_user = excluded.for_user, stdin = excluded.stdin, public = excluded.public, slot = excluded.slot,
+			links_revoked_at = GREATEST(processes.links_revoked_at, excluded.links_revoked_at)`, args...)
 	if _, ok := violated(err, foreignKeyViolation); ok {
 		return errdefs.NotFound("sandbox %s not found", p.SandboxID)
 	}
@@ -45,6 +48,17 @@ func (d *DB) DeleteProcess(ctx context.Context, sandboxID, name string) error {
 	tag, err := d.pool.Exec(ctx, `DELETE FROM processes WHERE sandbox_id = $1 AND name = $2`, sandboxID, name)
 	if err != nil {
 		return fmt.Errorf("delete process %s of sandbox %s: %w", name, sandboxID, err)
+	}
+	return expectOne(tag, "sandbox %s has no process %q", sandboxID, name)
+}
+
+// SetLinksRevoked sets when a process's preview links were revoked,
+// unless that is later already.
+func (d *DB) SetLinksRevoked(ctx context.Context, sandboxID, name string, at time.Time) error {
+	tag, err := d.pool.Exec(ctx, `UPDATE processes SET links_revoked_at = GREATEST(links_revoked_at, $1)
+		WHERE sandbox_id = $2 AND name = $3`, at.UnixNano(), sandboxID, name)
+	if err != nil {
+		return fmt.Errorf("revoke links of process %s of sandbox %s: %w", name, sandboxID, err)
 	}
 	return expectOne(tag, "sandbox %s has no process %q", sandboxID, name)
 }

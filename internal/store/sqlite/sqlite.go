@@ -229,15 +229,23 @@ func query[T any](ctx context.Context, d *DB, scan func(sqlrows.Scanner) (T, err
 	return sqlrows.Collect(rows, scan)
 }
 
-// PutProcess inserts or replaces a sandbox's background process.
+// PutProcess inserts or replaces a sandbox's background process, keeping
+// the later of its links' revocations (multi-argument max is NULL when
+// either is).
 func (d *DB) PutProcess(ctx context.Context, p *store.Process) error {
 	args, err := sqlrows.ProcessArgs(p)
 	if err != nil {
 		return err
 	}
 	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
-	_, err = d.db.ExecContext(ctx, `INSERT OR REPLACE INTO processes (`+sqlrows.ProcessColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	_, err = d.db.ExecContext(ctx, `INSERT INTO processes (`+sqlrows.ProcessColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (sandbox_id, name) DO UPDATE SET
+			argv = excluded.argv, cwd = excluded.cwd, "user" = excluded."user", env = excluded.env,
+			port = excluded.port, running = excluded.running, created_at = excluded.created_at,
+			for_user = excluded.for_user, stdin = excluded.stdin, public = excluded.public, slot = excluded.slot,
+			links_revoked_at = coalesce(max(processes.links_revoked_at, excluded.links_revoked_at),
+				processes.links_revoked_at, excluded.links_revoked_at)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "FOREIGN KEY constraint failed") {
 			return errdefs.NotFound("sandbox %s not found", p.SandboxID)
@@ -262,6 +270,22 @@ func (d *DB) DeleteProcess(ctx context.Context, sandboxID, name string) error {
 	res, err := d.db.ExecContext(ctx, `DELETE FROM processes WHERE sandbox_id = ? AND name = ?`, sandboxID, name)
 	if err != nil {
 		return fmt.Errorf("delete process %s of sandbox %s: %w", name, sandboxID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return errdefs.NotFound("sandbox %s has no process %q", sandboxID, name)
+	}
+	return nil
+}
+
+// SetLinksRevoked sets when a process's preview links were revoked,
+// unless that is later already.
+func (d *DB) SetLinksRevoked(ctx context.Context, sandboxID, name string, at time.Time) error {
+	res, err := d.db.ExecContext(ctx, `UPDATE processes SET links_revoked_at = coalesce(max(links_revoked_at, ?), ?)
+		WHERE sandbox_id = ? AND name = ?`, at.UnixNano(), at.UnixNano(), sandboxID, name)
+	if err != nil {
+		return fmt.Errorf("revoke links of process %s of sandbox %s: %w", name, sandboxID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return err

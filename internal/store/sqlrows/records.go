@@ -116,7 +116,7 @@ func EncodeNetwork(p netpolicy.Policy) (string, error) {
 
 // ProcessColumns are a background process's columns, in the order of
 // ProcessArgs and ScanProcess.
-const ProcessColumns = `sandbox_id, name, argv, cwd, "user", env, port, running, created_at, for_user, stdin, public, slot`
+const ProcessColumns = `sandbox_id, name, argv, cwd, "user", env, port, running, created_at, for_user, stdin, public, slot, links_revoked_at`
 
 // ProcessArgs are p's values for ProcessColumns.
 func ProcessArgs(p *store.Process) ([]any, error) {
@@ -128,9 +128,14 @@ func ProcessArgs(p *store.Process) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var revoked *int64 // NULL: none revoked
+	if !p.LinksRevokedAt.IsZero() {
+		at := p.LinksRevokedAt.UnixNano()
+		revoked = &at
+	}
 	return []any{
 		p.SandboxID, p.Name, string(argv), p.Cwd, p.User, string(env), p.Port, p.Running, p.CreatedAt.UnixNano(),
-		p.ForUser, p.Stdin, p.Public, p.Slot,
+		p.ForUser, p.Stdin, p.Public, p.Slot, revoked,
 	}, nil
 }
 
@@ -140,9 +145,10 @@ func ScanProcess(row Scanner) (*store.Process, error) {
 		p         store.Process
 		argv, env string
 		created   int64
+		revoked   *int64
 	)
 	if err := row.Scan(&p.SandboxID, &p.Name, &argv, &p.Cwd, &p.User, &env, &p.Port, &p.Running, &created,
-		&p.ForUser, &p.Stdin, &p.Public, &p.Slot); err != nil {
+		&p.ForUser, &p.Stdin, &p.Public, &p.Slot, &revoked); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
@@ -152,6 +158,9 @@ func ScanProcess(row Scanner) (*store.Process, error) {
 		return nil, fmt.Errorf("decode env of process %s: %w", p.Name, err)
 	}
 	p.CreatedAt = Time(created)
+	if revoked != nil {
+		p.LinksRevokedAt = Time(*revoked)
+	}
 	return &p, nil
 }
 

@@ -265,6 +265,58 @@ func testSandboxKeyRace(t *testing.T, h Harness) {
 	}
 }
 
+// testLinksRevoked: a revocation of a process's links is set alone, and
+// neither an earlier one nor a put of the process (from a read before it,
+// or of a new process of its name) moves it back.
+func testLinksRevoked(t *testing.T, db Store, web *store.Process) {
+	t.Helper()
+	ctx := t.Context()
+	revokedAt := func() time.Time {
+		t.Helper()
+		got, err := db.ListProcesses(ctx, web.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range got {
+			if p.Name == web.Name {
+				return p.LinksRevokedAt
+			}
+		}
+		t.Fatalf("%s is gone", web.Name)
+		return time.Time{}
+	}
+	at := now()
+	if err := db.SetLinksRevoked(ctx, web.SandboxID, web.Name, at); err != nil {
+		t.Fatal(err)
+	}
+	if got := revokedAt(); !got.Equal(at) {
+		t.Fatalf("links revoked at %v, want %v", got, at)
+	}
+	if err := db.SetLinksRevoked(ctx, web.SandboxID, web.Name, at.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	stale := *web // read before the revocation
+	stale.Running, stale.LinksRevokedAt = true, time.Time{}
+	if err := db.PutProcess(ctx, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if got := revokedAt(); !got.Equal(at) {
+		t.Errorf("after an earlier revocation and a put without one: links revoked at %v, want %v", got, at)
+	}
+	later := stale
+	later.LinksRevokedAt = at.Add(time.Second)
+	if err := db.PutProcess(ctx, &later); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ListProcesses(ctx, web.SandboxID)
+	if err != nil || len(got) == 0 || !reflect.DeepEqual(got[0], &later) {
+		t.Errorf("a put of a later revocation: %+v, %v; want %+v", got, err, later)
+	}
+	if err := db.SetLinksRevoked(ctx, web.SandboxID, "nope", at); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("revoke links of a missing process: %v, want not found", err)
+	}
+}
+
 func testProcesses(t *testing.T, h Harness) {
 	db := h.Open(t)
 	ctx := t.Context()
@@ -303,6 +355,7 @@ func testProcesses(t *testing.T, h Harness) {
 	if err := db.PutProcess(ctx, &store.Process{SandboxID: "nope", Name: "x", Argv: []string{"true"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("put to a missing sandbox: %v, want not found", err)
 	}
+	testLinksRevoked(t, db, web)
 	if err := db.DeleteProcess(ctx, "abc", "web"); err != nil {
 		t.Fatal(err)
 	}

@@ -305,6 +305,11 @@ class API:
         return self._call(Request("POST", path("sandboxes", sandbox_id, "services", name, "link"),
                                   body=_fields(expires_in_s=expires_in_s)))
 
+    def revoke_service_links(self, sandbox_id: str, name: str):
+        """Revokes every link to the service's preview made until now; links
+        made later work."""
+        return self._call(Request("DELETE", path("sandboxes", sandbox_id, "services", name, "link"), parse=lambda _: None))
+
     # Tools for LLM agents.
 
     def list_tools(self, format: str = "anthropic"):

@@ -6,6 +6,7 @@ import json
 import os
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 from hutch import AsyncClient, Client, HutchError
@@ -85,6 +86,12 @@ class TestClient(unittest.TestCase):
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
         with browser.open(link["path_url"], timeout=20) as res:
             self.assertIn(b"hello from the sandbox", res.read())
+        # Revoked, the link opens nothing, by its URL or its cookie.
+        self.client.revoke_service_links(self.sb.id, "web")
+        for opener, url in ((urllib.request.build_opener(), link["path_url"]), (browser, link["path_url"].split("?")[0])):
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                opener.open(url, timeout=20)
+            self.assertEqual(e.exception.code, 401)
         self.client.delete_service(self.sb.id, "web")
 
     def test_tools(self):

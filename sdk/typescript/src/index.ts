@@ -384,6 +384,12 @@ export class Hutch {
     return this.#json("POST", `/v1/sandboxes/${seg(id)}/services/${seg(name)}/link`, { body: { expires_in_s: expiresInS } });
   }
 
+  /** Revokes every link to the service's preview made until now; links
+   * made later work. */
+  async revokeServiceLinks(id: string, name: string): Promise<void> {
+    await this.#json("DELETE", `/v1/sandboxes/${seg(id)}/services/${seg(name)}/link`);
+  }
+
   /** A PNG of the page a service serves (needs the browser template). */
   async screenshot(
     id: string,

@@ -648,11 +648,19 @@ export interface paths {
          * @description A URL of the service's preview that opens without the API key until
          *     it expires (default an hour, at most 7 days): its first visit sets
          *     an HttpOnly, SameSite=Lax cookie scoped to that preview and
-         *     redirects to the clean URL. A link is for one port of one sandbox.
+         *     redirects to the clean URL. A link is for one service of one
+         *     sandbox, on its port, until its links are revoked (DELETE).
          *     `url` is by host when the daemon routes by host, else by path.
          */
         post: operations["serviceLink"];
-        delete?: never;
+        /**
+         * Revoke a service's preview links
+         * @description Every link made for the service until now opens nothing from then
+         *     on, by its URL or by the cookie its first visit set (401, as an
+         *     expired link), also after a daemon restart. Links made afterwards
+         *     work. The service keeps running.
+         */
+        delete: operations["revokeServiceLinks"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2083,8 +2091,9 @@ export interface components {
             signal?: string;
         };
         /**
-         * @description Why the command ended early: `oom` when the kernel killed it for the
-         *     sandbox's memory limit (runc sandboxes), `timeout` when its timeout
+         * @description Why the command ended early: `oom` when it was killed for the
+         *     sandbox's memory limit (exit code 137; under gVisor now and then
+         *     139, when the host's kill meets one of its page faults), `timeout` when its timeout
          *     killed it, `signal` when a signal from elsewhere did, `pids` when it
          *     failed while forks were refused at the sandbox's process limit
          *     (runc sandboxes; nothing is killed, `fork` fails with EAGAIN); empty
@@ -3242,6 +3251,28 @@ export interface operations {
                         expires_at: string;
                     };
                 };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    revokeServiceLinks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                name: components["parameters"]["ProcessName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             default: components["responses"]["Error"];
         };

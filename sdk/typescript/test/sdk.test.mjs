@@ -79,6 +79,10 @@ describe("Hutch", { skip }, () => {
     const cookie = first.headers.get("set-cookie").split(";")[0];
     const page = await fetch(new URL(first.headers.get("location"), link.path_url), { headers: { cookie } });
     assert.match(await page.text(), /from the sandbox/);
+    // Revoked, the link opens nothing, by its URL or its cookie.
+    await hutch.revokeServiceLinks(sb.id, "web");
+    assert.equal((await fetch(link.path_url, { redirect: "manual" })).status, 401);
+    assert.equal((await fetch(new URL(first.headers.get("location"), link.path_url), { headers: { cookie } })).status, 401);
     await hutch.deleteService(sb.id, "web");
   });
 
