@@ -23,6 +23,9 @@ type Health struct {
 	// Goroutines is the daemon's goroutine count, for leak checks (make
 	// soak compares it before and after).
 	Goroutines int `json:"goroutines"`
+	// Builds are the template builds under way: the shared templates'
+	// and the caller's workspace's.
+	Builds []TemplateBuild `json:"builds"`
 	// Disk is the data dir's filesystem. The administrator's only (the
 	// daemon's own key): nil for other keys.
 	Disk *DiskHealth `json:"disk,omitempty"`
@@ -486,6 +489,24 @@ type BuildTemplateRequest struct {
 	// the files its COPY lines take (at most 64 MiB).
 	Hutchfile string `json:"hutchfile,omitempty"`
 	Context   []byte `json:"context,omitempty"`
+}
+
+// TemplateBuild is a template build under way.
+type TemplateBuild struct {
+	Template string `json:"template"`
+	// Step, Done, Total and Message are its last progress (see
+	// BuildProgress).
+	Step    string `json:"step"`
+	Done    int    `json:"done"`
+	Total   int    `json:"total"`
+	Message string `json:"message"`
+	// ElapsedS is how long it has run; LeftS how long it likely still
+	// takes, from the last build of the template on this daemon (0 when
+	// none is known).
+	ElapsedS int `json:"elapsed_s"`
+	LeftS    int `json:"left_s"`
+	// Description says all that for a person.
+	Description string `json:"description"`
 }
 
 // BuildProgress is how far a template build is.

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	for _, p := range core.Pools {
 		h.Pools = append(h.Pools, client.PoolHealth(p))
 	}
+	h.Builds = s.templateBuilds(callerOf(r.Context()))
 	if callerOf(r.Context()).admin {
 		h.Disk = s.diskHealth()
 		h.RecentErrors = s.recentErrors()
@@ -61,6 +63,26 @@ func (s *Server) recentErrors() []client.LogRecord {
 	}
 	for _, rec := range s.recent.Records() {
 		out = append(out, client.LogRecord{Time: rec.Time, Level: rec.Level.String(), Message: rec.Message, Attrs: rec.Attrs})
+	}
+	return out
+}
+
+// templateBuilds are the template builds under way that c sees: the
+// shared templates' and its workspace's.
+func (s *Server) templateBuilds(c caller) []client.TemplateBuild {
+	out := []client.TemplateBuild{}
+	if s.templates == nil {
+		return out
+	}
+	now := time.Now()
+	for _, b := range s.templates.Builds() {
+		if !c.seesTemplate(b.Name) {
+			continue
+		}
+		out = append(out, client.TemplateBuild{
+			Template: c.shown(b.Name), Step: b.Last.Step, Done: b.Last.Done, Total: b.Last.Total, Message: b.Last.Message,
+			ElapsedS: int(now.Sub(b.Began).Seconds()), LeftS: int(b.Left(now).Seconds()), Description: b.Describe(now),
+		})
 	}
 	return out
 }

@@ -43,9 +43,10 @@ const testKey = "hutch_test"
 
 // testServer serves the API over a fresh Manager until the test ends.
 type testServer struct {
-	url    string
-	client *client.Client
-	be     *fake.Backend
+	url       string
+	client    *client.Client
+	be        *fake.Backend
+	templates *template.Store
 }
 
 // newTestServer starts a testServer; configure changes its Config first.
@@ -102,7 +103,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testServer{url: srv.URL, client: c, be: be}
+	return &testServer{url: srv.URL, client: c, be: be, templates: templateStore}
 }
 
 // Bad input is refused with the error's status and stable code, a message

@@ -85,6 +85,8 @@ type Templates interface {
 	// (the caller's key's network mode, "" for any) must allow.
 	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*sandbox.Sandbox, error)
 	Resolve(ws, name string, admin bool) (string, error)
+	// Builds lists the template builds under way.
+	Builds() []template.BuildUnderWay
 	// Archive writes a version of a template as an archive (see
 	// template.Store.WriteArchive) and returns its SHA-256.
 	Archive(ctx context.Context, w io.Writer, name, version string) (string, error)

@@ -170,7 +170,7 @@ func (a *app) newCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sb, err := c.CreateSandbox(cmd.Context(), req)
+			sb, err := a.createSandbox(cmd.Context(), c, req)
 			if err != nil {
 				return err
 			}

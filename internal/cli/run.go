@@ -65,7 +65,7 @@ func (a *app) runIn(ctx context.Context, c *client.Client, creq client.CreateSan
 	// Create even if interrupted meanwhile: once the request is sent the
 	// daemon may create the sandbox anyway, and only its ID lets us delete it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runCreateTimeout)
-	sb, err := c.CreateSandbox(cctx, creq)
+	sb, err := a.createSandbox(cctx, c, creq)
 	cancel()
 	if err != nil {
 		return err

@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
@@ -31,17 +29,7 @@ func TestServiceLink(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	run := func(args ...string) result {
-		var out, errOut bytes.Buffer
-		a := &app{
-			stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
-			lookupEnv: func(string) (string, bool) { return "", false },
-			newClient: func() (*client.Client, error) { return client.New(srv.URL, fakeKey) },
-			now:       func() time.Time { return fakeNow },
-		}
-		code := a.run(t.Context(), args)
-		return result{out.String(), errOut.String(), code}
-	}
+	run := func(args ...string) result { return runAt(t, srv.URL, args...) }
 	tests := []struct {
 		name     string
 		args     []string

@@ -52,7 +52,17 @@ func (a *app) newTemplateLsCmd() *cobra.Command {
 				t.row(tm.Name, tm.Source, tm.Version, humanBytes(tm.SizeBytes), fmt.Sprint(tm.Sandboxes),
 					age(now, tm.Created), orDash(madeFrom(tm)))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			// Builds under way, after the table: a template being built
+			// for the first time is in no row yet.
+			if h, err := c.Health(cmd.Context()); err == nil {
+				for _, b := range h.Builds {
+					_, _ = fmt.Fprintf(a.stdout, "building %s: %s\n", b.Template, b.Description)
+				}
+			}
+			return nil
 		},
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ type Info struct {
 	Mirror string `json:"mirror,omitempty"`
 	// SizeBytes is the disk the root uses (for host: its skeleton only).
 	SizeBytes int64 `json:"size_bytes"`
+	// BuildSeconds is how long its build took, from Begin to Commit: what
+	// the next build of the name is expected to take (see Builds).
+	BuildSeconds float64 `json:"build_s,omitempty"`
 }
 
 // Where a template came from.
@@ -137,7 +141,7 @@ type Store struct {
 	oldSnapshotBinds []backend.Bind
 
 	mu       sync.Mutex
-	building map[string]bool // names with a build under way
+	building map[string]*BuildUnderWay // by name
 	// observers hear of changes of templates (see Observe). No element
 	// is ever overwritten in place, so changed calls a copy of the slice
 	// outside the lock.
@@ -165,7 +169,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare host template: %w", err)
 	}
-	s := &Store{dir: dir, host: host, oldSnapshotBinds: oldSnapshotBinds, building: map[string]bool{}}
+	s := &Store{dir: dir, host: host, oldSnapshotBinds: oldSnapshotBinds, building: map[string]*BuildUnderWay{}}
 	s.info = Info{Name: HostName, Version: host.Version, Source: SourceHost, Skeleton: skeletonVersion}
 	if fi, err := os.Stat(filepath.Dir(host.RootDir)); err == nil {
 		s.info.Created = fi.ModTime().UTC()
@@ -240,6 +244,9 @@ func (s *Store) Info(name string) (Info, error) {
 			return Info{}, fmt.Errorf("template %s: %w", name, err)
 		}
 	}
+	if b, ok := s.underWay(name); ok {
+		return Info{}, errdefs.Unavailable("template %s is being built: %s; hutch template ls shows its progress", name, b.Describe(time.Now()))
+	}
 	// Only the shared templates are named: a workspace's own are its
 	// business (see internal/workspace), and its name may be another's.
 	var shared []string
@@ -280,7 +287,7 @@ func (s *Store) Remove(name string) error {
 		return err
 	}
 	s.mu.Lock()
-	busy := s.building[name]
+	_, busy := s.building[name]
 	s.mu.Unlock()
 	if busy {
 		return errdefs.Conflict("template %s is being built; remove it when the build has ended", name)
@@ -352,10 +359,11 @@ func (s *Store) template(info Info) Template {
 // Build is a template being built: a root directory beside the store that
 // becomes a template by Commit, or disappears by Abort.
 type Build struct {
-	s    *Store
-	name string
-	dir  string
-	done bool
+	s     *Store
+	name  string
+	dir   string
+	began time.Time
+	done  bool
 }
 
 // Begin starts a build of a new version of name. Only one build of a name
@@ -366,7 +374,7 @@ func (s *Store) Begin(name string) (*Build, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.building[name] {
+	if _, busy := s.building[name]; busy {
 		return nil, errdefs.Conflict("template %s is already being built", name)
 	}
 	dir, err := os.MkdirTemp(s.dir, ".build-")
@@ -378,8 +386,9 @@ func (s *Store) Begin(name string) (*Build, error) {
 		_ = os.Remove(dir) // empty
 		return nil, err
 	}
-	s.building[name] = true
-	return &Build{s: s, name: name, dir: dir}, nil
+	began := time.Now()
+	s.building[name] = &BuildUnderWay{Name: name, Began: began, Expected: s.lastBuildTook(name)}
+	return &Build{s: s, name: name, dir: dir, began: began}, nil
 }
 
 // Root is where the build puts the template's root directory.
@@ -396,6 +405,7 @@ func (b *Build) Commit(info Info) (Info, error) {
 		return Info{}, errors.Join(err, fmt.Errorf("template %s: still mounted in the build: %v", b.name, points))
 	}
 	info.Created, info.Version = newVersion(filepath.Join(b.s.dir, b.name), time.Now().UTC())
+	info.BuildSeconds = time.Since(b.began).Seconds()
 	return b.commitAs(info)
 }
 
@@ -568,4 +578,82 @@ func syncFS(dir string) error {
 	}
 	defer unix.Close(fd)
 	return unix.Syncfs(fd)
+}
+
+// BuildUnderWay is a build of a template under way: since when, how far
+// it is, and how long the last build of its name took (0: none is known).
+type BuildUnderWay struct {
+	Name     string
+	Began    time.Time
+	Last     Progress
+	Expected time.Duration
+}
+
+// Left is how long the build is likely still to take at now, from the
+// last build of its name: 0 when that is unknown or already past.
+func (b BuildUnderWay) Left(now time.Time) time.Duration {
+	return max(b.Expected-now.Sub(b.Began), 0)
+}
+
+// Describe says how far the build is, for a person: "step download 120/340
+// for 1m20s, about 2m10s left".
+func (b BuildUnderWay) Describe(now time.Time) string {
+	msg := "starting"
+	if b.Last.Step != "" {
+		msg = "step " + b.Last.Step
+		if b.Last.Total > 0 {
+			msg += fmt.Sprintf(" %d/%d", b.Last.Done, b.Last.Total)
+		}
+	}
+	msg += " for " + now.Sub(b.Began).Round(time.Second).String()
+	switch left := b.Left(now); {
+	case left > 0:
+		msg += ", about " + left.Round(time.Second).String() + " left"
+	case b.Expected > 0:
+		msg += ", longer than the last build of it (" + b.Expected.Round(time.Second).String() + ")"
+	default:
+		msg += " (no earlier build here to tell how long is left)"
+	}
+	return msg
+}
+
+// Report records how far the build of name under way is.
+func (s *Store) Report(name string, p Progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.building[name]; b != nil {
+		b.Last = p
+	}
+}
+
+// Builds lists the builds under way, by name.
+func (s *Store) Builds() []BuildUnderWay {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]BuildUnderWay, 0, len(s.building))
+	for _, b := range s.building {
+		out = append(out, *b)
+	}
+	slices.SortFunc(out, func(a, b BuildUnderWay) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *Store) underWay(name string) (BuildUnderWay, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.building[name]
+	if b == nil {
+		return BuildUnderWay{}, false
+	}
+	return *b, true
+}
+
+// lastBuildTook is how long the current version of name took to build: 0
+// when there is none, or it was not built here.
+func (s *Store) lastBuildTook(name string) time.Duration {
+	info, err := s.current(name)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(info.BuildSeconds * float64(time.Second))
 }

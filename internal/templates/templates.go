@@ -125,7 +125,7 @@ func (s *Service) Resolve(ws, name string, admin bool) (string, error) {
 		return name, nil
 	}
 	own := workspace.Qualify(name, ws)
-	if _, err := s.templates.Info(own); err == nil {
+	if _, err := s.templates.Info(own); err == nil || errors.Is(err, errdefs.ErrUnavailable) { // there, or being built
 		return own, nil
 	}
 	return name, nil
@@ -203,6 +203,7 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 // its name. progress hears each step. A request with no packages for a
 // default template's name (base, python, browser, agent) builds its recipe.
 func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(template.Progress)) (Info, error) {
+	progress = s.reporting(req.Name, progress)
 	if req.Hutchfile != "" {
 		if len(req.Packages) > 0 || len(req.NpmPackages) > 0 || req.Image != "" || req.Suite != "" || req.Mirror != "" {
 			return Info{}, errdefs.InvalidArgument("hutchfile goes alone: its FROM says what the template is built on")
@@ -256,6 +257,21 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 	})
 }
 
+// reporting is progress that the template store also hears, so that a
+// create of the template meanwhile, the health route and template ls can
+// tell how far its build is (template.Store.Builds).
+func (s *Service) reporting(name string, progress func(template.Progress)) func(template.Progress) {
+	return func(p template.Progress) {
+		s.templates.Report(name, p)
+		if progress != nil {
+			progress(p)
+		}
+	}
+}
+
+// Builds lists the template builds under way.
+func (s *Service) Builds() []template.BuildUnderWay { return s.templates.Builds() }
+
 // checkDebianSource refuses a workspace's key a suite or a mirror of its
 // own: the host's release from the host's mirror is what a workspace
 // builds. Another suite's keyring may be missing or weaker, and a mirror
@@ -281,6 +297,7 @@ func checkDebianSource(req BuildRequest) error {
 // (NAME~WS) is bounded by that workspace's disk quota (see limits.go), a
 // shared one is the administrator's.
 func (s *Service) Import(ctx context.Context, name string, r io.Reader, progress func(template.Progress)) (Info, error) {
+	progress = s.reporting(name, progress)
 	if err := template.CheckName(name); err != nil {
 		return Info{}, err
 	}

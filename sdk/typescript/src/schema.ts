@@ -1682,6 +1682,21 @@ export interface components {
                 size: number;
                 ready: number;
             }[];
+            /** @description The template builds under way that the key may see (the shared templates' and its workspace's). A create of a template being built answers 503 unavailable, saying how far its build is; `hutch run` and `hutch create` wait for it. */
+            builds: {
+                template: string;
+                /** @description What the build does now: download, unpack, configure, … */
+                step: string;
+                /** @description Units of the step done (of total; total 0: not counted). */
+                done: number;
+                total: number;
+                message: string;
+                elapsed_s: number;
+                /** @description How long it likely still takes, from the last build of the template on this daemon; 0 when none is known. */
+                left_s: number;
+                /** @example step download 120/340 for 1m20s, about 2m10s left */
+                description: string;
+            }[];
             /** @description The filesystem of the daemon's data dir, where templates, sandboxes' writable layers and volumes live. Only for the daemon's own key: absent for other keys. How much of it Hutch's own files take is not told (no cheap figure of it is kept). */
             disk?: {
                 /**

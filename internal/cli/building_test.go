@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// hutch create of a template being built waits for the build, saying how
+// far it is, then creates; a create of a template that is not there and
+// not being built fails at once.
+func TestCreateWaitsForTemplateBuild(t *testing.T) {
+	poll, report := buildPoll, buildReport
+	buildPoll, buildReport = time.Millisecond, time.Hour
+	t.Cleanup(func() { buildPoll, buildReport = poll, report })
+	var polls, creates atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		building := polls.Load() < 3
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/health":
+			polls.Add(1)
+			h := client.Health{Status: "ok", Builds: []client.TemplateBuild{}}
+			if building {
+				h.Builds = append(h.Builds, client.TemplateBuild{Template: "base", Step: "download", Description: "step download 3/9 for 1m0s"})
+			}
+			writeJSON(w, http.StatusOK, h)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes":
+			creates.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			switch {
+			case strings.Contains(string(body), `"nosuch"`):
+				writeError(w, http.StatusNotFound, "not_found", "template nosuch not found")
+				return
+			case building:
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "template base is being built")
+				return
+			}
+			writeJSON(w, http.StatusCreated, client.Sandbox{ID: "sb1"})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	run := func(args ...string) result { return runAt(t, srv.URL, args...) }
+	r := run("create", "--template", "base")
+	if r.code != 0 || r.stdout != "sb1\n" || !strings.Contains(r.stderr, "template base is being built") || !strings.Contains(r.stderr, "download 3/9") {
+		t.Errorf("create while base builds: exit %d, stdout %q, stderr %q; want it to wait, say so, then create", r.code, r.stdout, r.stderr)
+	}
+	if polls.Load() < 3 || creates.Load() != 2 {
+		t.Errorf("%d looks at the build, %d creates; want it polled until done and one create after", polls.Load(), creates.Load())
+	}
+	if r := run("create", "--template", "nosuch"); r.code == 0 || strings.Contains(r.stderr, "being built") {
+		t.Errorf("create of a missing template: exit %d, stderr %q; want a failure at once", r.code, r.stderr)
+	}
+}
+
+// runAt runs the CLI with args against the daemon at url.
+func runAt(t *testing.T, url string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	a := &app{
+		stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
+		lookupEnv: func(string) (string, bool) { return "", false },
+		newClient: func() (*client.Client, error) { return client.New(url, fakeKey) },
+		now:       func() time.Time { return fakeNow },
+	}
+	code := a.run(t.Context(), args)
+	return result{out.String(), errOut.String(), code}
+}
