@@ -50,8 +50,8 @@ const (
 // code sees no other difference.
 //
 // waitExit, waitGone and release are called in this order by one goroutine;
-// kill may run concurrently with them, but not once the tree is gone (see
-// command.killMu).
+// kill and signal may run concurrently with them, but not once the tree is
+// gone (see command.killMu).
 type supervisor interface {
 	slog.LogValuer
 	// waitExit waits for the main process to exit and returns its wait
@@ -63,6 +63,8 @@ type supervisor interface {
 	// kill SIGKILLs every process of the tree and returns once they are
 	// dead, or after killTimeout.
 	kill() error
+	// signal sends sig once to every live process of the tree.
+	signal(sig syscall.Signal) error
 	// release gives back what supervised the tree, once it is gone and no
 	// kill can walk it any more: the shim to its pool, or the direct slot.
 	release()
@@ -489,6 +491,19 @@ func (c *command) kill() {
 	}
 	if err := c.tree.kill(); err != nil {
 		c.svc.srv.log.Warn("kill process tree", logPID, c.pid, logError, err)
+	}
+}
+
+// signalLeftovers sends sig to what a command whose main process ended
+// left behind: every process of its tree.
+func (c *command) signalLeftovers(sig syscall.Signal) {
+	c.killMu.RLock()
+	defer c.killMu.RUnlock()
+	if c.treeGone {
+		return
+	}
+	if err := c.tree.signal(sig); err != nil {
+		c.svc.srv.log.Warn("signal process tree", logPID, c.pid, logError, err)
 	}
 }
 

@@ -207,20 +207,29 @@ func (r *directRun) waitGone() { <-r.gone }
 
 func (r *directRun) kill() error {
 	r.killing.Store(true)
-	err := killUntilGone(func() ([]int, error) {
-		tree, err := r.slot.srv.reaper.directTree()
-		live := make([]int, 0, len(tree))
-		for _, p := range tree {
-			if p.state != 'Z' { // dead already; its children are re-parented
-				live = append(live, p.pid)
-			}
-		}
-		return live, err
-	}, killTimeout)
-	if err != nil {
+	if err := killUntilGone(r.live, killTimeout); err != nil {
 		return fmt.Errorf("kill the direct tree: %w", err)
 	}
 	return nil
+}
+
+func (r *directRun) signal(sig syscall.Signal) error {
+	if err := signalEach(r.live, sig); err != nil {
+		return fmt.Errorf("signal the direct tree: %w", err)
+	}
+	return nil
+}
+
+// live lists the processes of the tree that are not dead already.
+func (r *directRun) live() ([]int, error) {
+	tree, err := r.slot.srv.reaper.directTree()
+	live := make([]int, 0, len(tree))
+	for _, p := range tree {
+		if p.state != 'Z' { // dead already; its children are re-parented
+			live = append(live, p.pid)
+		}
+	}
+	return live, err
 }
 
 // release frees the slot.

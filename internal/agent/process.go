@@ -377,26 +377,32 @@ func (p *processService) SendSignal(_ context.Context, req *connect.Request[proc
 
 // signal sends SIGTERM and the other mainSignals to the main command only;
 // SIGKILL kills the main command and every process of its tree, and
-// returns once they are dead. When no running command matches, SIGKILL
-// reaches every command with that pid or tag whose main process ended but
-// that left processes behind.
+// returns once they are dead. When no running command matches, SIGKILL and
+// SIGTERM reach every process that the commands with that pid or tag left
+// behind when their main process ended: the server a shell started keeps
+// running when a SIGTERM ends the shell, and a second SIGTERM asks it to
+// end too. Signal 0, as kill(2)'s, sends nothing: not found tells that
+// nothing of such a command is left.
 func (p *processService) signal(sel *process.ProcessSelector, sig syscall.Signal) error {
-	if sig != syscall.SIGKILL && !slices.Contains(mainSignals, sig) {
+	if sig != 0 && sig != syscall.SIGKILL && !slices.Contains(mainSignals, sig) {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("unsupported signal %d", sig))
 	}
-	cmds, err := p.findAll(sel, sig == syscall.SIGKILL)
+	cmds, err := p.findAll(sel, sig == 0 || sig == syscall.SIGKILL || sig == syscall.SIGTERM)
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	for _, c := range cmds {
-		if sig == syscall.SIGKILL {
+		switch {
+		case sig == 0: // found: that is all it asks
+		case sig == syscall.SIGKILL:
 			wg.Go(func() {
 				c.kill()
 				c.waitDropped()
 			})
-		} else {
-			c.signalMain(sig)
+		case c.signalMain(sig): // its main process runs: it has it
+		case sig == syscall.SIGTERM:
+			c.signalLeftovers(sig)
 		}
 	}
 	wg.Wait()

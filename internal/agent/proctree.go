@@ -220,6 +220,19 @@ func killUntilGone(list func() ([]int, error), timeout time.Duration) error {
 	}
 }
 
+// signalEach sends sig once to each process list returns. A pid read from
+// /proc may be reused before the signal reaches it: see killDescendants.
+func signalEach(list func() ([]int, error), sig syscall.Signal) error {
+	pids, err := list()
+	if err != nil {
+		return fmt.Errorf("list processes: %w", err)
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, sig)
+	}
+	return nil
+}
+
 // noLastPID is set once /proc/sys/kernel/ns_last_pid is found missing.
 var noLastPID atomic.Bool
 

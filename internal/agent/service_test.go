@@ -309,6 +309,52 @@ func TestAgentSignal(t *testing.T) {
 	_ = again.Close()
 }
 
+// A shell that does not exec its command, as a service's /bin/sh -c: a
+// SIGTERM ends the shell only, and the child it leaves behind runs on; a
+// second SIGTERM reaches that child, other signals do not. Signal 0 tells
+// whether anything of the command is left.
+func TestAgentSignalLeftovers(t *testing.T) {
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		cmd := shCmd("sleep 1000 & echo $!; wait")
+		cmd.Tag = "web"
+		p := a.startCmd(t, cmd)
+		child := p.readPids(t, 1)
+		killOnCleanup(t, child)
+		signal := func(sig syscall.Signal) error { return a.client.Signal(t.Context(), agentclient.Tag("web"), sig) }
+
+		if err := signal(0); err != nil {
+			t.Errorf("signal 0 to a running command: %v", err)
+		}
+		if err := signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if res := p.wait(t); res.exit.Signal != syscall.SIGTERM {
+			t.Errorf("the shell's exit: %+v", *res.exit)
+		}
+		if !alive(child[0]) {
+			t.Fatal("the first SIGTERM reached the child")
+		}
+		if err := signal(0); err != nil {
+			t.Errorf("signal 0 with the child left: %v", err)
+		}
+		if err := signal(syscall.SIGHUP); !errors.Is(err, errdefs.ErrNotFound) || !alive(child[0]) {
+			t.Errorf("SIGHUP with the child left: %v; it reached the child: %v", err, !alive(child[0]))
+		}
+		if err := signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, child)
+		deadline := time.Now().Add(5 * time.Second)
+		for err := signal(0); !errors.Is(err, errdefs.ErrNotFound); err = signal(0) {
+			if time.Now().After(deadline) {
+				t.Fatalf("signal 0 5 s after nothing is left: %v, want not found", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
 func TestAgentProcesses(t *testing.T) {
 	a := startAgent(t)
 	cmd := agentclient.Command{Argv: []string{"sleep", "1000"}, Cwd: "/tmp", Tag: "nap"}

@@ -432,6 +432,13 @@ func (r *shimRun) waitGone() {
 
 func (r *shimRun) kill() error { return killDescendants(r.shim.pid, killTimeout) }
 
+func (r *shimRun) signal(sig syscall.Signal) error {
+	if err := signalEach(func() ([]int, error) { return LiveDescendants(r.shim.pid) }, sig); err != nil {
+		return fmt.Errorf("signal processes under pid %d: %w", r.shim.pid, err)
+	}
+	return nil
+}
+
 func (r *shimRun) release() {
 	if r.dead {
 		r.pool.reap(r.shim)

@@ -332,9 +332,10 @@ var processSignals = map[string]syscall.Signal{
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
 }
 
-// RestartProcess stops a background process (SIGTERM, then after 5 s
-// SIGKILL to its tree) if it runs, and starts it again with the same
-// command and env.
+// RestartProcess stops a background process's tree (SIGTERM, then after
+// 5 s SIGKILL; see stopProcess) if anything of it runs, and starts it
+// again with the same command and env once nothing of the old tree is
+// left.
 func (s *Service) RestartProcess(ctx context.Context, id, name string) (ProcessInfo, error) {
 	r, release, p, err := s.process(ctx, id, name)
 	if err != nil {
@@ -367,18 +368,28 @@ func (s *Service) DeleteProcess(ctx context.Context, id, name string) error {
 	return s.store.DeleteProcess(context.WithoutCancel(ctx), id, p.Name)
 }
 
-// stopProcess ends a background process: SIGTERM, and SIGKILL to its tree
-// if it still runs after restartGrace. One that is not running is fine.
+// stopProcess ends a background process's whole tree and returns once
+// nothing of it is left, so that a process started next finds its port
+// free. SIGTERM goes to its main process, then, once that has ended, to
+// what it left behind: a service run by /bin/sh -c is a shell and the
+// server it started, which the shell's end does not end. Whatever is left
+// after restartGrace is SIGKILLed. One that is not running is fine.
 func (s *Service) stopProcess(ctx context.Context, r *sandbox.Running, name string) error {
 	deadline := time.Now().Add(restartGrace)
-	sent := s.signalProcess(ctx, r, name, syscall.SIGTERM)
-	for sent && time.Now().Before(deadline) {
-		running, err := r.Processes(ctx)
-		if err != nil {
+	var termedMain, termedLeft bool
+	for time.Now().Before(deadline) {
+		mainRuns, left, err := treeLeft(ctx, r, name)
+		if errors.Is(err, errdefs.ErrInvalidArgument) {
+			break // an agent from before signal 0 cannot tell what is left: kill it
+		}
+		if err != nil || !left {
 			return err
 		}
-		if _, ok := running[name]; !ok {
-			return nil
+		switch {
+		case mainRuns && !termedMain:
+			termedMain = s.signalProcess(ctx, r, name, syscall.SIGTERM)
+		case !mainRuns && !termedLeft:
+			termedLeft = s.signalProcess(ctx, r, name, syscall.SIGTERM)
 		}
 		select {
 		case <-ctx.Done():
@@ -386,8 +397,25 @@ func (s *Service) stopProcess(ctx context.Context, r *sandbox.Running, name stri
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	s.signalProcess(ctx, r, name, syscall.SIGKILL)
+	s.signalProcess(ctx, r, name, syscall.SIGKILL) // returns once what is left is dead
 	return nil
+}
+
+// treeLeft tells what is left of a background process's tree: whether its
+// main process runs, and whether anything of it does.
+func treeLeft(ctx context.Context, r *sandbox.Running, name string) (mainRuns, left bool, err error) {
+	running, err := r.Processes(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	if _, ok := running[name]; ok {
+		return true, true, nil
+	}
+	err = sendSignal(ctx, r, name, 0)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, false, nil
+	}
+	return false, err == nil, err
 }
 
 // signalProcess signals a background process by its tag and reports

@@ -338,8 +338,9 @@ func (s *Service) isService(ctx context.Context, id, name string) error {
 	return errdefs.NotFound("sandbox %s has no service %q", id, name)
 }
 
-// StopService stops a service (SIGTERM, then SIGKILL to its tree after
-// 5 s): it stays stopped, also across a resume, until restarted.
+// StopService stops a service's whole tree (SIGTERM, then SIGKILL after
+// 5 s; see stopProcess): it stays stopped, also across a resume, until
+// restarted.
 func (s *Service) StopService(ctx context.Context, id, name string) (ServiceInfo, error) {
 	if err := s.isService(ctx, id, name); err != nil {
 		return ServiceInfo{}, err

@@ -241,8 +241,10 @@ func Tag(tag string) Selector { return Selector{Tag: tag} }
 // process and every process of its tree, also of a command whose main
 // process ended but left processes behind, and returns once they are
 // dead; SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 and SIGTERM go to its main
-// process only, and other signals are InvalidArgument. No such command is
-// NotFound.
+// process only, and other signals are InvalidArgument. SIGTERM to a
+// command whose main process ended goes to every process it left behind.
+// Signal 0 sends nothing: it asks whether anything of the command is left,
+// its main process or what that left behind. No such command is NotFound.
 func (c *Client) Signal(ctx context.Context, p Selector, sig syscall.Signal) error {
 	req := &hutchagent.SignalRequest{Signal: uint32(sig)} // #nosec G115 -- the agent refuses what it does not know
 	if p.Tag != "" {

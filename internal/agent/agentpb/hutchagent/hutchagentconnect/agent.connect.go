@@ -93,8 +93,10 @@ type AgentClient interface {
 	// Signal signals a running command, by pid or tag. SIGKILL kills the
 	// command and every process it left behind, also one whose main process
 	// ended, and returns once they are dead; SIGHUP, SIGINT, SIGQUIT, SIGUSR1,
-	// SIGUSR2 and SIGTERM go to its main process only. not_found when no
-	// command matches.
+	// SIGUSR2 and SIGTERM go to its main process only, but SIGTERM to a
+	// command whose main process has ended goes to every process it left
+	// behind. Signal 0 sends nothing: not_found once nothing of the command
+	// is left. not_found when no command matches.
 	Signal(context.Context, *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error)
 	// ReclaimMemory kills the process that holds the most memory, as a
 	// kernel's OOM killer would, for a sandbox whose kernel has none of its
@@ -307,8 +309,10 @@ type AgentHandler interface {
 	// Signal signals a running command, by pid or tag. SIGKILL kills the
 	// command and every process it left behind, also one whose main process
 	// ended, and returns once they are dead; SIGHUP, SIGINT, SIGQUIT, SIGUSR1,
-	// SIGUSR2 and SIGTERM go to its main process only. not_found when no
-	// command matches.
+	// SIGUSR2 and SIGTERM go to its main process only, but SIGTERM to a
+	// command whose main process has ended goes to every process it left
+	// behind. Signal 0 sends nothing: not_found once nothing of the command
+	// is left. not_found when no command matches.
 	Signal(context.Context, *connect.Request[hutchagent.SignalRequest]) (*connect.Response[hutchagent.SignalResponse], error)
 	// ReclaimMemory kills the process that holds the most memory, as a
 	// kernel's OOM killer would, for a sandbox whose kernel has none of its
