@@ -40,7 +40,7 @@ func (a *app) newE2BEnvCmd() *cobra.Command {
 				return err
 			}
 			if info.SandboxURL == "" {
-				return fmt.Errorf("the daemon serves no E2B sandbox front: start it with --e2b-listen ADDR (default 127.0.0.1:49983)")
+				return fmt.Errorf("the daemon serves no E2B sandbox front (it was started with --e2b-listen \"\"): start it without that flag, or with --e2b-listen ADDR")
 			}
 			key := c.APIKey()
 			if name != "" {

@@ -23,8 +23,8 @@ func (f *networkFlags) register(cmd *cobra.Command, modeFlag string) {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.mode, modeFlag, "", "network mode: none (loopback only), allowlist (only --allow, minus --deny) or full (the public internet, minus --deny); default: the daemon's")
-	fl.StringArrayVar(&f.allow, "allow", nil, "with --network allowlist, a destination it may reach: a domain (`pypi.org`, *.github.com), optionally :PORT, or an address or CIDR; repeatable")
-	fl.StringArrayVar(&f.deny, "deny", nil, "a destination it may not reach, as --allow's; repeatable")
+	fl.StringArrayVar(&f.allow, "allow", nil, "with --network allowlist, a destination `DEST` it may reach: a domain (pypi.org, *.github.com), optionally :PORT, or an address or CIDR; repeatable")
+	fl.StringArrayVar(&f.deny, "deny", nil, "a destination `DEST` it may not reach, as --allow's; repeatable")
 }
 
 // policy is the policy the flags give, or nil when they give none.

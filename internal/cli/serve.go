@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -14,11 +15,18 @@ import (
 // Version is the build's version, set by the Makefile's -ldflags.
 var Version = "dev"
 
-func newServeCmd() *cobra.Command {
+func newServeCmd() *cobra.Command { return serveCmd(daemon.Run) }
+
+// serveCmd is hutch serve, handing the configuration it reads to run: the
+// daemon's, or a test's.
+func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, log *slog.Logger) error) *cobra.Command {
 	cfg := daemon.Default()
 	var (
 		configFile string
 		pools      []string
+		// e2bListen is --e2b-listen, kept apart from cfg: unset is not
+		// "" (none) but the address derived from the data dir.
+		e2bListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -35,7 +43,7 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "e2b-listen": &fileCfg.E2BListen, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "tools-host-user": &fileCfg.ToolsHostUser, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "tools-host-user": &fileCfg.ToolsHostUser, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
@@ -58,6 +66,9 @@ func newServeCmd() *cobra.Command {
 				fileCfg.Heartbeat, fileCfg.NodeTimeout = cfg.Heartbeat, cfg.NodeTimeout
 				cfg = fileCfg
 			}
+			if cmd.Flags().Changed("e2b-listen") {
+				cfg.E2BListen = &e2bListen
+			}
 			if cmd.Flags().Changed("pool") {
 				cfg.Pools = nil
 				for _, s := range pools {
@@ -74,7 +85,7 @@ func newServeCmd() *cobra.Command {
 			}
 			cfg.MasterKey = os.Getenv(secrets.EnvVar)
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			return daemon.Run(cmd.Context(), cfg, Version, log)
+			return run(cmd.Context(), cfg, Version, log)
 		},
 	}
 	f := cmd.Flags()
@@ -82,7 +93,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "TCP address of the REST API")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "how callers reach the API, for the download URLs it makes (default: http:// and --listen)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", cfg.PreviewDomain, "serve a sandbox's port at {port}-{sandbox}.DOMAIN on --listen too (browsers resolve *.localhost themselves; another domain needs a wildcard DNS record); \"\": path routing only")
-	f.StringVar(&cfg.E2BListen, "e2b-listen", cfg.E2BListen, "TCP address of the E2B sandbox front (E2B_SANDBOX_URL; E2B's control plane is on --listen under /e2b; `hutch e2b env` prints both); \"\": none")
+	f.StringVar(&e2bListen, "e2b-listen", "", "serve E2B's sandbox front (E2B_SANDBOX_URL) on TCP address `ADDR`; E2B's control plane is on --listen under /e2b, and hutch e2b env prints both (default: 127.0.0.1:49983 for the default --data-dir, else a free port on 127.0.0.1); \"\": none")
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
 	f.StringVar(&cfg.ToolsHostUser, "tools-host-user", "", "the user (name, uid or uid:gid) tool calls on the host run as, never root (default: the owner of --tools-host-dir)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")

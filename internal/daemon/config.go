@@ -40,8 +40,9 @@ type Config struct {
 	PreviewDomain string `toml:"preview_domain"`
 	// E2BListen is the TCP address of the E2B sandbox front
 	// (E2B_SANDBOX_URL; internal/e2b); E2B's control plane is served on
-	// Listen under /e2b. Empty: no front.
-	E2BListen string `toml:"e2b_listen"`
+	// Listen under /e2b. Empty: no front. Unset (nil): the one derived
+	// from DataDir (see e2bListen), as the run dir is.
+	E2BListen *string `toml:"e2b_listen"`
 	// ToolsMode is the sandbox mode of tool calls that name none: all
 	// (the default), selective or off. ToolsHostDir is where calls run on
 	// the host in the last two, which are refused without it: trusted
@@ -164,7 +165,6 @@ func Default() Config {
 		Version:        1,
 		Listen:         "127.0.0.1:7070",
 		PreviewDomain:  preview.DefaultDomain,
-		E2BListen:      "127.0.0.1:49983",
 		DataDir:        defaultDataDir,
 		Runc:           "runc",
 		Runsc:          "runsc",
@@ -198,6 +198,11 @@ func (c Config) Validate() error {
 	}
 	if u, err := url.Parse(c.PublicURL); c.PublicURL != "" && (err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "") {
 		errs = append(errs, fmt.Errorf("public_url must be an http or https URL, got %q", c.PublicURL))
+	}
+	if addr := c.e2bListen(); addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("e2b_listen %q: %w", addr, err))
+		}
 	}
 	if c.PreviewDomain != "" {
 		if err := preview.CheckDomain(c.PreviewDomain); err != nil {
@@ -320,6 +325,25 @@ func (c Config) runDir() string {
 		return c.RunDir
 	}
 	return runDirFor(c.DataDir)
+}
+
+// defaultE2BListen is the E2B front's address for the default data dir:
+// the port E2B's SDKs know envd by, on the loopback.
+const defaultE2BListen = "127.0.0.1:49983"
+
+// e2bListen is the E2B front's address: E2BListen when it is set ("" for
+// none), else the default one for the default data dir and a free port on
+// the loopback, picked when the daemon listens, for any other. So a
+// second daemon given only another --data-dir starts beside the first, as
+// it gets a run dir of its own; the API reports the address bound.
+func (c Config) e2bListen() string {
+	if c.E2BListen != nil {
+		return *c.E2BListen
+	}
+	if filepath.Clean(c.DataDir) == defaultDataDir {
+		return defaultE2BListen
+	}
+	return "127.0.0.1:0"
 }
 
 // ensureDirs makes the data and run directories. The data dir and its

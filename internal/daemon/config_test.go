@@ -32,6 +32,8 @@ func TestConfigValidate(t *testing.T) {
 		{"store not postgres", func(c *Config) { c.Store = "mysql://hutch:secret@db/hutch" },
 			[]string{"store must be empty (SQLite in data_dir) or a PostgreSQL URL", "mysql://hutch:xxxxx@db/hutch is not a postgres:// URL"}},
 		{"store with a bad port", func(c *Config) { c.Store = "postgres://hutch:secret@db:port/hutch" }, []string{"store must be", `invalid port ":port"`}},
+		{"no e2b front", func(c *Config) { c.E2BListen = new(string) }, nil},
+		{"e2b front without a port", func(c *Config) { addr := "127.0.0.1"; c.E2BListen = &addr }, []string{"e2b_listen", `"127.0.0.1"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,6 +75,59 @@ func TestConfigFile(t *testing.T) {
 	c = Default()
 	if err := c.LoadFile(bad); err == nil || !strings.Contains(err.Error(), "listen_addr") {
 		t.Fatalf("unknown key: %v, want an error naming it", err)
+	}
+}
+
+// The E2B front listens on 127.0.0.1:49983 for the default data dir only:
+// a daemon on another one picks a free port, as it gets a run dir of its
+// own, so that it starts beside the first. What is given, by a flag or the
+// file, wins; "" is no front.
+func TestE2BListen(t *testing.T) {
+	t.Parallel()
+	given := func(addr string) *string { return &addr }
+	tests := []struct {
+		name    string
+		dataDir string
+		given   *string
+		want    string
+	}{
+		{"default data dir", "/var/lib/hutch", nil, "127.0.0.1:49983"},
+		{"default data dir, unclean", "/var/lib/hutch/", nil, "127.0.0.1:49983"},
+		{"another data dir", "/srv/a", nil, "127.0.0.1:0"},
+		{"given, another data dir", "/srv/a", given("127.0.0.1:49984"), "127.0.0.1:49984"},
+		{"the default given, another data dir", "/srv/a", given("127.0.0.1:49983"), "127.0.0.1:49983"},
+		{"none, default data dir", "/var/lib/hutch", given(""), ""},
+		{"none, another data dir", "/srv/a", given(""), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.DataDir, c.E2BListen = tt.dataDir, tt.given
+			if got := c.e2bListen(); got != tt.want {
+				t.Errorf("e2bListen() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	// In the file, e2b_listen = "" is no front; no e2b_listen is the
+	// derived address.
+	dir := t.TempDir()
+	for _, tt := range []struct{ file, want string }{
+		{"version = 1\ndata_dir = \"/srv/a\"\ne2b_listen = \"\"\n", ""},
+		{"version = 1\ndata_dir = \"/srv/a\"\n", "127.0.0.1:0"},
+		{"version = 1\n", "127.0.0.1:49983"},
+	} {
+		path := filepath.Join(dir, "hutch.toml")
+		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := Default()
+		if err := c.LoadFile(path); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.e2bListen(); got != tt.want {
+			t.Errorf("file %q: e2bListen() = %q, want %q", tt.file, got, tt.want)
+		}
 	}
 }
 

@@ -202,12 +202,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	defer auditLog.Close() // before the database's: what is queued is written
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Logger: log})
 	execs := exec.New(mgr, db, log)
-	// E2B's sandbox front listens first: the API tells its address.
+	// E2B's sandbox front listens first: the API tells its address, the
+	// one bound (a daemon on another data dir than the default gets a
+	// free port).
 	var e2bLn net.Listener
 	e2bInfo := client.E2BInfo{APIURL: cfg.publicURL() + e2bPrefix}
-	if cfg.E2BListen != "" {
-		if e2bLn, err = net.Listen("tcp", cfg.E2BListen); err != nil {
-			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
+	if addr := cfg.e2bListen(); addr != "" {
+		if e2bLn, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("listen on %s (--e2b-listen): %w", addr, err)
 		}
 		defer e2bLn.Close()
 		e2bLn = node.listen(e2bLn)
@@ -261,7 +263,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		servers = append(servers, server(node.guard(front, nil, log)))
 		listeners = append(listeners, e2bLn)
 	}
-	log.Info("hutch serving", "listen", tcp.Addr().String(), "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
+	log.Info("hutch serving", "listen", tcp.Addr().String(), "e2b_sandbox_url", e2bInfo.SandboxURL, "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
 
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range servers {

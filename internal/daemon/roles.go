@@ -55,16 +55,18 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 	})
 	servers, listeners := []*http.Server{httpServer(router, log)}, []net.Listener{tcp}
 	// E2B's sandbox front, routed to the nodes' fronts.
-	if cfg.E2BListen != "" {
-		e2bLn, err := net.Listen("tcp", cfg.E2BListen)
+	e2bAddr := ""
+	if addr := cfg.e2bListen(); addr != "" {
+		e2bLn, err := net.Listen("tcp", addr)
 		if err != nil {
 			tcp.Close()
-			return fmt.Errorf("listen on %s (--e2b-listen): %w", cfg.E2BListen, err)
+			return fmt.Errorf("listen on %s (--e2b-listen): %w", addr, err)
 		}
 		front := cluster.NewE2BRouter(cluster.RouterConfig{Store: db, Nodes: nodes, AdminKey: key, Keys: keys, Timeout: cfg.NodeTimeout, Logger: log})
 		servers, listeners = append(servers, httpServer(front, log)), append(listeners, e2bLn)
+		e2bAddr = e2bLn.Addr().String()
 	}
-	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String(), "e2b_listen", cfg.E2BListen)
+	log.Info("hutch serving as an API replica", "listen", tcp.Addr().String(), "e2b_listen", e2bAddr)
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range servers {
 		g.Go(func() error {
