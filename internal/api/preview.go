@@ -1,12 +1,15 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/preview"
 )
 
@@ -106,8 +109,27 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, t preview.
 		writeError(w, r, s.log, errdefs.NotImplemented("previews are off in this daemon"))
 		return
 	}
+	t.Starting = s.serviceStarting(t.Sandbox, t.Port)
 	if err := s.previews.Serve(w, r, t); err != nil && r.Context().Err() == nil {
 		writeError(w, r, s.log, err)
+	}
+}
+
+// serviceStarting is a preview's Target.Starting: whether a service of
+// sandbox id on port is starting, so that a request its port refuses
+// waits for it (a pane that reloads after Restart Service). Looking does
+// not wake the sandbox. A look that fails says no: the request is
+// answered at once, as when no service is on the port.
+func (s *Server) serviceStarting(id string, port int) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		all, err := s.execs.Services(ctx, id)
+		if err != nil {
+			s.log.Debug("preview: the sandbox's services are unknown", "sandbox_id", id, "error", err)
+			return false
+		}
+		return slices.ContainsFunc(all, func(svc exec.ServiceInfo) bool {
+			return svc.Port == port && svc.Status == exec.ServiceStarting
+		})
 	}
 }
 

@@ -12,7 +12,10 @@
 // suspended or paused sandbox wakes it and is then served, once the port
 // listens again (the services on it start again with the sandbox); a
 // browser's page load that would wait longer than Config.WakePage is
-// answered a small page that reloads itself, while the wake goes on.
+// answered a small page that reloads itself, while the wake goes on. A
+// request the port refuses while the service on it starts (just started
+// or restarted: Target.Starting) waits for the port in the same way,
+// rather than failing.
 //
 // Who may reach a preview is the API's business (internal/api): this
 // package takes requests already let through. It strips what was meant
@@ -102,7 +105,7 @@ type Proxy struct {
 	rp  *httputil.ReverseProxy
 
 	mu       sync.Mutex
-	starting map[portKey]chan struct{} // ports waited for after a wake
+	starting map[portKey]chan struct{} // ports waited for: after a wake, or while their service starts
 }
 
 type portKey struct {
@@ -150,12 +153,27 @@ type Target struct {
 	// asks for (a screenshot's): it waits for the wake, never answered the
 	// waking page.
 	WaitForWake bool
+	// Starting says whether a service on the port is starting: its
+	// process runs, and its port has not yet accepted a connection. A
+	// request the port refuses then waits for it, as after a wake (see
+	// Serve). It is asked only when the port refuses: it may cost a look
+	// at the store and the sandbox. Nil: a refused request is answered at
+	// once.
+	Starting func(ctx context.Context) bool
 }
 
 // Serve passes r on to t, holding t's sandbox meanwhile. It returns an
 // error, for the caller to answer with, when it has answered nothing: the
 // sandbox could not be held (not found, stopped) or its port gave no
 // answer (errdefs.BadGateway).
+//
+// A request the port refuses while the service on it starts (just started
+// or restarted, its sandbox already awake) waits for the port, within
+// ListenWait and while Starting says so, and is then passed on again; a
+// browser's page load that waits longer than WakePage is answered the
+// waking page meanwhile. It goes again as it came: the refusal comes
+// before any connection its body could have been written to, and
+// ReverseProxy never closes the body it was given.
 func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) error {
 	if t.Port < 1 || t.Port > 65535 {
 		return errdefs.InvalidArgument("port must be from 1 to 65535, got %d", t.Port)
@@ -166,22 +184,34 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) error {
 		// refuses the script to whatever else asks.
 		return errdefs.PermissionDenied("a path-routed preview serves no service worker: use the preview's host-routed URL (its own origin)")
 	}
-	sb, release, err := p.hold(w, r, t)
-	if err != nil || sb == nil {
-		return err
-	}
-	defer release()
 	// A server may answer while the request's body still comes (an echo,
 	// a streamed upload's progress): the body is not to be read away
 	// first, as net/http would for HTTP/1.
 	_ = http.NewResponseController(w).EnableFullDuplex() // fails for HTTP/2 only, full duplex anyway
+	refused, err := p.serveHeld(w, r, t, p.reach)
+	if !refused || t.Starting == nil || !t.Starting(r.Context()) {
+		return err
+	}
+	_, err = p.serveHeld(w, r, t, p.reachStarting)
+	return err
+}
+
+// serveHeld passes r on to t once, holding t's sandbox by reach
+// meanwhile; refused says the port refused r (nothing listens), which
+// left r unanswered.
+func (p *Proxy) serveHeld(w http.ResponseWriter, r *http.Request, t Target, reach reachFunc) (refused bool, err error) {
+	sb, release, err := p.hold(w, r, t, reach)
+	if err != nil || sb == nil {
+		return false, err
+	}
+	defer release()
 	req := &request{sb: sb, target: t}
 	tw := &trackingWriter{ResponseWriter: w}
 	p.rp.ServeHTTP(tw, r.WithContext(context.WithValue(r.Context(), requestKey{}, req)))
 	if tw.hijacked {
-		return nil // the upgraded connection was the answer
+		return false, nil // the upgraded connection was the answer
 	}
-	return req.err
+	return req.refused, req.err
 }
 
 // request is what one request's passage needs, in its context.
@@ -189,6 +219,8 @@ type request struct {
 	sb     Sandbox
 	target Target
 	err    error // why it got no answer
+	// refused: it got none because nothing listens on the port.
+	refused bool
 	// offeredHutchProtocol: the client offered hutch.v1, which was
 	// stripped with its key (see stripResponse).
 	offeredHutchProtocol bool
@@ -249,6 +281,7 @@ func (p *Proxy) failed(_ http.ResponseWriter, r *http.Request, err error) {
 	}
 	req := requestOf(r)
 	req.err = p.gatewayError(r.Context(), req, err)
+	req.refused = errors.Is(err, errdefs.ErrFailedPrecondition)
 }
 
 // gatewayError is what a request whose passage to the sandbox failed

@@ -28,15 +28,19 @@ type held struct {
 	err     error
 }
 
-// hold holds t's sandbox for r, waking it if need be. When a browser's
-// page load would wait longer than WakePage for that, it answers r with
-// the waking page and returns a nil Sandbox; the wake goes on. Other
-// requests wait for the wake as long as they last.
-func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, t Target) (Sandbox, func(), error) {
+// reachFunc holds t's sandbox, and waits for what it has to before r may
+// go to t's port: reach, or reachStarting.
+type reachFunc func(ctx context.Context, t Target) held
+
+// hold holds t's sandbox for r by reach, waking it if need be. When a
+// browser's page load would wait longer than WakePage for that, it
+// answers r with the waking page and returns a nil Sandbox; the wake goes
+// on. Other requests wait for the wake as long as they last.
+func (p *Proxy) hold(w http.ResponseWriter, r *http.Request, t Target, reach reachFunc) (Sandbox, func(), error) {
 	ready := make(chan held, 1)
 	// The wake outlives a request that leaves: the page's reload, or the
 	// client's next try, finds the sandbox awake.
-	go func() { ready <- p.reach(context.WithoutCancel(r.Context()), t) }()
+	go func() { ready <- reach(context.WithoutCancel(r.Context()), t) }()
 	var page <-chan time.Time
 	if wantsPage(r) && !t.WaitForWake {
 		timer := time.NewTimer(p.cfg.WakePage)
@@ -73,23 +77,44 @@ func (p *Proxy) reach(ctx context.Context, t Target) held {
 	if err != nil {
 		return held{err: err}
 	}
-	if time.Since(began) >= wokenAfter || p.isStarting(t) {
-		p.awaitPort(ctx, sb, t)
+	if time.Since(began) >= wokenAfter || p.isAwaited(t) {
+		p.awaitPort(ctx, sb, t, nil)
 	}
 	return held{sb: sb, release: release}
 }
 
-func (p *Proxy) isStarting(t Target) bool {
+// reachStarting holds t's sandbox and waits for t's port to listen while
+// the service on it starts (see Serve).
+func (p *Proxy) reachStarting(ctx context.Context, t Target) held {
+	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
+	defer cancel()
+	sb, release, err := p.cfg.Acquire(ctx, t.Sandbox)
+	if err != nil {
+		return held{err: err}
+	}
+	p.awaitPort(ctx, sb, t, t.Starting)
+	return held{sb: sb, release: release}
+}
+
+// isAwaited says whether a request waits for t's port already (after a
+// wake, or while its service starts): this one is to wait with it.
+func (p *Proxy) isAwaited(t Target) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.starting[portKey{t.Sandbox, t.Port}] != nil
 }
 
+// startingRecheck is how often a wait for a starting service's port asks
+// whether the service still starts: it may have failed, and then nothing
+// will listen.
+const startingRecheck = 250 * time.Millisecond
+
 // awaitPort waits, within ListenWait, until something listens on t's port:
-// after a wake, the service on it is starting again. The requests for the
-// port meanwhile wait for the same. When nothing listens in time, the
-// request says so.
-func (p *Proxy) awaitPort(ctx context.Context, sb Sandbox, t Target) {
+// after a wake, the service on it is starting again. With stillStarting,
+// it waits only as long as that says the service on the port starts. The
+// requests for the port meanwhile wait for the same. When nothing listens
+// in time, the request says so.
+func (p *Proxy) awaitPort(ctx context.Context, sb Sandbox, t Target, stillStarting func(context.Context) bool) {
 	key := portKey{t.Sandbox, t.Port}
 	p.mu.Lock()
 	done, waiting := p.starting[key]
@@ -113,14 +138,16 @@ func (p *Proxy) awaitPort(ctx context.Context, sb Sandbox, t Target) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ListenWait)
 	defer cancel()
+	recheck := time.Now().Add(startingRecheck)
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		conn, err := sb.DialPort(ctx, t.Port)
-		if err == nil {
-			_ = conn.Close()
+		if !refuses(ctx, sb, t.Port) {
 			return
 		}
-		if !errors.Is(err, errdefs.ErrFailedPrecondition) {
-			return // not a matter of waiting: the request finds out
+		if stillStarting != nil && time.Now().After(recheck) {
+			if !stillStarting(ctx) {
+				return
+			}
+			recheck = time.Now().Add(startingRecheck)
 		}
 		timer := time.NewTimer(delay)
 		select {
@@ -130,6 +157,18 @@ func (p *Proxy) awaitPort(ctx context.Context, sb Sandbox, t Target) {
 			return
 		}
 	}
+}
+
+// refuses says whether port refuses a connection, nothing listening on it
+// yet: false when it accepts, or when it failed otherwise (not a matter of
+// waiting: the request finds out).
+func refuses(ctx context.Context, sb Sandbox, port int) bool {
+	conn, err := sb.DialPort(ctx, port)
+	if err == nil {
+		_ = conn.Close()
+		return false
+	}
+	return errors.Is(err, errdefs.ErrFailedPrecondition)
 }
 
 // wantsPage says whether r is a browser's page load: a GET that accepts

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// startingServiceCmd serves index.html on port after two seconds, as a dev
+// server takes a while to listen.
+func startingServiceCmd(name, port string) string {
+	return "mkdir -p " + name + " && cd " + name + " && echo " + name + "-page > index.html && sleep 2 && exec python3 -m http.server " + port
+}
+
+// Issue 37, bug 2: a preview request sent right after a service's
+// restart, or its start, answered 502 while the service started. It
+// waits for the port instead, as after a wake: after Restart Service on a
+// suspended sandbox, after a plain start, and a browser's page load gets
+// the waking page meanwhile, then the app's.
+func TestPreviewWaitsForStartingService(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime})
+		web, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{Name: "web", Command: startingServiceCmd("web", "8000"), Port: 8000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitStatus(t, d, sb.ID, "web", client.ServiceRunning)
+		suspendIdle(t, d, sb.ID)
+		if _, err := d.client.RestartService(ctx, sb.ID, "web"); err != nil {
+			t.Fatal(err)
+		}
+		if status, _, body := previewGet(t, d, web.PathURL, ""); status != http.StatusOK || body != "web-page\n" {
+			t.Errorf("right after Restart Service on the suspended sandbox: %d %q, want 200 with the page", status, body)
+		}
+
+		api, err := d.client.StartService(ctx, sb.ID, client.StartServiceRequest{Name: "api", Command: startingServiceCmd("api", "8001"), Port: 8001})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, _, body := previewGet(t, d, api.PathURL, ""); status != http.StatusOK || body != "api-page\n" {
+			t.Errorf("right after the service's start: %d %q, want 200 with the page", status, body)
+		}
+
+		if _, err := d.client.RestartService(ctx, sb.ID, "web"); err != nil {
+			t.Fatal(err)
+		}
+		testPageLoadWhileStarting(t, d, web.PathURL, "web-page\n")
+	})
+}
+
+// testPageLoadWhileStarting loads url as a browser does while its service
+// starts: the waking page, which reloads itself, until the app's page.
+func testPageLoadWhileStarting(t *testing.T, d *daemon, url, want string) {
+	t.Helper()
+	status, h, body := previewGet(t, d, url, "text/html")
+	if status != http.StatusOK || h.Get("Hutch-Preview") != "waking" || !strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("a page load right after Restart Service: %d %v %q, want the waking page", status, h, body)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		status, h, body = previewGet(t, d, url, "text/html")
+		if status == http.StatusOK && h.Get("Hutch-Preview") == "" && body == want {
+			return
+		}
+		if status != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("the page's reloads while its service starts: %d %v %q, want the waking page, then %q", status, h, body, want)
+		}
+	}
+}
+
+// previewGet GETs a preview with d's key, accepting accept (any when
+// ""), and returns the answer.
+func previewGet(t *testing.T, d *daemon, url, accept string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.key)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(body)
+}
