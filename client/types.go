@@ -449,9 +449,11 @@ type Template struct {
 	// when imported from a file).
 	Image  string `json:"image,omitempty"`
 	Digest string `json:"digest,omitempty"`
-	// Parent ("base@20261122T…"), Steps and Env are a Hutchfile's: the
-	// template it is layered on, its lines, and what ENV set, which its
-	// sandboxes start with.
+	// Parent ("base@20261122T…") and Steps are a Hutchfile's: the
+	// template it is layered on and its lines. Env is what its sandboxes
+	// start with: a Hutchfile's ENV, and for a template built from Debian
+	// the variables that point Deno, Bun and Node.js at the certificate
+	// authorities it trusts.
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`

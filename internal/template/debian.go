@@ -148,8 +148,14 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err := keepPackages(b.Root(), opts.CacheDir); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
+	// What the packages made the root trust, its sandboxes' runtimes
+	// trust, npm's install scripts first.
+	env, err := withBundleTrust(b.Root(), nil)
+	if err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
 	if len(opts.NpmPackages) > 0 {
-		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, opts.CacheDir, opts.Run, progress); err != nil {
+		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, env, opts.CacheDir, opts.Run, progress); err != nil {
 			return Info{}, err
 		}
 	}
@@ -163,7 +169,7 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	if err := letChromiumRun(b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
-	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Suite: opts.Suite, Mirror: opts.Mirror})
+	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Env: env, Suite: opts.Suite, Mirror: opts.Mirror})
 }
 
 func orDefault(v, fallback string) string {

@@ -220,9 +220,11 @@ func (s *Store) BuildHutchfile(ctx context.Context, name string, hf Hutchfile, c
 	if err := linkTree(parent.RootDir, b.Root()); err != nil {
 		return Info{}, fmt.Errorf("template %s: share the root of %s: %w", name, hf.From, err)
 	}
-	env := map[string]string{}
-	for k, v := range parentInfo.Env {
-		env[k] = v
+	// The parent's variables, with the trust of its store for a parent
+	// built before templates had them; ENV lines go over both.
+	env, err := withBundleTrust(b.Root(), parentInfo.Env)
+	if err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
 	}
 	user, workdir := "root", "/"
 	var record []string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -66,10 +67,11 @@ func checkNpm(npm, debs []string) error {
 }
 
 // npmInstall installs npm packages globally (into /usr/local), running npm
-// in a sandbox of the root that reaches only the npm registry. npm's
-// downloads are kept in cacheDir (see npmcache.go); the rest of its cache
-// goes with the build.
-func npmInstall(ctx context.Context, root string, packages []string, cacheDir string, run Runner, progress func(Progress)) (err error) {
+// in a sandbox of the root that reaches only the npm registry, with env,
+// the template's own variables (see withBundleTrust). npm's downloads are
+// kept in cacheDir (see npmcache.go); the rest of its cache goes with the
+// build.
+func npmInstall(ctx context.Context, root string, packages []string, env map[string]string, cacheDir string, run Runner, progress func(Progress)) (err error) {
 	progress(Progress{Step: "npm", Message: "Installing " + strings.Join(packages, ", ") + " with npm"})
 	if err := seedNpmCache(root, cacheDir); err != nil {
 		return fmt.Errorf("npm's cached downloads: %w", err)
@@ -79,11 +81,11 @@ func npmInstall(ctx context.Context, root string, packages []string, cacheDir st
 status=$?
 rm -rf /root/.npm
 exit $status`
+	stepEnv := map[string]string{"HOME": "/root"}
+	maps.Copy(stepEnv, env)
 	err = run(ctx, root, RunStep{
-		Argv: append([]string{"/bin/sh", "-c", script, "npm-install"}, packages...),
-		// Node.js trusts its own list of authorities, not the root's
-		// bundle, which has the host's local ones too (see addLocalCAs).
-		Env:    map[string]string{"HOME": "/root", "NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"},
+		Argv:   append([]string{"/bin/sh", "-c", script, "npm-install"}, packages...),
+		Env:    stepEnv,
 		Allow:  []string{NpmRegistry},
 		Output: func(line string) { progress(Progress{Step: "npm", Message: line}) },
 	})

@@ -69,8 +69,10 @@ type Info struct {
 	// imported from a file).
 	Image  string `json:"image,omitempty"`
 	Digest string `json:"digest,omitempty"`
-	// Parent ("base@20261122T…"), Steps (its Hutchfile's lines) and Env
-	// (what ENV set, which sandboxes of it get) are a Hutchfile's.
+	// Parent ("base@20261122T…") and Steps (its Hutchfile's lines) are a
+	// Hutchfile's. Env is what sandboxes of it get: a Hutchfile's ENV, and
+	// for a template built from Debian the variables that point runtimes
+	// at its trusted authorities (see trust.go).
 	Parent string            `json:"parent,omitempty"`
 	Steps  []string          `json:"steps,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
