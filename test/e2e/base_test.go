@@ -62,6 +62,7 @@ func TestBaseTemplate(t *testing.T) {
 	testRunCode(t, d, sb.ID)
 	testLocalInstalls(t, d, sb.ID)
 	t.Run("npm install through an allow-list", func(t *testing.T) { testRegistryAllowList(t, d) })
+	t.Run("runtimes trust its CAs", func(t *testing.T) { runtimesTrustTemplateCAs(t, d) })
 }
 
 // testRegistryAllowList installs a package from the real npm registry in a

@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,25 +16,16 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// TestRuntimesTrustTemplateCAs checks that every runtime of base trusts
+// runtimesTrustTemplateCAs checks that every runtime of base trusts
 // what the template trusts, with no variable or flag of the caller's: a
 // company's CA, which a build copies from the host's
 // /usr/local/share/ca-certificates into the template's store, must be
 // trusted by Deno, which carries roots of its own, as it is by curl. The
 // sandbox's root adds a CA of the test's own to its store as a build does,
 // with update-ca-certificates, and serves HTTPS with a certificate it
-// signed; each client fetches from it. Base is built here, as
-// TestBaseTemplate builds it: the shared package cache makes a second
-// build cheaper than the first.
-func TestRuntimesTrustTemplateCAs(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
-	}
-	d := startDaemon(t)
-	if out, stderr, code := d.cli("", "template", "build", "base"); code != 0 || !strings.HasPrefix(out, "base ") {
-		t.Fatalf("template build base: %d %q\n%s", code, out, tail(stderr, 2000))
-	}
+// signed; each client fetches from it. TestBaseTemplate runs it on the
+// base it built.
+func runtimesTrustTemplateCAs(t *testing.T, d *daemon) {
 	caPEM, certPEM, keyPEM := serverCerts(t)
 	sb := d.create(client.CreateSandboxRequest{Template: "base", Files: map[string]string{
 		"ca.crt": string(caPEM), "server.crt": string(certPEM), "server.key": string(keyPEM),
