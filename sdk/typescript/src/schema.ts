@@ -499,7 +499,7 @@ export interface paths {
         put?: never;
         /**
          * Stop a background process and start it again
-         * @description TERM, then KILL to its tree after 5 s; then the same command and env again.
+         * @description TERM to its main process, then to what that left behind (a shell's children), then KILL to its whole tree after 5 s; it returns once nothing of the old tree is left, then starts the same command and env again.
          */
         post: operations["restartProcess"];
         delete?: never;
@@ -713,7 +713,7 @@ export interface paths {
         put?: never;
         /**
          * Stop a service
-         * @description TERM, then KILL to its tree after 5 s. It stays stopped, also across a resume, until restarted.
+         * @description TERM to its main process, then to what that left behind (a shell's children), then KILL to its whole tree after 5 s; it returns once nothing of it is left. It stays stopped, also across a resume, until restarted.
          */
         post: operations["stopService"];
         delete?: never;
