@@ -1,6 +1,6 @@
 // Command bench measures Hutch side by side with its peers, in one run on
 // one machine, and prints medians, p90s and ratios beside the targets the
-// README quotes:
+// docs/performance.md quotes:
 //
 //	(a) create → first output: Hutch vs `runc run` of the same bundle vs unshare
 //	(b) exec round trip: Hutch vs `runc exec` into the same sandbox vs fork/exec
@@ -179,7 +179,7 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	}
 	var table strings.Builder
 	missed := printTable(&table, sections)
-	fmt.Fprintf(&table, "\n%d of the README's targets missed.\n", missed)
+	fmt.Fprintf(&table, "\n%d of the docs/performance.md's targets missed.\n", missed)
 	_, werr := io.WriteString(out, table.String())
 	return errors.Join(err, werr)
 }

@@ -19,7 +19,7 @@ type section struct {
 }
 
 // row is one line of the table: a measurement, or a ratio or difference of
-// two. target is empty, or the README's target with PASS or MISS.
+// two. target is empty, or its target (docs/performance.md) with PASS or MISS.
 type row struct {
 	label  string
 	median string
@@ -38,7 +38,7 @@ func bytesRow(label string, v []int64) row {
 	return row{label: label, median: fmtBytes(median(v)), p90: fmtBytes(p90(v)), n: strconv.Itoa(len(v))}
 }
 
-// target says whether a measured value met the README's target.
+// target says whether a measured value met its target (docs/performance.md).
 func target(ok bool, want string) string {
 	if ok {
 		return "PASS  " + want
