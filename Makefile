@@ -105,8 +105,14 @@ fuzz-short:
 		echo "$$name: $$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1), no crash"; \
 	done
 
+# The side-by-side benchmarks: their figures go into bench/results.json,
+# and docs/performance.md is written from it, also when a row failed after
+# others were recorded. BENCHFLAGS='-rows ah' measures rows (a) and (h)
+# only; the page keeps the others' last figures.
+BENCHFLAGS ?=
 bench: build
-	$(GO) run ./bench -hutch $(BIN)
+	$(GO) run ./bench -hutch $(BIN) -json bench/results.json $(BENCHFLAGS); status=$$?; \
+	$(GO) run ./bench -write-doc docs/performance.md -from bench/results.json && exit $$status
 
 # The soak and the crash matrix, long (about 20 minutes here; not part of
 # make test, which runs the crash matrix once per step): SOAK's lifecycles

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -155,6 +156,20 @@ func (b *bench) measureCluster(ctx context.Context) (_ section, err error) {
 		{label: fmt.Sprintf("creates + deletes a second, %d clients, 1 node", clusterClients), median: fmt.Sprintf("%.1f/s", oneRate)},
 		{label: fmt.Sprintf("creates + deletes a second, %d clients, 3 nodes", clusterClients), median: fmt.Sprintf("%.1f/s", threeRate)},
 		{label: "ratio 3 nodes / 1 node (the same cores: not more hosts)", median: fmtRatio(threeRate / oneRate)},
+	}, results: []result{
+		{ID: "l/create", Topic: topicCluster,
+			What:  "create → first output of `echo hi` (runc) through an API replica, one node and PostgreSQL on the same machine",
+			Hutch: durationFig("", median(routed.samples)), Peers: []figure{durationFig("on the node directly", median(direct.samples))},
+			Ratio: []term{deltaTerm(added, "").with(added <= 2*time.Millisecond, "≤ 2 ms")}},
+		{ID: "l/exec", Topic: topicCluster, What: "exec round trip of `true` through an API replica",
+			Hutch: durationFig("", median(execRouted.samples)), Peers: []figure{durationFig("on the node directly", median(execDirect.samples))},
+			Ratio: []term{deltaTerm(execAdded, "").with(execAdded <= 2*time.Millisecond, "≤ 2 ms")}},
+		{ID: "l/rate", Topic: topicCluster,
+			What: fmt.Sprintf("create + delete lifecycles a second, %d clients through one replica "+
+				"(the nodes share the machine's %d cores: this measures routing and placement, not more hosts)", clusterClients, runtime.NumCPU()),
+			Hutch: figure{Text: fmt.Sprintf("3 nodes: %.1f/s", threeRate), Median: ptr(rounded(threeRate, 2)), Unit: "/s"},
+			Peers: []figure{{Name: "1 node", Text: fmt.Sprintf("%.1f/s", oneRate), Median: ptr(rounded(oneRate, 2)), Unit: "/s"}},
+			Ratio: []term{ratioTerm(threeRate/oneRate, "")}},
 	}}, nil
 }
 

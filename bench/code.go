@@ -159,6 +159,15 @@ func codeSection(hutch, direct, firstHutch, firstDirect []time.Duration) section
 		durationRow("first call: hutch create context + POST /code", firstHutch),
 		durationRow("first call: jupyter_client start_new_kernel + execute", firstDirect),
 		{label: "ratio first call hutch / direct", median: fmtRatio(ratio(median(firstHutch), median(firstDirect)))},
+	}, results: []result{
+		{ID: "i/warm", Topic: topicCode, What: "`" + codeCell + "` and its result in a warm python context, `POST /code` with `context_id`, runc",
+			Hutch: durationFig("", median(hutch)),
+			Peers: []figure{durationFig("the same code to an ipykernel in the same sandbox through jupyter_client, no Hutch in front", median(direct))},
+			Ratio: []term{ratioTerm(r, "").with(r <= 2, "≤ 2×")}},
+		{ID: "i/first", Topic: topicCode, What: "a context's first call: create the context, then `" + codeCell + "`",
+			Hutch: durationFig("", median(firstHutch)),
+			Peers: []figure{durationFig("jupyter_client's `start_new_kernel` and the same execute in the sandbox", median(firstDirect))},
+			Ratio: []term{ratioTerm(ratio(median(firstHutch), median(firstDirect)), "")}},
 	}}
 }
 

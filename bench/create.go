@@ -86,8 +86,29 @@ func createSection(hutch, post, first, logged, agent, runc, unshare []time.Durat
 		row{label: "ratio hutch / runc run", median: fmtRatio(r), p90: fmtRatio(ratio(p90(hutch), p90(runc))),
 			target: target(r <= 1.3, "≤ 1.3× runc run")},
 	)
-	return section{title: "(a) create → first output of `echo hi`", rows: rows}
+	return section{title: "(a) create → first output of `echo hi`", rows: rows, results: []result{{
+		ID: "a/create", Topic: topicRunc, What: "create → first output of `echo hi`",
+		Hutch: durationFig("", median(hutch)),
+		Peers: []figure{
+			durationFig("`runc run` of the same bundle (same user namespace and idmapped root)", median(runc)),
+			durationFig("`unshare --fork --pid --mount --net --ipc --uts`", median(unshare)),
+		},
+		Ratio: []term{ratioTerm(r, "`runc run`").with(r <= 1.3, "≤ 1.3×")},
+	}}}
 }
+
+// The topics of docs/performance.md, its tables' headings.
+const (
+	topicRunc    = "Create and exec under runc"
+	topicGvisor  = "Create and exec under gVisor"
+	topicMemory  = "Memory and density"
+	topicSuspend = "Suspend, resume and fork"
+	topicNetwork = "Network"
+	topicCode    = "Code contexts"
+	topicPreview = "Previews"
+	topicE2B     = "E2B compatibility"
+	topicCluster = "Scale-out"
+)
 
 // hutchCreate times one sandbox from the create call to the first stdout
 // event, returning when the create call answered and when output came.

@@ -126,5 +126,16 @@ func (b *bench) measureE2B(ctx context.Context) (_ section, err error) {
 		{label: "  ratio e2b SDK / Hutch API", median: fmtRatio(ratio(float64(e2b), float64(own)))},
 		{label: "  E2B's cloud, as independent benchmarks publish it (0.4–0.5 s)", median: fmtDuration(e2bPublished)},
 		{label: "  ratio Hutch (e2b SDK) / E2B's cloud", median: fmtRatio(ratio(float64(e2b), float64(e2bPublished)))},
-	}}, nil
+	}, results: []result{{ID: "k/create", Topic: topicE2B,
+		What:  "the unmodified e2b 2.51 SDK's `Sandbox.create()` + `commands.run('echo hi')` through the E2B front, " + runtimeName(h.DefaultRuntime) + ", no warm pool",
+		Hutch: durationFig("", e2b),
+		Peers: []figure{
+			durationFig("the same through Hutch's own API (Go client)", own),
+			{Name: "E2B's cloud as independent benchmarks publish it", Text: "0.4–0.5 s"},
+		},
+		Ratio: []term{
+			ratioTerm(ratio(float64(e2b), float64(own)), "Hutch's API"),
+			ratioTerm(ratio(float64(e2b), float64(e2bPublished)), fmt.Sprintf("E2B's cloud (%.2f s)", e2bPublished.Seconds())),
+		},
+	}}}, nil
 }

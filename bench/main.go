@@ -13,6 +13,11 @@
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
+//
+// With -json FILE it records the lines of docs/performance.md its rows
+// give in FILE (results.go), beside the last figures of the rows it did
+// not measure; `-write-doc PAGE -from FILE` writes the page from FILE
+// (doc.go) and measures nothing. `make bench` does both.
 package main
 
 import (
@@ -44,6 +49,13 @@ type config struct {
 	gvisorN int    // iterations of the gVisor rows, whose deletes take seconds
 	rows    string // the rows to measure, by letter; "": all
 	e2bSDK  string // where row (k) finds the e2b SDK's node_modules
+	// hutchArg is -hutch as given, and args the other flags given that
+	// change what the rows measure: with them, a result's command.
+	hutchArg string
+	args     []string
+	json     string // the results file to merge this run's results into; "": none
+	writeDoc string // the page to write from the results file fromFile, instead of measuring
+	fromFile string
 	// soakMode runs the soak (soak.go) instead of the rows.
 	soakMode bool
 	soak     soakConfig
@@ -65,7 +77,18 @@ func main() {
 	flag.Float64Var(&cfg.soak.gvisor, "soak-gvisor", 0.1, "soak: gVisor's lifecycles, as a share of -soak-n")
 	flag.Float64Var(&cfg.soak.hostile, "soak-hostile", 0.05, "soak: share of full lifecycles with a hostile workload")
 	flag.Float64Var(&cfg.soak.suspend, "soak-suspend", 0.1, "soak: share of full lifecycles suspended and woken")
+	flag.StringVar(&cfg.json, "json", "", "merge the results of the rows measured into this file (bench/results.json), keeping the others")
+	flag.StringVar(&cfg.writeDoc, "write-doc", "", "write this page (docs/performance.md) from the results file -from, and measure nothing")
+	flag.StringVar(&cfg.fromFile, "from", "bench/results.json", "with -write-doc: the results file")
 	flag.Parse()
+	cfg.hutchArg, cfg.args = cfg.hutch, commandArgs(flag.CommandLine)
+	if cfg.writeDoc != "" {
+		if err := writeDoc(cfg.writeDoc, cfg.fromFile); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup and -gvisor-n at least 0")
 		os.Exit(2)
@@ -105,6 +128,7 @@ type bench struct {
 	cgroupParent string
 	tty          bool // stderr, where progress goes, is a terminal
 	lastProgress string
+	host         hostInfo
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) (err error) {
@@ -140,8 +164,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	b.host = collectHostInfo(ctx, b.runc, b.runsc, b.d.version, cfg.hutch)
 	var head strings.Builder
-	printHeader(&head, collectHostInfo(ctx, b.runc, b.d.version, cfg.hutch))
+	printHeader(&head, b.host)
 	if _, err := io.WriteString(out, head.String()); err != nil {
 		return err
 	}
@@ -149,9 +174,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 }
 
 // measureAll runs the rows and prints the table, with the rows that were
-// measured even when a later one fails.
+// measured even when a later one fails, and records them with -json.
 func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	var sections []section
+	var results []result
 	var err error
 	measures := map[string]func(context.Context) (section, error){
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
@@ -173,15 +199,53 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 			break
 		}
 		sections = append(sections, s)
+		results = append(results, stamp(s.results, letter, b.command(letter), b.host, time.Now())...)
 	}
 	if len(sections) == 0 {
 		return err
 	}
 	var table strings.Builder
 	missed := printTable(&table, sections)
-	fmt.Fprintf(&table, "\n%d of the docs/performance.md's targets missed.\n", missed)
+	fmt.Fprintf(&table, "\n%d of docs/performance.md's targets missed.\n", missed)
+	var jerr error
+	if b.cfg.json != "" {
+		if jerr = saveResults(b.cfg.json, results); jerr != nil {
+			jerr = fmt.Errorf("record the results in %s: %w", b.cfg.json, jerr)
+		} else {
+			fmt.Fprintf(&table, "%d lines of docs/performance.md recorded in %s.\n", len(results), b.cfg.json)
+		}
+	}
 	_, werr := io.WriteString(out, table.String())
-	return errors.Join(err, werr)
+	return errors.Join(err, jerr, werr)
+}
+
+// command is what measures row letter again, as this run did.
+func (b *bench) command(letter string) string {
+	return strings.Join(append([]string{"go run ./bench -hutch", shellQuote(b.cfg.hutchArg), "-rows", letter}, b.cfg.args...), " ")
+}
+
+// commandArgs are the flags given on the command line that change what a
+// row measures, as they would be typed: not -hutch and -rows, which
+// command puts first, nor where results go, nor the soak's.
+func commandArgs(fs *flag.FlagSet) []string {
+	var args []string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case f.Name == "hutch" || f.Name == "rows" || f.Name == "json" || f.Name == "write-doc" || f.Name == "from":
+		case strings.HasPrefix(f.Name, "soak"):
+		default:
+			args = append(args, "-"+f.Name, shellQuote(f.Value.String()))
+		}
+	})
+	return args
+}
+
+// shellQuote quotes s for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (b *bench) checkTools() error {

@@ -52,20 +52,20 @@ func (b *bench) measureMemory(ctx context.Context) (section, error) {
 	}
 	s := section{title: fmt.Sprintf("(c) memory per idle sandbox (%d sandboxes each, %v after create)", b.cfg.memN, settle)}
 	for _, rt := range runtimes {
-		rows, err := b.measureMemoryOf(ctx, rt)
+		rows, results, err := b.measureMemoryOf(ctx, rt)
 		if err != nil {
 			return section{}, err
 		}
-		s.rows = append(s.rows, rows...)
+		s.rows, s.results = append(s.rows, rows...), append(s.results, results...)
 	}
 	return s, nil
 }
 
 // measureMemoryOf is row (c) for one runtime.
-func (b *bench) measureMemoryOf(ctx context.Context, runtime string) (_ []row, err error) {
+func (b *bench) measureMemoryOf(ctx context.Context, runtime string) (_ []row, _ []result, err error) {
 	before, err := b.d.rss()
 	if err != nil {
-		return nil, fmt.Errorf("daemon RSS: %w", err)
+		return nil, nil, fmt.Errorf("daemon RSS: %w", err)
 	}
 	var ids []string
 	defer func() {
@@ -77,33 +77,36 @@ func (b *bench) measureMemoryOf(ctx context.Context, runtime string) (_ []row, e
 		b.showProgress("(c) memory, %s: creating sandbox %d/%d", runtime, i+1, b.cfg.memN)
 		sb, err := b.d.client.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
 		if err != nil {
-			return nil, fmt.Errorf("create sandbox: %w", err)
+			return nil, nil, fmt.Errorf("create sandbox: %w", err)
 		}
 		ids = append(ids, sb.ID)
 	}
 	b.endProgress()
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	case <-time.After(settle):
 	}
 	after, err := b.d.rss()
 	if err != nil {
-		return nil, fmt.Errorf("daemon RSS: %w", err)
+		return nil, nil, fmt.Errorf("daemon RSS: %w", err)
 	}
 	var per []sandboxMemory
 	for _, id := range ids {
 		m, err := b.sandboxMemory(id, runtime == "runc")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		per = append(per, m)
 	}
 	n := int64(len(ids))
-	return memoryRows(runtime, per, (after-before)/n), nil
+	rows, results := memoryRows(runtime, per, (after-before)/n)
+	return rows, results, nil
 }
 
-func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) []row {
+// memoryRows are row (c)'s lines for one runtime: in the printed table and
+// in docs/performance.md.
+func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) ([]row, []result) {
 	pick := func(f func(sandboxMemory) int64) []int64 {
 		out := make([]int64, len(per))
 		for i, m := range per {
@@ -112,6 +115,10 @@ func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) []row {
 		return out
 	}
 	procs := strconv.FormatInt(median(pick(func(m sandboxMemory) int64 { return m.procs })), 10)
+	usage := median(pick(func(m sandboxMemory) int64 { return m.usage }))
+	rss := median(pick(func(m sandboxMemory) int64 { return m.rss }))
+	cache := median(pick(func(m sandboxMemory) int64 { return m.cache }))
+	kernel := median(pick(func(m sandboxMemory) int64 { return m.kernel }))
 	rows := []row{
 		bytesRow(runtime+": memory cgroup usage", pick(func(m sandboxMemory) int64 { return m.usage })),
 		bytesRow("  of which rss (anonymous)", pick(func(m sandboxMemory) int64 { return m.rss })),
@@ -119,18 +126,37 @@ func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) []row {
 		bytesRow("  of which kernel memory", pick(func(m sandboxMemory) int64 { return m.kernel })),
 		{label: "  processes in the sandbox's cgroup", median: procs, n: strconv.Itoa(len(per))},
 	}
+	sandbox := result{ID: "c/" + runtime, Topic: topicMemory, Hutch: bytesFig("", usage)}
+	if runtime == "runc" {
+		sandbox.What = "memory per idle sandbox, runc, in its memory cgroup"
+		sandbox.Hutch.Text += fmt.Sprintf(" (%s anonymous, %s kernel)", fmtBytes(rss), fmtBytes(kernel))
+	} else {
+		sandbox.What = fmt.Sprintf("memory per idle sandbox, gVisor (the Sentry and the gofer, %s processes)", procs)
+		sandbox.Hutch.Text += fmt.Sprintf(" (%s anonymous, %s page cache)", fmtBytes(rss), fmtBytes(cache))
+	}
+	results := []result{sandbox}
 	if runtime == "runc" {
 		agentPSS := pick(func(m sandboxMemory) int64 { return m.agentPSS })
 		pss := bytesRow("  agent PSS", agentPSS)
-		pss.target = target(median(agentPSS) <= 5<<20, "≤ 5 MiB")
+		met := median(agentPSS) <= 5<<20
+		pss.target = target(met, "≤ 5 MiB")
 		rows = append(rows, pss, bytesRow("  agent USS (private pages only)", pick(func(m sandboxMemory) int64 { return m.agentUSS })))
+		results = append(results, result{ID: "c/agent-pss", Topic: topicMemory, What: "the agent's PSS, runc",
+			Hutch: bytesFig("", median(agentPSS)), Ratio: []term{targetTerm(met, "≤ 5 MiB")}})
 	}
-	cost := median(pick(func(m sandboxMemory) int64 { return m.usage })) + max(daemonGrowth, 0)
+	cost := usage + max(daemonGrowth, 0)
+	density := (8 << 30) / max(cost, 1)
+	what := "idle sandboxes in 8 GiB, gVisor"
+	if runtime == "runc" {
+		what = "idle sandboxes in 8 GiB, runc (its cgroup plus the daemon's growth per sandbox)"
+	}
+	results = append(results, result{ID: "c/density-" + runtime, Topic: topicMemory, What: what,
+		Hutch: figure{Text: fmt.Sprintf("%s (%s each)", fmtCount(density), fmtBytes(cost)), Median: ptr(float64(density)), Unit: "sandboxes"}})
 	return append(rows,
 		row{label: "  daemon RSS growth per sandbox", median: fmtBytes(daemonGrowth), n: "1"},
 		row{label: "  host memory per idle sandbox (cgroup + daemon)", median: fmtBytes(cost), n: "1"},
-		row{label: "  idle sandboxes in 8 GiB at that cost", median: strconv.FormatInt((8<<30)/max(cost, 1), 10), n: "1"},
-	)
+		row{label: "  idle sandboxes in 8 GiB at that cost", median: strconv.FormatInt(density, 10), n: "1"},
+	), results
 }
 
 // sandboxMemory reads one sandbox's memory cgroup and, with agent, its

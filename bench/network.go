@@ -38,6 +38,7 @@ import (
 //     joined by a veth pair.
 func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 	var rows []row
+	var results []result
 	runtimes := []string{"runc"}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		runtimes = append(runtimes, "gvisor")
@@ -63,12 +64,19 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 			durationRow(rt+": create + exec echo, network none", none.samples),
 			row{label: "  full − none", median: fmtDuration(extra), target: target(extra <= 5*time.Millisecond, "≤ 5 ms")},
 		)
+		results = append(results, result{ID: "h/full-" + rt, Topic: topicNetwork,
+			What:  "create → first output with mode `full`, " + runtimeName(rt),
+			Hutch: deltaFig("", extra), Peers: []figure{durationFig("the same with mode `none`", median(none.samples))},
+			Ratio: []term{targetTerm(extra <= 5*time.Millisecond, "≤ 5 ms")}})
 	}
 	plumbing, err := b.networkPlumbing(ctx, b.cfg.createN)
 	if err != nil {
 		return section{}, err
 	}
 	rows = append(rows, durationRow("every create: router namespace, veth, nftables, listeners", plumbing))
+	results = append(results, result{ID: "h/plumbing", Topic: topicNetwork,
+		What:  "what the network adds to every create (router namespace, veth, nftables, the daemon's listeners)",
+		Hutch: durationFig("", median(plumbing))})
 
 	through, veth, relayed, err := b.downloads(ctx)
 	if err != nil {
@@ -86,7 +94,23 @@ func (b *bench) measureNetwork(ctx context.Context) (_ section, err error) {
 		row{label: "  the floor: bare relay / veth", median: fmtRatio(floor)},
 		row{label: "  through the policy / bare relay", median: fmtRatio(toFloor)},
 	)
-	return section{title: "(h) network", rows: rows}, nil
+	results = append(results, result{ID: "h/download", Topic: topicNetwork,
+		What:  "one 256 MiB download by curl in a runc sandbox (mode `full`) from a host of a test internet",
+		Hutch: rateFig("", median(mbps(through))),
+		Peers: []figure{
+			rateFig("the same curl over a plain veth", median(mbps(veth))),
+			rateFig("over that veth through a bare relay splicing as the proxy does, no policy, no sandbox", median(mbps(relayed))),
+		},
+		Ratio: []term{ratioTerm(r, "the veth").with(r >= 0.5, "≥ 0.5×"), ratioTerm(toFloor, "the bare relay")}})
+	return section{title: "(h) network", rows: rows, results: results}, nil
+}
+
+// runtimeName is a runtime as the docs name it: runc, gVisor.
+func runtimeName(rt string) string {
+	if rt == "gvisor" {
+		return "gVisor"
+	}
+	return rt
 }
 
 // nettestBig is the size of the test internet's /big.

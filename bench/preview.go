@@ -147,7 +147,34 @@ func (b *bench) measurePreview(ctx context.Context) (_ section, err error) {
 		{label: "  the floor: bare relay / direct", median: fmtRatio(floor)},
 		{label: "  preview / bare relay", median: fmtRatio(ratio(median(mbps(bigPreview.samples)), median(mbps(bigRelayed.samples))))},
 		durationRow("wake on request: suspended → the first preview answer (resume, the server's start, the request)", wake.samples),
-	}}, nil
+	}, results: previewResults(viaPreview.samples, direct.samples, mbps(bigPreview.samples), mbps(bigDirect.samples), mbps(bigRelayed.samples), wake.samples)}, nil
+}
+
+// previewResults are row (j)'s lines of docs/performance.md.
+func previewResults(viaPreview, direct []time.Duration, bigPreview, bigDirect, bigRelayed []float64, wake []time.Duration) []result {
+	added := median(viaPreview) - median(direct)
+	preview, straight, relayed := median(bigPreview), median(bigDirect), median(bigRelayed)
+	r := ratio(preview, straight)
+	download := ratioTerm(r, "direct").with(r >= 0.5, "≥ 0.5×")
+	if r < 0.5 && ratio(relayed, straight) < 0.5 {
+		download.Target.Note = "as by the bare relay itself"
+	}
+	return []result{
+		{ID: "j/get", Topic: topicPreview,
+			What:  "`GET /` of Python's `http.server` (keep-alive) in a runc sandbox of network mode `none`, through its preview by path",
+			Hutch: durationFig("", median(viaPreview)), Peers: []figure{durationFig("the same server on the host's loopback", median(direct))},
+			Ratio: []term{deltaTerm(added, "").with(added <= time.Millisecond, "≤ 1 ms")}},
+		{ID: "j/download", Topic: topicPreview, What: "one 256 MiB download through the preview",
+			Hutch: rateFig("", preview),
+			Peers: []figure{
+				rateFig("straight from the host's server", straight),
+				rateFig("through a bare relay on the host (one spliced hop, no sandbox)", relayed),
+			},
+			Ratio: []term{download, ratioTerm(ratio(preview, relayed), "the bare relay")}},
+		{ID: "j/wake", Topic: topicPreview,
+			What:  "wake on request: the sandbox suspended (runc) → the first preview request's whole answer (resume, the server started again, the wait for its port, the request)",
+			Hutch: durationFig("", median(wake))},
+	}
 }
 
 // suspendIdle suspends sandbox id once no request holds it: the one

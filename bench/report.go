@@ -1,21 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// section is one group of rows of the result table.
+// section is one group of rows of the result table, and the lines of
+// docs/performance.md they give (results.go).
 type section struct {
-	title string
-	rows  []row
+	title   string
+	rows    []row
+	results []result
 }
 
 // row is one line of the table: a measurement, or a ratio or difference of
@@ -44,65 +42,6 @@ func target(ok bool, want string) string {
 		return "PASS  " + want
 	}
 	return "MISS  " + want
-}
-
-// hostInfo is what the numbers were measured on.
-type hostInfo struct {
-	date    string
-	kernel  string
-	cpu     string
-	cpus    int
-	runc    string
-	goVer   string
-	hutch   string
-	binPath string
-}
-
-func collectHostInfo(ctx context.Context, runcPath, hutchVersion, hutchPath string) hostInfo {
-	h := hostInfo{
-		date:    time.Now().Format("2006-01-02 15:04:05 MST"),
-		kernel:  readTrimmed("/proc/sys/kernel/osrelease"),
-		cpu:     cpuModel(),
-		cpus:    runtime.NumCPU(),
-		goVer:   runtime.Version(),
-		hutch:   hutchVersion,
-		binPath: hutchPath,
-	}
-	if out, err := exec.CommandContext(ctx, runcPath, "--version").Output(); err == nil {
-		h.runc = strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ", ")
-	}
-	return h
-}
-
-func readTrimmed(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
-
-func printHeader(w *strings.Builder, h hostInfo) {
-	fmt.Fprintf(w, "Hutch benchmark, %s\n", h.date)
-	fmt.Fprintf(w, "  kernel  %s\n", h.kernel)
-	fmt.Fprintf(w, "  cpu     %s × %d\n", h.cpu, h.cpus)
-	fmt.Fprintf(w, "  runc    %s\n", h.runc)
-	fmt.Fprintf(w, "  hutch   %s (%s), bench built with %s\n", h.hutch, h.binPath, h.goVer)
-	fmt.Fprintln(w)
 }
 
 // printTable prints the sections as one table, labels aligned left and

@@ -108,7 +108,7 @@ func runSoak(ctx context.Context, cfg config, out io.Writer) (err error) {
 
 func (s *soak) run(ctx context.Context, out io.Writer) error {
 	var head strings.Builder
-	printHeader(&head, collectHostInfo(ctx, s.b.runc, s.b.d.version, s.b.cfg.hutch))
+	printHeader(&head, collectHostInfo(ctx, s.b.runc, s.b.runsc, s.b.d.version, s.b.cfg.hutch))
 	fmt.Fprintf(&head, "soak: %d lifecycles of each runc phase, %d under gVisor, by %d clients; %.0f%% hostile, %.0f%% suspended\n\n",
 		s.cfg.n, s.gvisorN(), s.cfg.c, 100*s.cfg.hostile, 100*s.cfg.suspend)
 	if _, err := io.WriteString(out, head.String()); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -80,4 +82,26 @@ func fmtRatio(r float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f×", r)
+}
+
+// fmtDelta is a signed difference of durations, "+0.42 ms" or "−8.40 ms".
+func fmtDelta(d time.Duration) string {
+	if d < 0 {
+		return "−" + fmtDuration(-d)
+	}
+	return "+" + fmtDuration(d)
+}
+
+// fmtCount is a count with thousands separated, "1,894".
+func fmtCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }

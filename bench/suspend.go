@@ -29,30 +29,32 @@ func (b *bench) measureSuspend(ctx context.Context) (section, error) {
 		runtimes = append(runtimes, "gvisor")
 	}
 	for _, rt := range runtimes {
-		rows, err := b.suspendRows(ctx, rt)
+		rows, results, err := b.suspendRows(ctx, rt)
 		if err != nil {
 			return section{}, err
 		}
-		s.rows = append(s.rows, rows...)
+		s.rows, s.results = append(s.rows, rows...), append(s.results, results...)
 	}
 	return s, nil
 }
 
-func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err error) {
+// suspendRows is row (g) for one runtime: its lines in the printed table
+// and in docs/performance.md.
+func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, _ []result, err error) {
 	c := b.d.client
 	sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{Runtime: runtime})
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox: %w", err)
+		return nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	defer func() { err = errors.Join(err, deleteSandbox(ctx, c, sb.ID)) }()
 	if _, err := c.Exec(ctx, sb.ID, client.ExecRequest{Command: "head -c 10000000 /dev/urandom > state.bin"}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	what := "files only"
 	if runtime == "gvisor" {
 		what = "files + a 64 MiB process"
 		if _, err := c.StartProcess(ctx, sb.ID, client.StartProcessRequest{Name: "holder", Cmd: []string{"python3", "-c", holder64}}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	n := b.cfg.createN
@@ -90,14 +92,14 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 	if runtime == "gvisor" {
 		rp, err := b.newRestorePeer(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer rp.close()
 		restore = &peer{name: "runsc restore", run: rp.run}
 		peers = append(peers, restore)
 	}
 	if err := b.interleave(ctx, "(g) suspend/resume/fork "+runtime, n, peers...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m := median(resume.samples)
 	limit, want := 100*time.Millisecond, "≤ 100 ms"
@@ -117,11 +119,42 @@ func (b *bench) suspendRows(ctx context.Context, runtime string) (_ []row, err e
 			row{label: "  ratio hutch resume / runsc restore", median: fmtRatio(ratio(m, r))},
 			row{label: "  runsc restore alone against the target", median: fmtDuration(r), target: target(r <= limit, want)})
 	}
-	return append(rows,
+	rows = append(rows,
 		row{label: "  resume against the target", median: fmtDuration(m), target: target(m <= limit, want)},
 		durationRow(fmt.Sprintf("hutch (%s): POST fork (1 copy, %s) + exec echo in it, to first stdout", runtime, what), fork.samples),
 		row{label: "  ratio fork / cold create", median: fmtRatio(ratio(median(fork.samples), median(create.samples)))},
-	), nil
+	)
+	var restored time.Duration
+	if restore != nil {
+		restored = median(restore.samples)
+	}
+	return rows, suspendResults(runtime, median(suspends[b.cfg.warmup:]), m, median(create.samples), restored, median(fork.samples), limit, want), nil
+}
+
+// suspendResults are row (g)'s lines of docs/performance.md for one
+// runtime: a resume beside a cold create (and under gVisor `runsc
+// restore`, restored), a suspend, and a fork.
+func suspendResults(runtime string, suspend, resume, create, restored, fork, limit time.Duration, want string) []result {
+	cold := durationFig("a cold create → first output", create)
+	met := resume <= limit
+	res := result{ID: "g/resume-" + runtime, Topic: topicSuspend, Hutch: durationFig("", resume), Peers: []figure{cold},
+		What:  "resume → first output of `echo hi`, runc (files only)",
+		Ratio: []term{ratioTerm(ratio(resume, create), "a cold create").with(met, want)}}
+	sus := result{ID: "g/suspend-" + runtime, Topic: topicSuspend, What: "suspend, runc", Hutch: durationFig("", suspend)}
+	frk := result{ID: "g/fork-" + runtime, Topic: topicSuspend, Hutch: durationFig("", fork), Peers: []figure{cold},
+		What:  "fork (1 copy, 10 MB of files of its own) → first output in the copy, runc",
+		Ratio: []term{ratioTerm(ratio(fork, create), "a cold create")}}
+	if runtime == "gvisor" {
+		res.What = "resume → first output, gVisor, a background Python process holding 64 MiB kept with its memory"
+		res.Peers = []figure{durationFig("`runsc restore` of the same checkpoint, until `runsc exec true` works", restored), cold}
+		res.Ratio = []term{ratioTerm(ratio(resume, restored), "`runsc restore`").with(met, want)}
+		if !met && restored > limit {
+			res.Ratio[0].Target.Note = "as by `runsc restore` alone"
+		}
+		sus.What = "suspend, gVisor (the checkpoint, then the wait for gVisor's process to be reaped)"
+		frk.What = "the same under gVisor, the 64 MiB process going on in the copy"
+	}
+	return []result{res, sus, frk}
 }
 
 // firstEcho runs echo in sandbox id and returns how long after start its
