@@ -72,3 +72,25 @@ func runAt(t *testing.T, url string, args ...string) result {
 	code := a.run(t.Context(), args)
 	return result{out.String(), errOut.String(), code}
 }
+
+// hutch health prints the runtimes, the pools and the builds under way.
+func TestHealthCmd(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, client.Health{
+			Status: "ok", Version: "1.2.3", DefaultRuntime: "gvisor", DefaultReason: "usable",
+			Backends: []client.BackendHealth{{Name: "runc", Version: "1.1", Usable: true}, {Name: "gvisor", Usable: false, Reason: "runsc not found"}},
+			Pools:    []client.PoolHealth{{Template: "base", Runtime: "gvisor", Size: 2, Ready: 1}},
+			Builds:   []client.TemplateBuild{{Template: "python", Description: "step install 21/100 for 1m17s"}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	r := runAt(t, srv.URL, "health")
+	want := "hutch 1.2.3: ok; default runtime gvisor (usable)\n" +
+		"runtime runc 1.1: usable\n" +
+		"runtime gvisor: not usable: runsc not found\n" +
+		"pool base on gvisor: 1 of 2 ready\n" +
+		"building python: step install 21/100 for 1m17s\n"
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("hutch health: exit %d, stdout:\n%s\nstderr %q; want:\n%s", r.code, r.stdout, r.stderr, want)
+	}
+}

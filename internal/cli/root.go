@@ -123,6 +123,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newSecretCmd(),
 		a.newWorkspaceCmd(),
 		a.newAuditCmd(),
+		a.newHealthCmd(),
 		newServeCmd(),
 	)
 	return root
