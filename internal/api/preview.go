@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/exec"
 	"github.com/hutchdev/hutch/internal/preview"
 )
 
@@ -121,16 +119,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, t preview.
 // not wake the sandbox. A look that fails says no: the request is
 // answered at once, as when no service is on the port.
 func (s *Server) serviceStarting(id string, port int) func(context.Context) bool {
-	return func(ctx context.Context) bool {
-		all, err := s.execs.Services(ctx, id)
-		if err != nil {
-			s.log.Debug("preview: the sandbox's services are unknown", "sandbox_id", id, "error", err)
-			return false
-		}
-		return slices.ContainsFunc(all, func(svc exec.ServiceInfo) bool {
-			return svc.Port == port && svc.Status == exec.ServiceStarting
-		})
-	}
+	return func(ctx context.Context) bool { return s.execs.PortStarting(ctx, id, port) }
 }
 
 // writeUnauthenticated is writeError, with the challenge of a 401.

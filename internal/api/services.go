@@ -44,6 +44,8 @@ type Execs interface {
 	StopService(ctx context.Context, id, name string) (exec.ServiceInfo, error)
 	DeleteService(ctx context.Context, id, name string) error
 	RevokeServiceLinks(ctx context.Context, id, name string) error
+	// PortStarting says whether a service on a sandbox's port is starting.
+	PortStarting(ctx context.Context, id string, port int) bool
 	ServiceEvents(ctx context.Context, id, name string, fn func(exec.ServiceInfo) error) error
 	PublicPort(ctx context.Context, id string, port int) (bool, error)
 	DeleteProcess(ctx context.Context, id, name string) error

@@ -386,6 +386,27 @@ func (s *Service) DeleteService(ctx context.Context, id, name string) error {
 	return nil
 }
 
+// PortStarting says whether a service on port of sandbox id is starting
+// (its port has not accepted yet): a preview request the port refuses
+// then waits for it (preview.Config.Starting). It neither wakes the
+// sandbox nor counts as activity; a sandbox whose services are unknown has
+// none starting.
+func (s *Service) PortStarting(ctx context.Context, id string, port int) bool {
+	all, err := s.Services(ctx, id)
+	if err != nil {
+		s.log.Debug("preview: the sandbox's services are unknown", attrSandbox, id, "error", err)
+		return false
+	}
+	return ServiceStartingOn(all, port)
+}
+
+// ServiceStartingOn says whether one of services is starting on port.
+func ServiceStartingOn(services []ServiceInfo, port int) bool {
+	return slices.ContainsFunc(services, func(svc ServiceInfo) bool {
+		return svc.Port == port && svc.Status == ServiceStarting
+	})
+}
+
 // RevokeServiceLinks revokes the preview links made for a service until
 // now: they open nothing from then on, also after a daemon restart; links
 // made later do. It neither wakes the sandbox nor counts as activity.

@@ -93,6 +93,11 @@ type Config struct {
 	// ListenWait bounds how long requests wait, once their sandbox has
 	// woken, for their port to listen (default 30 s).
 	ListenWait time.Duration
+	// Starting says whether a service on a sandbox's port is starting,
+	// for the targets that do not say it themselves (Target.Starting): so
+	// that every way into a preview (the E2B front, screenshots) waits
+	// for a starting service. Nil: such targets never wait for one.
+	Starting func(ctx context.Context, sandbox string, port int) bool
 	// Logger gets what is worth knowing of failed requests; nil discards.
 	Logger *slog.Logger
 }
@@ -177,6 +182,10 @@ type Target struct {
 func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, t Target) error {
 	if t.Port < 1 || t.Port > 65535 {
 		return errdefs.InvalidArgument("port must be from 1 to 65535, got %d", t.Port)
+	}
+	if t.Starting == nil && p.cfg.Starting != nil {
+		sandbox, port := t.Sandbox, t.Port
+		t.Starting = func(ctx context.Context) bool { return p.cfg.Starting(ctx, sandbox, port) }
 	}
 	if t.Prefix != "" && r.Header.Get("Service-Worker") != "" {
 		// A worker registered on the API's origin would see the console's

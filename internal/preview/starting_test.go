@@ -209,3 +209,40 @@ func TestStartingServicePage(t *testing.T) {
 	}
 	waitHolds(t, core, 0)
 }
+
+// A target that does not say whether its service starts (the E2B front's,
+// a screenshot's) is told by the proxy's Config.Starting, for its own
+// sandbox and port: it waits as the API's targets do.
+func TestStartingServiceFromConfig(t *testing.T) {
+	core := &fakeCore{sb: newFakeSandbox(t)}
+	var asked atomic.Int32
+	starting := func(_ context.Context, sandbox string, port int) bool {
+		asked.Add(1)
+		return sandbox == "sb1" && port == 3000
+	}
+	p := New(Config{Acquire: core.acquire, WakePage: 50 * time.Millisecond, ListenWait: 5 * time.Second, Starting: starting})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Serve(w, r, Target{Sandbox: "sb1", Port: 3000}); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+	t.Cleanup(c.CloseIdleConnections)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/page", nil)
+	answered := send(c, req)
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case got := <-answered:
+		t.Fatalf("answered before the port listened: %+v", got)
+	default:
+	}
+	core.sb.listen(t, 3000, echo)
+	if got := <-answered; got.err != nil || got.status != http.StatusOK || got.body != "app /page " {
+		t.Fatalf("once the port listens: %+v", got)
+	}
+	if asked.Load() == 0 {
+		t.Error("Config.Starting was never asked")
+	}
+	waitHolds(t, core, 0)
+}
