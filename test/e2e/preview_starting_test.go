@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -96,4 +98,47 @@ func previewGet(t *testing.T, d *daemon, url, accept string) (int, http.Header, 
 		t.Fatal(err)
 	}
 	return resp.StatusCode, resp.Header, string(body)
+}
+
+// Through E2B's sandbox front (getHost's way in) too: a request sent right
+// after a service's restart waits for its port rather than answering 502.
+func TestE2BFrontWaitsForStartingService(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	ctx := t.Context()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addr+"/e2b/sandboxes", strings.NewReader(`{"templateID":"host"}`))
+	req.Header.Set("X-API-KEY", d.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated || made.SandboxID == "" {
+		t.Fatalf("E2B create: %d %+v %v", resp.StatusCode, made, err)
+	}
+	t.Cleanup(func() { _ = d.client.DeleteSandbox(context.WithoutCancel(ctx), made.SandboxID) })
+	if _, err := d.client.StartService(ctx, made.SandboxID, client.StartServiceRequest{Name: "web", Command: startingServiceCmd("web", "8000"), Port: 8000}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, d, made.SandboxID, "web", client.ServiceRunning)
+	if _, err := d.client.RestartService(ctx, made.SandboxID, "web"); err != nil {
+		t.Fatal(err)
+	}
+	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.e2bAddr+"/", nil)
+	get.Header.Set("E2b-Sandbox-Id", made.SandboxID)
+	get.Header.Set("E2b-Sandbox-Port", "8000")
+	resp, err = http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "web-page\n" {
+		t.Errorf("through the E2B front right after the restart: %d %q, want 200 with the page", resp.StatusCode, body)
+	}
 }
