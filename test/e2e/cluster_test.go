@@ -598,22 +598,7 @@ func (c *cluster) e2bThroughReplicas() {
 	t := c.t
 	ctx := t.Context()
 	r := c.replicas[1]
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.addr+"/e2b/sandboxes", strings.NewReader(`{"templateID":"host"}`))
-	req.Header.Set("X-API-KEY", r.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var made struct {
-		SandboxID       string `json:"sandboxID"`
-		EnvdAccessToken string `json:"envdAccessToken"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&made)
-	_ = resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusCreated || made.SandboxID == "" {
-		t.Fatalf("E2B create through a replica: %d %+v %v", resp.StatusCode, made, err)
-	}
+	made := e2bCreate(t, r.addr, r.key)
 	sb, err := r.client.GetSandbox(ctx, made.SandboxID)
 	if err != nil {
 		t.Fatal(err)
@@ -625,7 +610,7 @@ func (c *cluster) e2bThroughReplicas() {
 	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.e2bAddr+"/files?path=/home/user/workspace/e2b.txt&username=user", nil)
 	get.Header.Set("E2b-Sandbox-Id", sb.ID)
 	get.Header.Set("X-Access-Token", made.EnvdAccessToken)
-	resp, err = http.DefaultClient.Do(get)
+	resp, err := http.DefaultClient.Do(get)
 	if err != nil {
 		t.Fatal(err)
 	}

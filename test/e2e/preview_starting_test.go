@@ -106,21 +106,7 @@ func TestE2BFrontWaitsForStartingService(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
 	ctx := t.Context()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+d.addr+"/e2b/sandboxes", strings.NewReader(`{"templateID":"host"}`))
-	req.Header.Set("X-API-KEY", d.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var made struct {
-		SandboxID string `json:"sandboxID"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&made)
-	_ = resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusCreated || made.SandboxID == "" {
-		t.Fatalf("E2B create: %d %+v %v", resp.StatusCode, made, err)
-	}
+	made := e2bCreate(t, d.addr, d.key)
 	t.Cleanup(func() { _ = d.client.DeleteSandbox(context.WithoutCancel(ctx), made.SandboxID) })
 	if _, err := d.client.StartService(ctx, made.SandboxID, client.StartServiceRequest{Name: "web", Command: startingServiceCmd("web", "8000"), Port: 8000}); err != nil {
 		t.Fatal(err)
@@ -132,7 +118,7 @@ func TestE2BFrontWaitsForStartingService(t *testing.T) {
 	get, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.e2bAddr+"/", nil)
 	get.Header.Set("E2b-Sandbox-Id", made.SandboxID)
 	get.Header.Set("E2b-Sandbox-Port", "8000")
-	resp, err = http.DefaultClient.Do(get)
+	resp, err := http.DefaultClient.Do(get)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +127,30 @@ func TestE2BFrontWaitsForStartingService(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != "web-page\n" {
 		t.Errorf("through the E2B front right after the restart: %d %q, want 200 with the page", resp.StatusCode, body)
 	}
+}
+
+// e2bSandbox is what E2B's create answers that the tests use.
+type e2bSandbox struct {
+	SandboxID       string `json:"sandboxID"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+}
+
+// e2bCreate creates a sandbox of the host template through E2B's control
+// plane of the daemon at addr, with key.
+func e2bCreate(t *testing.T, addr, key string) e2bSandbox {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/e2b/sandboxes", strings.NewReader(`{"templateID":"host"}`))
+	req.Header.Set("X-API-KEY", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made e2bSandbox
+	err = json.NewDecoder(resp.Body).Decode(&made)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated || made.SandboxID == "" {
+		t.Fatalf("E2B create at %s: %d %+v %v", addr, resp.StatusCode, made, err)
+	}
+	return made
 }
