@@ -10,7 +10,9 @@ BIN      := bin/hutch
 
 # gVisor's runsc, built from the Go module proxy at a pinned version (one
 # that is served and builds with Go 1.26). The daemon finds it beside
-# bin/hutch. The stamp file rebuilds it when the pin changes.
+# bin/hutch. The stamp file rebuilds it when the pin changes. While it
+# builds, bin/runsc.building holds the build's process id: a daemon started
+# meanwhile (./setup does) waits for it rather than use runc instead.
 RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
 RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
 
@@ -39,7 +41,9 @@ runsc: $(RUNSC_STAMP)
 
 $(RUNSC_STAMP):
 	mkdir -p bin
-	GOBIN=$(CURDIR)/bin CGO_ENABLED=0 $(GO) install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION)
+	echo $$$$ >bin/runsc.building; \
+	GOBIN=$(CURDIR)/bin CGO_ENABLED=0 $(GO) install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION); \
+	status=$$?; rm -f bin/runsc.building; exit $$status
 	rm -f bin/.runsc-* && touch $@
 
 # The end-to-end tests build their own binary from the same sources. They

@@ -99,6 +99,9 @@ type BackendHealth struct {
 	Binary  string `json:"binary"`
 	Version string `json:"version"`
 	Usable  bool   `json:"usable"`
+	// Pending: not usable yet, but being set up (./setup building gVisor's
+	// runsc); creates of it answer unavailable until it is usable.
+	Pending bool `json:"pending,omitempty"`
 	// Reason says why the backend is not usable; empty when it is.
 	Reason string `json:"reason"`
 }

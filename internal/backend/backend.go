@@ -283,5 +283,8 @@ type Health struct {
 	Binary  string `json:"binary,omitempty"`
 	Version string `json:"version,omitempty"`
 	Usable  bool   `json:"usable"`
+	// Pending: not usable yet, but being set up (its binary being built);
+	// the core probes it again when asked for it.
+	Pending bool   `json:"pending,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }

@@ -8,34 +8,35 @@ import (
 )
 
 // A create that names a template still being built (./setup builds base
-// in the background) waits for the build, saying how far it is, rather
-// than failing: the daemon answers such a create unavailable, and its
-// health lists the builds under way.
+// in the background), or whose runtime is still being set up (./setup
+// builds gVisor's runsc in the background too), waits for it, saying how
+// far it is, rather than failing: the daemon answers such a create
+// unavailable, and its health lists the builds under way and the pending
+// runtimes.
 
-// How often a waiting create looks at the build again, and says how far
-// it is.
+// How often a waiting create looks again, and says how far it is.
 var (
 	buildPoll   = 2 * time.Second
 	buildReport = 30 * time.Second
 )
 
 // createSandbox creates a sandbox as c.CreateSandbox does, waiting first
-// for a build of its template under way, and saying how far it is every
-// buildReport.
+// for a build of its template or its runtime under way, and saying how far
+// it is every buildReport.
 func (a *app) createSandbox(ctx context.Context, c *client.Client, req client.CreateSandboxRequest) (*client.Sandbox, error) {
 	for {
 		sb, err := c.CreateSandbox(ctx, req)
-		if err == nil || !client.IsUnavailable(err) || req.Template == "" {
+		if err == nil || !client.IsUnavailable(err) {
 			return sb, err
 		}
-		b, ok := buildOf(ctx, c, req.Template)
+		what, ok := awaited(ctx, c, req)
 		if !ok {
 			return nil, err
 		}
-		a.printf("hutch: template %s is being built (Ctrl-C stops waiting): %s\n", req.Template, b.Description)
-		for said := time.Now(); ok; b, ok = buildOf(ctx, c, req.Template) {
+		a.printf("hutch: %s (Ctrl-C stops waiting)\n", what)
+		for said := time.Now(); ok; what, ok = awaited(ctx, c, req) {
 			if time.Since(said) >= buildReport {
-				a.printf("hutch: %s\n", b.Description)
+				a.printf("hutch: %s\n", what)
 				said = time.Now()
 			}
 			select {
@@ -47,16 +48,26 @@ func (a *app) createSandbox(ctx context.Context, c *client.Client, req client.Cr
 	}
 }
 
-// buildOf is the build of template name under way, if any.
-func buildOf(ctx context.Context, c *client.Client, name string) (client.TemplateBuild, bool) {
+// awaited says what a create of req waits for, if anything: a build of its
+// template under way, or its runtime being set up.
+func awaited(ctx context.Context, c *client.Client, req client.CreateSandboxRequest) (string, bool) {
 	h, err := c.Health(ctx)
 	if err != nil {
-		return client.TemplateBuild{}, false
+		return "", false
 	}
 	for _, b := range h.Builds {
-		if b.Template == name {
-			return b, true
+		if req.Template != "" && b.Template == req.Template {
+			return "template " + b.Template + " is being built: " + b.Description, true
 		}
 	}
-	return client.TemplateBuild{}, false
+	runtime := req.Runtime
+	if runtime == "" {
+		runtime = h.DefaultRuntime
+	}
+	for _, b := range h.Backends {
+		if b.Name == runtime && b.Pending {
+			return "runtime " + b.Name + " is being set up: " + b.Reason, true
+		}
+	}
+	return "", false
 }

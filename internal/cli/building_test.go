@@ -59,6 +59,50 @@ func TestCreateWaitsForTemplateBuild(t *testing.T) {
 	}
 }
 
+// hutch run while the default runtime is being set up (./setup building
+// runsc) waits for it, saying so, then runs; a runtime that is not usable
+// for good fails at once.
+func TestCreateWaitsForPendingRuntime(t *testing.T) {
+	poll, report := buildPoll, buildReport
+	buildPoll, buildReport = time.Millisecond, time.Hour
+	t.Cleanup(func() { buildPoll, buildReport = poll, report })
+	var polls, creates atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pending := polls.Load() < 3
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/health":
+			polls.Add(1)
+			h := client.Health{Status: "ok", DefaultRuntime: "gvisor", Builds: []client.TemplateBuild{}, Backends: []client.BackendHealth{
+				{Name: "runc", Usable: true}, {Name: "gvisor", Usable: !pending, Pending: pending, Reason: "bin/runsc is being built (for 40s so far)"},
+			}}
+			writeJSON(w, http.StatusOK, h)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes":
+			creates.Add(1)
+			body, _ := io.ReadAll(r.Body)
+			switch {
+			case strings.Contains(string(body), `"runc"`):
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "the daemon is draining")
+				return
+			case pending:
+				writeError(w, http.StatusServiceUnavailable, "unavailable", "runtime gvisor is not ready yet")
+				return
+			}
+			writeJSON(w, http.StatusCreated, client.Sandbox{ID: "sb1"})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	r := runAt(t, srv.URL, "create")
+	if r.code != 0 || r.stdout != "sb1\n" || !strings.Contains(r.stderr, "runtime gvisor is being set up: bin/runsc is being built") {
+		t.Errorf("create while runsc builds: exit %d, stdout %q, stderr %q; want it to wait, say so, then create", r.code, r.stdout, r.stderr)
+	}
+	if polls.Load() < 3 || creates.Load() != 2 {
+		t.Errorf("%d looks at the runtime, %d creates; want it polled until ready and one create after", polls.Load(), creates.Load())
+	}
+	if r := runAt(t, srv.URL, "create", "--runtime", "runc"); r.code == 0 || strings.Contains(r.stderr, "being set up") {
+		t.Errorf("create unavailable for another reason: exit %d, stderr %q; want a failure at once", r.code, r.stderr)
+	}
+}
+
 // runAt runs the CLI with args against the daemon at url.
 func runAt(t *testing.T, url string, args ...string) result {
 	t.Helper()
@@ -78,7 +122,7 @@ func TestHealthCmd(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, client.Health{
 			Status: "ok", Version: "1.2.3", DefaultRuntime: "gvisor", DefaultReason: "usable",
-			Backends: []client.BackendHealth{{Name: "runc", Version: "1.1", Usable: true}, {Name: "gvisor", Usable: false, Reason: "runsc not found"}},
+			Backends: []client.BackendHealth{{Name: "runc", Version: "1.1", Usable: true}, {Name: "gvisor", Usable: false, Reason: "runsc not found"}, {Name: "other", Pending: true, Reason: "bin/other is being built"}},
 			Pools:    []client.PoolHealth{{Template: "base", Runtime: "gvisor", Size: 2, Ready: 1}},
 			Builds:   []client.TemplateBuild{{Template: "python", Description: "step install 21/100 for 1m17s"}},
 		})
@@ -88,6 +132,7 @@ func TestHealthCmd(t *testing.T) {
 	want := "hutch 1.2.3: ok; default runtime gvisor (usable)\n" +
 		"runtime runc 1.1: usable\n" +
 		"runtime gvisor: not usable: runsc not found\n" +
+		"runtime other: being set up: bin/other is being built\n" +
 		"pool base on gvisor: 1 of 2 ready\n" +
 		"building python: step install 21/100 for 1m17s\n"
 	if r.code != 0 || r.stdout != want {

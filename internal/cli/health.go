@@ -11,7 +11,7 @@ func (a *app) newHealthCmd() *cobra.Command {
 		Use:   "health",
 		Short: "Show the daemon's health: runtimes, warm pools, template builds under way",
 		Long: "Show what GET /v1/health answers: the daemon's version, each runtime and\n" +
-			"whether it is usable (and why not), the default runtime, the warm pools\n" +
+			"whether it is usable (why not, or how far it is being set up), the default runtime, the warm pools\n" +
 			"and how many of their sandboxes are ready, and the template builds under\n" +
 			"way with how far they are. -o json prints the whole answer.",
 		Args: exactArgs(0, "no arguments"),
@@ -31,7 +31,10 @@ func (a *app) newHealthCmd() *cobra.Command {
 			_, _ = fmt.Fprintf(out, "hutch %s: %s; default runtime %s (%s)\n", h.Version, h.Status, h.DefaultRuntime, h.DefaultReason)
 			for _, b := range h.Backends {
 				state := "usable"
-				if !b.Usable {
+				switch {
+				case b.Pending:
+					state = "being set up: " + b.Reason
+				case !b.Usable:
 					state = "not usable: " + b.Reason
 				}
 				name := b.Name

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/backend/oci"
 	"golang.org/x/sys/unix"
 )
 
@@ -151,15 +152,17 @@ func TestDefaultRuntime(t *testing.T) {
 	tests := []struct {
 		configured string
 		unusable   map[string]string
+		pending    map[string]bool
 		want, why  string
 	}{
-		{"", nil, "gvisor", "usable"},
-		{"", map[string]string{"gvisor": "runsc not found"}, "runc", "gvisor is not usable: runsc not found"},
-		{"runc", nil, "runc", "set by the configuration"},
-		{"gvisor", map[string]string{"gvisor": "runsc not found"}, "gvisor", "set by the configuration"},
+		{"", nil, nil, "gvisor", "usable"},
+		{"", map[string]string{"gvisor": "runsc not found"}, nil, "runc", "gvisor is not usable: runsc not found"},
+		{"", map[string]string{"gvisor": "runsc is being built"}, map[string]bool{"gvisor": true}, "gvisor", "was being set up"},
+		{"runc", nil, nil, "runc", "set by the configuration"},
+		{"gvisor", map[string]string{"gvisor": "runsc not found"}, nil, "gvisor", "set by the configuration"},
 	}
 	for _, tt := range tests {
-		name, why := defaultRuntime(tt.configured, tt.unusable)
+		name, why := defaultRuntime(tt.configured, tt.unusable, tt.pending)
 		if name != tt.want || !strings.Contains(why, tt.why) {
 			t.Errorf("defaultRuntime(%q, %v) = %q, %q; want %q and a reason with %q", tt.configured, tt.unusable, name, why, tt.want, tt.why)
 		}
@@ -171,6 +174,16 @@ func TestBesideExecutable(t *testing.T) {
 	exe := filepath.Join(dir, "hutch")
 	if got := besideExecutable(exe, "runsc"); got != "runsc" {
 		t.Errorf("nothing beside: %q, want the bare name for PATH", got)
+	}
+	marker := filepath.Join(dir, "runsc"+oci.BuildingSuffix)
+	if err := os.WriteFile(marker, []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := besideExecutable(exe, "runsc"); got != filepath.Join(dir, "runsc") {
+		t.Errorf("runsc being built beside hutch: %q, want its path, to probe again", got)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "runsc"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -147,14 +147,18 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		c.NetnsDir = cfg.netnsDir(c.Name)
 		backends = append(backends, oci.New(c))
 	}
-	unusable := map[string]string{}
+	unusable, pending := map[string]string{}, map[string]bool{}
 	for _, be := range backends {
-		if h := be.Probe(ctx); !h.Usable {
+		switch h := be.Probe(ctx); {
+		case h.Pending:
+			unusable[h.Name], pending[h.Name] = h.Reason, true
+			log.Info("backend not ready yet: used once it is", "backend", h.Name, "reason", h.Reason)
+		case !h.Usable:
 			unusable[h.Name] = h.Reason
 			log.Warn("backend not usable: no sandbox is created with it", "backend", h.Name, "reason", h.Reason)
 		}
 	}
-	def, why := defaultRuntime(cfg.Runtime, unusable)
+	def, why := defaultRuntime(cfg.Runtime, unusable, pending)
 	log.Info("default runtime", "runtime", def, "reason", why)
 	volumeDir := cfg.volumeDir()
 	images, err := openImages(ctx, cfg)
@@ -165,7 +169,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		defer func() { _ = images.Close() }() // nothing is written through it by now
 	}
 	mgr, err := sandbox.New(ctx, sandbox.Config{
-		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable,
+		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
 		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(), Images: images,
 	})
@@ -356,14 +360,17 @@ func loadOrCreateKey(path string) (string, error) {
 }
 
 // defaultRuntime picks the backend creates get when they name none: the
-// configured one, else gvisor, the stronger boundary, when it is usable,
-// else runc. It says why.
-func defaultRuntime(configured string, unusable map[string]string) (name, reason string) {
+// configured one, else gvisor, the stronger boundary, when it is usable or
+// being set up (creates wait for it rather than get a weaker one), else
+// runc. It says why.
+func defaultRuntime(configured string, unusable map[string]string, pending map[string]bool) (name, reason string) {
 	switch {
 	case configured != "":
 		return configured, "set by the configuration"
 	case unusable["gvisor"] == "":
 		return "gvisor", "gvisor is usable, and the stronger boundary"
+	case pending["gvisor"]:
+		return "gvisor", "gvisor is the stronger boundary, and was being set up when the daemon started (creates wait for it)"
 	default:
 		return "runc", "gvisor is not usable: " + unusable["gvisor"]
 	}
@@ -409,14 +416,18 @@ func copyAgent(exe, dir string) (path string, err error) {
 }
 
 // besideExecutable resolves a runtime binary given by bare name: the file of
-// that name beside the hutch executable when there is one (make runsc puts
-// runsc in bin/, beside bin/hutch), else the name, for a PATH lookup.
+// that name beside the hutch executable when there is one, or when one is
+// being built there (make runsc puts runsc in bin/, beside bin/hutch, and
+// marks it building meanwhile), else the name, for a PATH lookup.
 func besideExecutable(exe, name string) string {
 	if strings.ContainsRune(name, '/') {
 		return name
 	}
 	beside := filepath.Join(filepath.Dir(exe), name)
 	if fi, err := os.Stat(beside); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return beside
+	}
+	if _, err := os.Stat(beside + oci.BuildingSuffix); err == nil {
 		return beside
 	}
 	return name

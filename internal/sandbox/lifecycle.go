@@ -54,7 +54,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	be, err := m.backendFor(opts.Runtime)
+	be, err := m.backendFor(ctx, opts.Runtime)
 	if err != nil {
 		return nil, err
 	}

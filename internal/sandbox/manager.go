@@ -64,6 +64,10 @@ type Config struct {
 	// sandbox is created with them, but theirs are still recovered and
 	// deleted.
 	Unusable map[string]string
+	// Pending names those of them that are being set up (a runtime binary
+	// being built): a create that asks for one answers unavailable, and
+	// probes it again, until it is usable.
+	Pending map[string]bool
 	// Templates are what sandboxes are made from. The core observes the
 	// store (see templateChanged): a template that changes or goes takes
 	// its pool sandboxes with it.
@@ -99,7 +103,7 @@ type Manager struct {
 	backends  map[string]backend.Backend
 	def       string
 	defReason string
-	unusable  map[string]string
+	usable    *usability
 	templates *template.Store
 	// unobserve ends the core's observation of templates (Close).
 	unobserve func()
@@ -150,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		backends:  map[string]backend.Backend{},
 		def:       cfg.Default,
 		defReason: cfg.DefaultReason,
-		unusable:  cfg.Unusable,
+		usable:    newUsability(cfg.Unusable, cfg.Pending),
 		templates: cfg.Templates,
 		log:       cfg.Logger,
 		reapEvery: cfg.ReapInterval,
@@ -186,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 }
 
 // backendFor is the backend a create asks for by name ("": the default).
-func (m *Manager) backendFor(name string) (backend.Backend, error) {
+func (m *Manager) backendFor(ctx context.Context, name string) (backend.Backend, error) {
 	if name == "" {
 		name = m.def
 	}
@@ -195,7 +199,10 @@ func (m *Manager) backendFor(name string) (backend.Backend, error) {
 		return nil, errdefs.InvalidArgument("runtime must be one of %s, got %q",
 			strings.Join(slices.Sorted(maps.Keys(m.backends)), ", "), name)
 	}
-	if why, bad := m.unusable[name]; bad {
+	switch why, pending := m.usable.check(ctx, be, m.clock.Now(), m.log); {
+	case pending:
+		return nil, errdefs.Unavailable("runtime %s is not ready yet: %s", name, why)
+	case why != "":
 		return nil, errdefs.FailedPrecondition("runtime %s is not usable on this host: %s", name, why)
 	}
 	return be, nil
@@ -228,7 +235,9 @@ func (m *Manager) Health(ctx context.Context) Health {
 func (m *Manager) probe(ctx context.Context) []backend.Health {
 	m.probeMu.Lock()
 	defer m.probeMu.Unlock()
-	if now := m.clock.Now(); m.probes == nil || now.Sub(m.probedAt) >= probeEvery {
+	// While a backend is being set up its probe is taken afresh: a
+	// create waiting for it looks here to know when to try again.
+	if now := m.clock.Now(); m.probes == nil || now.Sub(m.probedAt) >= probeEvery || m.usable.settingUp("") {
 		m.probes = m.probes[:0]
 		for _, name := range slices.Sorted(maps.Keys(m.backends)) {
 			m.probes = append(m.probes, m.backends[name].Probe(ctx))

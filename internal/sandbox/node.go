@@ -32,7 +32,7 @@ func (m *Manager) NodeReport(ctx context.Context) (store.NodeReport, error) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
-		if _, broken := m.unusable[name]; !broken {
+		if !m.usable.broken(name) {
 			r.Runtimes = append(r.Runtimes, name)
 		}
 	}

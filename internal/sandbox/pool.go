@@ -146,7 +146,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	if err != nil {
 		return pooled{}, err
 	}
-	be, err := m.backendFor(key.runtime)
+	be, err := m.backendFor(ctx, key.runtime)
 	if err != nil {
 		return pooled{}, err
 	}

@@ -31,6 +31,11 @@ func (m *Manager) recoverSandboxes(ctx context.Context) error {
 		}
 	}
 	for name, be := range m.backends {
+		if m.usable.settingUp(name) {
+			// Its binary is being built: nothing of it can be listed, nor
+			// can any have run without it.
+			continue
+		}
 		ids, err := be.List(ctx)
 		if err != nil {
 			m.log.Error("list backend sandboxes", attrBackend, name, "error", err)

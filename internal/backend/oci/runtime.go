@@ -181,6 +181,11 @@ func validID(id string) bool {
 // Probe reports whether the runtime binary is there and answers.
 func (r *Runtime) Probe(ctx context.Context) backend.Health {
 	h := backend.Health{Name: r.cfg.Name}
+	// A binary being built is not used half written.
+	if since, ok := building(r.cfg.Binary); ok {
+		h.Pending, h.Reason = true, pendingReason(r.cfg.Binary, since)
+		return h
+	}
 	path, err := exec.LookPath(r.cfg.Binary)
 	if err != nil {
 		h.Reason = fmt.Sprintf("%s not found: %s", r.cfg.Binary, r.cfg.Install)

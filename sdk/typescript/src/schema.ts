@@ -1736,7 +1736,9 @@ export interface components {
             /** @example 1.1.5 */
             version: string;
             usable: boolean;
-            /** @description Why the backend is not usable; empty when it is. */
+            /** @description Not usable yet, but being set up (./setup builds gVisor's runsc in the background): a create of this runtime answers 503 unavailable until it is usable; `hutch run` and `hutch create` wait for it. */
+            pending?: boolean;
+            /** @description Why the backend is not usable (or not yet); empty when it is. */
             reason: string;
         };
         /**
