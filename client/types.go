@@ -494,6 +494,9 @@ type BuildTemplateRequest struct {
 	// the files its COPY lines take (at most 64 MiB).
 	Hutchfile string `json:"hutchfile,omitempty"`
 	Context   []byte `json:"context,omitempty"`
+	// Fresh builds a Debian template from nothing, using no base system
+	// or default template that an earlier build kept.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // TemplateBuild is a template build under way.

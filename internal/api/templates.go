@@ -193,7 +193,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	}
 	breq := templates.BuildRequest{
 		Name: name, Workspace: c.workspace, Admin: c.admin, Packages: req.Packages, NpmPackages: req.NpmPackages, Suite: req.Suite, Mirror: req.Mirror, Image: req.Image,
-		Hutchfile: req.Hutchfile, Context: req.Context,
+		Hutchfile: req.Hutchfile, Context: req.Context, Fresh: req.Fresh,
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		t, err := s.templates.Build(r.Context(), breq, nil)

@@ -88,6 +88,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 		packages, npm      []string
 		suite, mirror      string
 		hutchfile, context string
+		fresh              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "build NAME --packages p1,p2,… | -f Hutchfile",
@@ -98,7 +99,9 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			"it; sandboxes already made from it keep theirs. --npm packages are then\n" +
 			"installed with the template's own npm, in a sandbox that reaches only the\n" +
 			"npm registry. Interrupting the build (Ctrl-C) stops it and keeps nothing\n" +
-			"of it.\n\n" +
+			"of it. A build unpacks the base system an earlier one kept, and a default\n" +
+			"template what an earlier build of it kept when nothing it is made from has\n" +
+			"changed; --fresh builds from nothing.\n\n" +
 			"Without packages, the names base, python, browser and agent build Hutch's\n" +
 			"default templates: base has bash, coreutils, Python 3 with pip and venv,\n" +
 			"Node.js with npm, Deno, Bun, git, ripgrep, curl, jq, sqlite3, unzip and\n" +
@@ -110,7 +113,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 			"Hutchfile's directory).",
 		Args: exactArgs(1, "the template's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := client.BuildTemplateRequest{Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror}
+			req := client.BuildTemplateRequest{Name: args[0], Packages: packages, NpmPackages: npm, Suite: suite, Mirror: mirror, Fresh: fresh}
 			if hutchfile != "" {
 				text, err := os.ReadFile(hutchfile) // #nosec G304 -- the file the user named
 				if err != nil {
@@ -133,6 +136,7 @@ func (a *app) newTemplateBuildCmd() *cobra.Command {
 	cmd.Flags().StringVar(&mirror, "mirror", "", "Debian mirror URL (default: the daemon host's apt mirror)")
 	cmd.Flags().StringVarP(&hutchfile, "file", "f", "", "build from this Hutchfile")
 	cmd.Flags().StringVar(&context, "context", "", "the directory a Hutchfile's COPY takes files from (default: the Hutchfile's)")
+	cmd.Flags().BoolVar(&fresh, "fresh", false, "build from nothing, using no base system or default template an earlier build kept")
 	return cmd
 }
 

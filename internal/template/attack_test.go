@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 // Attacks on the tenant key → host boundary through template builds
@@ -47,6 +48,10 @@ type attackBuild struct {
 	dir   string   // the stand-in debootstrap's record
 	cache string   // the package cache
 	steps []string // the Runner's steps, in order
+	// mirror, when set, is the archive's URL instead of one that answers
+	// nothing; keep builds with Keep.
+	mirror string
+	keep   bool
 }
 
 // newAttackBuild makes the stand-in debootstrap and its scripts: bookworm
@@ -95,9 +100,13 @@ func (a *attackBuild) build(t *testing.T, s *Store, name, suite string, plant fu
 		}
 		return nil
 	}
+	mirror := a.mirror
+	if mirror == "" {
+		mirror = "http://127.0.0.1:1/debian"
+	}
 	return s.BuildDebian(context.Background(), name, DebianOptions{
-		Suite: suite, Mirror: "http://127.0.0.1:1/debian", Packages: []string{"jq", "npm"}, NpmPackages: []string{"left-pad"},
-		CacheDir: a.cache, Debootstrap: filepath.Join(a.dir, "debootstrap"), LocalCAs: t.TempDir(), Run: run,
+		Suite: suite, Mirror: mirror, Packages: []string{"jq", "npm"}, NpmPackages: []string{"left-pad"},
+		CacheDir: a.cache, Debootstrap: filepath.Join(a.dir, "debootstrap"), LocalCAs: a.dir + "/cas", Keep: a.keep, Run: run,
 	}, nil)
 }
 
@@ -292,5 +301,86 @@ func rmAll(t *testing.T, path string) {
 	t.Helper()
 	if err := os.RemoveAll(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A kept build is the root a build's own code left (npm's install scripts,
+// here planting links out of the root and a FIFO), archived and unpacked
+// again by host root. The unpacking stays inside the new root: the links
+// come back as links, nothing is written through them, and the host file
+// they name is untouched.
+func TestAttackKeptBuildUnpacksInside(t *testing.T) {
+	a := newAttackBuild(t)
+	archive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/debian/dists/bookworm/InRelease":
+			_, _ = w.Write([]byte("Suite: bookworm\n"))
+		case "/left-pad":
+			_, _ = w.Write([]byte(`{"dist-tags":{"latest":"1.3.0"}}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(archive.Close)
+	was := npmRegistryURL
+	npmRegistryURL = archive.URL
+	t.Cleanup(func() { npmRegistryURL = was })
+	a.mirror, a.keep = archive.URL+"/debian", true
+
+	host := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(host, []byte("the host's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t)
+	plant := func(root string) {
+		modules := filepath.Join(root, "usr/local/lib/node_modules/evil")
+		if err := os.MkdirAll(modules, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for link, target := range map[string]string{"escape": "/", "host-file": host, "up": "../../../../../../../.."} {
+			if err := os.Symlink(target, filepath.Join(modules, link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mkfifo(filepath.Join(modules, "fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.build(t, s, "base", "bookworm", plant); err != nil {
+		t.Fatalf("first build: %v", err)
+	}
+	kept, _ := filepath.Glob(filepath.Join(a.cache, "builds", "base-*.tar"))
+	if len(kept) != 1 {
+		t.Fatalf("kept builds: %v, want one", kept)
+	}
+	if fi, err := os.Stat(kept[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kept build %s: %v %v, want 0600: it holds the root's setuid files", kept[0], fi.Mode(), err)
+	}
+	if fi, err := os.Stat(filepath.Dir(kept[0])); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("kept builds' dir: %v %v, want 0700", fi.Mode(), err)
+	}
+	a.steps = nil
+	info, err := a.build(t, s, "base", "bookworm", nil)
+	if err != nil {
+		t.Fatalf("build from the kept one: %v", err)
+	}
+	if len(a.steps) != 0 {
+		t.Errorf("steps run for a kept build: %q, want none", a.steps)
+	}
+	tmpl, err := s.Version("base", info.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := filepath.Join(tmpl.RootDir, "usr/local/lib/node_modules/evil")
+	for link, target := range map[string]string{"escape": "/", "host-file": host, "up": "../../../../../../../.."} {
+		if got, err := os.Readlink(filepath.Join(modules, link)); err != nil || got != target {
+			t.Errorf("%s in the unpacked root: %q, %v; want the link to %s, as planted", link, got, err, target)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(modules, "fifo")); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("fifo in the unpacked root: %v %v", fi, err)
+	}
+	if b, err := os.ReadFile(host); err != nil || string(b) != "the host's" {
+		t.Errorf("the host file the root links to: %q, %v; want it untouched", b, err)
 	}
 }

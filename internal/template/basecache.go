@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,7 +51,7 @@ func baseSystem(ctx context.Context, bin, keyring string, b *Build, opts DebianO
 		return fmt.Errorf("package cache: %w", err)
 	}
 	kept := keptBase(ctx, opts)
-	if _, err := os.Stat(kept); kept != "" && !opts.FreshBase && err == nil {
+	if _, err := os.Stat(kept); kept != "" && !opts.Fresh && err == nil {
 		// A kept base is never changed, only replaced by rename: other
 		// builds may unpack it at the same time.
 		unlock()
@@ -65,7 +66,7 @@ func baseSystem(ctx context.Context, bin, keyring string, b *Build, opts DebianO
 		progress(Progress{Step: "base", Message: "Keeping the base system of " + opts.Suite + " for later builds"})
 		// Not keeping it costs the next build time, not this one its
 		// result: the build goes on.
-		_ = keepBase(ctx, b.Root(), kept)
+		_ = keepRoot(ctx, b.Root(), kept)
 	}
 	return nil
 }
@@ -86,39 +87,53 @@ func keptBase(ctx context.Context, opts DebianOptions) string {
 // archiveState is the hash of the suite's InRelease file on mirror, which
 // changes whenever the suite's packages do.
 func archiveState(ctx context.Context, mirror, suite string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	url := strings.TrimSuffix(mirror, "/") + "/dists/" + suite + "/InRelease"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := fetch(ctx, strings.TrimSuffix(mirror, "/")+"/dists/"+suite+"/InRelease", "", 16<<20)
 	if err != nil {
 		return "", err
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(body)), nil
+}
+
+// fetch GETs url (with accept, when not empty), within 30 seconds, and
+// returns the first limit bytes of its body; an answer other than 200 is
+// an error.
+func fetch(ctx context.Context, url, accept string, limit int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s", url, resp.Status)
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(resp.Body, 16<<20)); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%x", h.Sum(nil)), nil
+	return io.ReadAll(io.LimitReader(resp.Body, limit))
 }
 
-// keepBase archives root at path (written aside, then renamed into place)
-// and removes the bases it replaces: those of the same suite and mirror.
-func keepBase(ctx context.Context, root, path string) error {
-	tmp := path + ".new"
-	if err := runTar(ctx, "--create", "--file", tmp, "--directory", root, "."); err != nil {
-		return errors.Join(err, os.Remove(tmp))
+// keepRoot archives root at path (written aside, then renamed into place)
+// and removes the archives it replaces: those named the same up to the
+// last "-" and of the same length (a base system of the same suite and
+// mirror, a kept build of the same template), and their locks.
+func keepRoot(ctx context.Context, root, path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".new-*.tar")
+	if err != nil {
+		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(err, os.Remove(tmp))
+	_ = tmp.Close()
+	if err := runTar(ctx, "--create", "--file", tmp.Name(), "--directory", root, "."); err != nil {
+		return errors.Join(err, os.Remove(tmp.Name()))
 	}
-	// Named suite-arch-mirror-state.tar: the same name up to the state.
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return errors.Join(err, os.Remove(tmp.Name()))
+	}
 	prefix := path[:strings.LastIndex(path, "-")+1]
 	older, err := filepath.Glob(prefix + "*.tar")
 	if err != nil {
@@ -126,11 +141,18 @@ func keepBase(ctx context.Context, root, path string) error {
 	}
 	var errs []error
 	for _, o := range older {
-		if o != path {
-			errs = append(errs, os.Remove(o))
+		if o != path && len(o) == len(path) {
+			errs = append(errs, os.Remove(o), ignoreMissing(os.Remove(o+".lock")))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // unpackBase unpacks a kept base system into root, which it makes.

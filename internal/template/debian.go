@@ -33,9 +33,10 @@ type DebianOptions struct {
 	// CacheDir keeps downloaded packages between builds, and the base
 	// system of each suite and mirror (see baseSystem).
 	CacheDir string
-	// FreshBase runs debootstrap even when a base system of the archive's
-	// current state is kept in CacheDir (and keeps the new one).
-	FreshBase bool
+	// Fresh uses nothing kept in CacheDir, neither a base system nor a
+	// build (see Keep), and keeps what it makes as usual: debootstrap runs,
+	// and every step after.
+	Fresh bool
 	// Debootstrap is the debootstrap binary; empty means "debootstrap".
 	Debootstrap string
 	// LocalCAs is the directory of certificate authorities the root trusts
@@ -44,6 +45,11 @@ type DebianOptions struct {
 	// NpmPackages are installed with npm after the Debian packages, in a
 	// sandbox of the root that Run makes.
 	NpmPackages []string
+	// Keep keeps the built root in CacheDir, under a key of everything it
+	// is made from, and unpacks a kept one instead of building when the
+	// key is kept (see keptbuild.go). For the default templates the
+	// administrator builds.
+	Keep bool
 	// Run runs the steps whose code is not the daemon's in sandboxes of
 	// the root: debootstrap's second stage (the base system's package
 	// scripts), apt-get and npm. Required.
@@ -119,21 +125,53 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 		return Info{}, err
 	}
 	defer func() { err = b.fail(ctx, err) }()
-	if err := baseSystem(ctx, bin, keyring, b, opts, progress); err != nil {
+	kept, unlock, err := awaitKept(ctx, name, opts, progress)
+	if err != nil {
 		return Info{}, err
+	}
+	defer unlock()
+	if _, err := os.Stat(kept); kept != "" && !opts.Fresh && err == nil {
+		progress(Progress{Step: "base", Message: "Unpacking " + name + " kept from an earlier build of the same packages"})
+		if err := unpackBase(ctx, kept, b.Root()); err != nil {
+			return Info{}, err
+		}
+	} else {
+		if err := buildDebianRoot(ctx, name, b, bin, keyring, mirrorHost, opts, progress); err != nil {
+			return Info{}, err
+		}
+		if kept != "" {
+			progress(Progress{Step: "finish", Message: "Keeping " + name + " for later builds of the same packages"})
+			// Not keeping it costs the next build time, not this one its
+			// result: the build goes on.
+			_ = keepRoot(ctx, b.Root(), kept)
+		}
+	}
+	env, err := withBundleTrust(b.Root(), nil)
+	if err != nil {
+		return Info{}, fmt.Errorf("template %s: %w", name, err)
+	}
+	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Env: env, Suite: opts.Suite, Mirror: opts.Mirror})
+}
+
+// buildDebianRoot makes b's root from Debian as opts say: the base
+// system, the sandbox user and the host's extra certificate authorities,
+// the packages, the npm packages.
+func buildDebianRoot(ctx context.Context, name string, b *Build, bin, keyring, mirrorHost string, opts DebianOptions, progress func(Progress)) error {
+	if err := baseSystem(ctx, bin, keyring, b, opts, progress); err != nil {
+		return err
 	}
 	progress(Progress{Step: "finish", Message: "Adding the sandbox user"})
 	if err := finishDebianRoot(b.Root()); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := addLocalCAs(b.Root(), orDefault(opts.LocalCAs, HostLocalCAs)); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	archives := []string{mirrorHost}
 	if security := securityArchive(opts.Suite, opts.Mirror); security != "" {
 		host, err := addSecuritySource(b.Root(), security, opts.Suite)
 		if err != nil {
-			return Info{}, fmt.Errorf("template %s: %w", name, err)
+			return fmt.Errorf("template %s: %w", name, err)
 		}
 		if host != mirrorHost {
 			archives = append(archives, host)
@@ -141,35 +179,35 @@ func (s *Store) BuildDebian(ctx context.Context, name string, opts DebianOptions
 	}
 	if len(opts.Packages) > 0 {
 		if err := aptInstall(ctx, b.Root(), opts.Packages, archives, opts.CacheDir, opts.Run, progress); err != nil {
-			return Info{}, err
+			return err
 		}
 	}
 	// Before npm: its packages' install scripts are the build's own code.
 	if err := keepPackages(b.Root(), opts.CacheDir); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	// What the packages made the root trust, its sandboxes' runtimes
 	// trust, npm's install scripts first.
 	env, err := withBundleTrust(b.Root(), nil)
 	if err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	if len(opts.NpmPackages) > 0 {
 		if err := npmInstall(ctx, b.Root(), opts.NpmPackages, env, opts.CacheDir, opts.Run, progress); err != nil {
-			return Info{}, err
+			return err
 		}
 	}
 	progress(Progress{Step: "finish", Message: "Cleaning package caches"})
 	if err := cleanPackageCaches(b.Root()); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := letPipInstall(b.Root()); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := letChromiumRun(b.Root()); err != nil {
-		return Info{}, fmt.Errorf("template %s: %w", name, err)
+		return fmt.Errorf("template %s: %w", name, err)
 	}
-	return b.Commit(Info{Source: SourceDebian, Packages: opts.Packages, NpmPackages: opts.NpmPackages, Env: env, Suite: opts.Suite, Mirror: opts.Mirror})
+	return nil
 }
 
 func orDefault(v, fallback string) string {
@@ -661,11 +699,17 @@ func mirrorIn(text, suite string) string {
 // lockDir takes dir's lock (an flock of dir/.lock), waiting for another
 // holder, in this process or another, until ctx ends.
 func lockDir(ctx context.Context, dir string) (func(), error) {
-	fd, err := unix.Open(filepath.Join(dir, ".lock"), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	return lockFile(ctx, filepath.Join(dir, ".lock"), func() {})
+}
+
+// lockFile takes an flock of path, which it makes, calling busy once if
+// another holder has it, and waiting for that holder until ctx ends.
+func lockFile(ctx context.Context, path string, busy func()) (func(), error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	for {
+	for waited := false; ; waited = true {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
 			return func() { unix.Close(fd) }, nil
@@ -673,6 +717,9 @@ func lockDir(ctx context.Context, dir string) (func(), error) {
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			unix.Close(fd)
 			return nil, err
+		}
+		if !waited {
+			busy()
 		}
 		select {
 		case <-ctx.Done():

@@ -209,10 +209,10 @@ func TestBuildDebian(t *testing.T) {
 		t.Fatal(err)
 	}
 	var steps []string
-	build := func(name string, fresh bool) Info {
+	build := func(name string, fresh, keep bool) Info {
 		t.Helper()
 		steps = nil
-		info, err := s.BuildDebian(context.Background(), name, DebianOptions{CacheDir: packageCache(t), LocalCAs: cas, FreshBase: fresh, Run: chrootRun},
+		info, err := s.BuildDebian(context.Background(), name, DebianOptions{CacheDir: packageCache(t), LocalCAs: cas, Fresh: fresh, Keep: keep, Run: chrootRun},
 			func(p Progress) {
 				if len(steps) == 0 || steps[len(steps)-1] != p.Step {
 					steps = append(steps, p.Step)
@@ -226,7 +226,7 @@ func TestBuildDebian(t *testing.T) {
 	}
 	hasStep := func(want string) bool { return strings.Contains(" "+strings.Join(steps, " ")+" ", " "+want+" ") }
 
-	info := build("tiny", true)
+	info := build("tiny", true, false)
 	for _, want := range []string{"index", "extract", "unpack", "configure", "base", "finish"} {
 		if !hasStep(want) {
 			t.Errorf("no %q step in %v", want, steps)
@@ -242,7 +242,7 @@ func TestBuildDebian(t *testing.T) {
 
 	// The next build unpacks the base system kept by the first: the same
 	// files, with the same modes (setuid ones too), owners and sizes.
-	if build("again", false); !hasStep("base") || hasStep("unpack") || hasStep("configure") {
+	if build("again", false, false); !hasStep("base") || hasStep("unpack") || hasStep("configure") {
 		t.Errorf("steps of a build with a kept base system: %v, want no debootstrap", steps)
 	}
 	checkRoot(t, s, "again")
@@ -250,6 +250,48 @@ func TestBuildDebian(t *testing.T) {
 	second, _ := s.Get("again")
 	if diff := treeDiff(t, first.RootDir, second.RootDir); len(diff) > 0 {
 		t.Errorf("the root unpacked from the kept base differs from debootstrap's: %v", diff)
+	}
+
+	// With Keep, a build keeps its whole root under a key of what it is
+	// made from, and the next build of the template with the same key
+	// unpacks it: no step but that, and the same tree. Other certificate
+	// authorities make another key: a build, which replaces the kept one.
+	keptOf := func() []string {
+		t.Helper()
+		kept, err := filepath.Glob(filepath.Join(packageCache(t), "builds", "kept-*.tar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kept
+	}
+	for _, k := range keptOf() { // an earlier run's
+		if err := os.Remove(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if build("kept", false, true); !hasStep("finish") || len(keptOf()) != 1 {
+		t.Fatalf("first kept build: steps %v, kept %v; want a build, kept once", steps, keptOf())
+	}
+	firstKept, kept := keptOf()[0], build("kept", false, true)
+	if strings.Join(steps, " ") != "base" {
+		t.Errorf("steps of a build kept before: %v, want the unpacking alone", steps)
+	}
+	checkRoot(t, s, "kept")
+	tmpl, err := s.Version("kept", kept.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := treeDiff(t, second.RootDir, tmpl.RootDir); len(diff) > 0 {
+		t.Errorf("the root unpacked from a kept build differs from a build's: %v", diff)
+	}
+	if err := os.WriteFile(filepath.Join(cas, "corp", "other.crt"), []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if build("kept", false, true); !hasStep("finish") {
+		t.Errorf("steps of a build with other authorities: %v, want a build", steps)
+	}
+	if now := keptOf(); len(now) != 1 || now[0] == firstKept {
+		t.Errorf("kept after the authorities changed: %v (first %s), want one, another", now, firstKept)
 	}
 	assertNoBuilds(t, s)
 }
@@ -361,7 +403,7 @@ func TestBuildDebianInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var once bool
-	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: packageCache(t), FreshBase: true, Run: chrootRun}, func(p Progress) {
+	_, err := s.BuildDebian(ctx, "cut", DebianOptions{CacheDir: packageCache(t), Fresh: true, Run: chrootRun}, func(p Progress) {
 		// Cancel once packages are being unpacked: debootstrap has
 		// mounted /proc and /sys in the target by then, or soon after.
 		if p.Step == "unpack" && !once {

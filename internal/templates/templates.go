@@ -109,6 +109,9 @@ type BuildRequest struct {
 	// Admin, when set, may name any workspace's.
 	Workspace string
 	Admin     bool
+	// Fresh builds a Debian template from nothing: no base system or build
+	// an earlier one kept is used.
+	Fresh bool
 }
 
 // Resolve is the stored name of the template that workspace ws calls
@@ -245,14 +248,19 @@ func (s *Service) Build(ctx context.Context, req BuildRequest, progress func(tem
 	if err := checkDebianSource(req); err != nil {
 		return Info{}, err
 	}
+	// The administrator's builds of a default recipe are kept, and made
+	// from what an earlier one kept when nothing they are made from has
+	// changed (see internal/template/keptbuild.go).
+	keep := false
 	if r, ok := template.RecipeFor(req.Name); ok && len(req.Packages) == 0 && len(req.NpmPackages) == 0 {
 		req.Packages, req.NpmPackages = r.Packages, r.NpmPackages
+		keep = req.Admin
 	}
 	s.log.Info("template build started", "template", req.Name, "packages", req.Packages, "npm_packages", req.NpmPackages)
 	return s.made(req.Name, "build", func() (template.Info, error) {
 		return s.templates.BuildDebian(ctx, req.Name, template.DebianOptions{
 			Suite: req.Suite, Mirror: req.Mirror, Packages: req.Packages, CacheDir: s.packageCache,
-			NpmPackages: req.NpmPackages, Run: s.runner(limits),
+			NpmPackages: req.NpmPackages, Keep: keep, Fresh: req.Fresh, Run: s.runner(limits),
 		}, progress)
 	})
 }

@@ -25,8 +25,10 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// TestBaseTemplate builds the default template as ./setup does, and runs
-// each language the acceptance names in it, under each runtime, through the
+// TestBaseTemplate builds the default template as ./setup does, from
+// nothing (the other tests' templates are unpacked from what their last
+// build kept), and again from what that build kept; and runs each
+// language the acceptance names in it, under each runtime, through the
 // CLI.
 func TestBaseTemplate(t *testing.T) {
 	t.Parallel()
@@ -34,12 +36,16 @@ func TestBaseTemplate(t *testing.T) {
 		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
 	}
 	d := startDaemon(t)
-	out, stderr, code := d.cli("", "template", "build", "base")
+	out, stderr, code := d.cli("", "template", "build", "base", "--fresh")
 	if code != 0 || !strings.HasPrefix(out, "base ") {
-		t.Fatalf("template build base: %d %q\n%s", code, out, tail(stderr, 2000))
+		t.Fatalf("template build base --fresh: %d %q\n%s", code, out, tail(stderr, 2000))
 	}
-	if !strings.Contains(stderr, "\nnpm ") {
-		t.Errorf("no npm progress line in:\n%s", tail(stderr, 2000))
+	if !strings.Contains(stderr, "\nnpm ") || !strings.Contains(stderr, "Keeping base for later builds") {
+		t.Errorf("no npm progress line, or base not kept, in:\n%s", tail(stderr, 2000))
+	}
+	out, stderr, code = d.cli("", "template", "build", "base")
+	if code != 0 || !strings.HasPrefix(out, "base ") || !strings.Contains(stderr, "Unpacking base kept from an earlier build") || strings.Contains(stderr, "\nnpm ") {
+		t.Fatalf("template build base again: %d %q; want it unpacked from the kept build:\n%s", code, out, tail(stderr, 2000))
 	}
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		for _, argv := range [][]string{
