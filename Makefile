@@ -57,7 +57,8 @@ $(RUNSC_STAMP):
 # 8 at a time (go test would take them last), the other packages, and the
 # lifecycle's race tests again under the race detector (cgo: it needs gcc,
 # which ./setup installs). Each part's output is printed whole when it
-# ends, and how long it took.
+# ends, and how long it took; the end-to-end tests' (run -v) only when they
+# fail, else their slowest ten.
 E2E  := ./test/e2e/
 ALONE := ^(TestHostile|TestCPUSpinStaysWithinItsLimit)$$
 test: build
@@ -65,13 +66,16 @@ test: build
 	@began=$$(date +%s); status=0; \
 	$(GO) test -count=1 -timeout 20m -run '$(ALONE)' $(E2E) > bin/alone.log 2>&1 || status=1; cat bin/alone.log; \
 	echo "make test: the hostile and CPU tests, alone, took $$(( $$(date +%s) - began )) s"; began=$$(date +%s); \
-	$(GO) test -count=1 -timeout 25m -parallel 8 -skip '$(ALONE)' $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
+	$(GO) test -v -count=1 -timeout 25m -parallel 8 -skip '$(ALONE)' $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
 	$(GO) test -count=1 -timeout 10m -race -run 'TestRace' ./internal/sandbox/ > bin/race.log 2>&1 & race=$$!; \
 	$(MAKE) --no-print-directory fuzz-short > bin/fuzz.log 2>&1 & fuzz=$$!; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
 	wait $$race || status=1; cat bin/race.log; \
 	wait $$fuzz || status=1; cat bin/fuzz.log; \
-	wait $$e2e || status=1; cat bin/e2e.log; \
+	if wait $$e2e; then \
+		tail -1 bin/e2e.log; echo "the slowest end-to-end tests (s):"; \
+		sed -En 's/^--- PASS: ([^ ]+) \(([0-9.]+)s\)$$/\2 \1/p' bin/e2e.log | sort -rn | head -10; \
+	else status=1; grep -v '^=== ' bin/e2e.log; fi; \
 	echo "make test: the rest, at once, took $$(( $$(date +%s) - began )) s"; \
 	exit $$status
 

@@ -259,6 +259,9 @@ func Run(ctx context.Context, cfg Config) error {
 				defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
 			}
 		}
+		if direct {
+			defer unignoreCommandSignals()()
+		}
 		s.direct.setEnabled(direct)
 		// The reaper outlives shutdown: the direct tree's processes it kills
 		// are the reaper's to reap.

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +70,60 @@ type directRun struct {
 }
 
 var _ supervisor = (*directRun)(nil)
+
+// unignoreCommandSignals makes the signals SendSignal sends handled, and
+// dropped, where the agent's process ignores them (started under nohup, or
+// as a shell's background job: SIGHUP, SIGINT, SIGQUIT), until the
+// returned stop. A command in the direct slot is the agent's own child and
+// would start ignoring them too (exec keeps SIG_IGN, and a shell cannot
+// even trap a signal ignored on entry); handled, they start at their
+// defaults, as under a shim, which handles them for that reason. The
+// kernel's word (SigIgn in /proc/self/status) is taken, not the Go
+// runtime's.
+func unignoreCommandSignals() (stop func()) {
+	var ignored []os.Signal
+	mask := ignoredSignals()
+	for _, sig := range mainSignals {
+		if mask&(1<<(sig-1)) != 0 {
+			ignored = append(ignored, sig)
+		}
+	}
+	if len(ignored) == 0 {
+		return func() {}
+	}
+	drop := make(chan os.Signal, 1)
+	signal.Notify(drop, ignored...)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-drop:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(drop)
+		close(done)
+	}
+}
+
+// ignoredSignals is the process's SigIgn mask (bit n-1 for signal n); 0
+// when it cannot be read.
+func ignoredSignals() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, _ := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return mask
+		}
+	}
+	return 0
+}
 
 func (d *directSlot) setEnabled(on bool) {
 	d.mu.Lock()

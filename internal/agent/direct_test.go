@@ -3,12 +3,16 @@ package agent
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 )
 
@@ -320,4 +324,41 @@ func TestKillTwice(t *testing.T) {
 		}
 		p.wait(t)
 	}
+}
+
+// A command starts with the signals SendSignal sends at their defaults,
+// even where the agent's own process was started ignoring them: go test
+// under nohup, or as a shell's background job, where a shell command could
+// not even trap SIGHUP, and TestAgentSignal's SIGHUP never arrived. The
+// check runs in a child of the test started that way.
+func TestCommandSignalsNotIgnored(t *testing.T) {
+	if os.Getenv("HUTCH_TEST_IGNORING") == "" {
+		requireRoot(t)
+		t.Parallel()
+		child := exec.CommandContext(t.Context(), "/bin/sh", "-c", `trap '' INT QUIT; exec nohup "$0" -test.run '^TestCommandSignalsNotIgnored$' -test.count 1`, os.Args[0])
+		child.Env = append(os.Environ(), "HUTCH_TEST_IGNORING=1")
+		out, err := child.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "commands' SigIgn: ") {
+			t.Errorf("the test under nohup: %v\n%s", err, out)
+		}
+		return
+	}
+	if ignoredSignals()&(1<<(syscall.SIGHUP-1)) == 0 {
+		t.Fatalf("started to ignore SIGHUP, the test process does not (SigIgn %x)", ignoredSignals())
+	}
+	forEachPath(t, func(t *testing.T, path func(*Config)) {
+		a := startAgent(t, path)
+		res := a.runCmd(t, agentclient.Command{Argv: []string{"grep", "^SigIgn:", "/proc/self/status"}})
+		_, hex, _ := strings.Cut(strings.TrimSpace(res.stdout.String()), "\t")
+		mask, err := strconv.ParseUint(hex, 16, 64)
+		if err != nil {
+			t.Fatalf("SigIgn of a command: %q: %v", res.stdout.String(), err)
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT} {
+			if mask&(1<<(sig-1)) != 0 {
+				t.Errorf("a command starts ignoring %v (SigIgn %s)", sig, hex)
+			}
+		}
+		fmt.Printf("commands' SigIgn: %s\n", hex)
+	})
 }
