@@ -26,9 +26,9 @@ import (
 // prints, under each runtime. The scripts in test/e2b/ print each check's
 // facts as a JSON line; this test asserts them: the control plane
 // (create, list, getInfo, setTimeout, kill, pause and connect, fork,
-// snapshots, updateNetwork), commands, files, a PTY, getHost, the code
-// interpreter, and the errors the SDK branches on, another workspace's
-// included.
+// snapshots, updateNetwork), commands, files, a PTY, getHost, and the
+// errors the SDK branches on, another workspace's included
+// (TestE2BCodeInterpreter has the code interpreter).
 func TestE2BSDK(t *testing.T) {
 	t.Parallel()
 	if skipReason != "" {
@@ -56,17 +56,6 @@ func TestE2BSDK(t *testing.T) {
 	otherEnv, otherVars := e2bEnv(t, d, "--key", "e2b-other", "--workspace", "e2b-other")
 	if otherVars["E2B_API_KEY"] == vars["E2B_API_KEY"] {
 		t.Errorf("hutch e2b env --key e2b-other printed the daemon's own key")
-	}
-
-	// The code interpreter's template, E2B's code-interpreter-v1, built
-	// once for both runtimes; noPython says why it is not there.
-	noPython := "building templates needs debootstrap (./setup --deps installs it)"
-	if _, err := exec.LookPath("debootstrap"); err == nil {
-		out, stderr, code := d.cli("", "template", "build", "python")
-		if code != 0 || !strings.HasPrefix(out, "python ") {
-			t.Fatalf("template build python: %d %q\n%s", code, out, tail(stderr, 2000))
-		}
-		noPython = ""
 	}
 
 	for _, runtime := range []string{"runc", "gvisor"} {
@@ -198,20 +187,51 @@ func TestE2BSDK(t *testing.T) {
 				}
 			})
 
-			t.Run("codeInterpreter", func(t *testing.T) {
-				if noPython != "" {
-					t.Skip(noPython)
-				}
-				f := run(t, env, "code.mjs")
-				f.want(t, "state", map[string]any{"text": "2"})
-				f.want(t, "chart", map[string]any{"results": 1, "png": true, "type": "line", "title": "Squares"})
-				f.want(t, "error", map[string]any{"name": "ValueError", "value": "boom", "tracebackNamesF": true})
-				f.want(t, "contexts", map[string]any{
-					"language": "python", "cwd": "/tmp", "inContext": "(5, '/tmp')", "yInDefault": "NameError",
-					"listed": true, "afterRestart": "NameError", "listedAfterRemove": false,
-				})
-				f.want(t, "javascript", map[string]any{"language": "javascript", "text": "42", "stdout": "from js\n"})
+		})
+	}
+}
+
+// TestE2BCodeInterpreter runs E2B's Code Interpreter SDK, unmodified, on
+// the template its sandboxes name (code-interpreter-v1, Hutch's python,
+// built first: make test-templates runs it), under each runtime: state
+// kept between runs, a chart, an error with its traceback, contexts, and
+// JavaScript.
+func TestE2BCodeInterpreter(t *testing.T) {
+	t.Parallel()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		t.Skip("building templates needs debootstrap (./setup --deps installs it)")
+	}
+	scripts := e2bScripts(t)
+	d := startDaemon(t)
+	env, _ := e2bEnv(t, d)
+	if out, stderr, code := d.cli("", "template", "build", "python"); code != 0 || !strings.HasPrefix(out, "python ") {
+		t.Fatalf("template build python: %d %q\n%s", code, out, tail(stderr, 2000))
+	}
+	for _, runtime := range []string{"runc", "gvisor"} {
+		if runtime == "gvisor" && runscBin != "" {
+			// E2B's create names no runtime: the daemon's default is
+			// what its sandboxes get.
+			d.stop()
+			d.flags = append(d.flags, "--runtime", "gvisor")
+			d.start()
+		}
+		t.Run(runtime, func(t *testing.T) {
+			if runtime == "gvisor" {
+				requireGvisor(t)
+			}
+			f := scripts.run(t, env, "code.mjs")
+			d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
+			f.want(t, "state", map[string]any{"text": "2"})
+			f.want(t, "chart", map[string]any{"results": 1, "png": true, "type": "line", "title": "Squares"})
+			f.want(t, "error", map[string]any{"name": "ValueError", "value": "boom", "tracebackNamesF": true})
+			f.want(t, "contexts", map[string]any{
+				"language": "python", "cwd": "/tmp", "inContext": "(5, '/tmp')", "yInDefault": "NameError",
+				"listed": true, "afterRestart": "NameError", "listedAfterRemove": false,
 			})
+			f.want(t, "javascript", map[string]any{"language": "javascript", "text": "42", "stdout": "from js\n"})
 		})
 	}
 }
