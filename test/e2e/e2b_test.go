@@ -58,137 +58,125 @@ func TestE2BSDK(t *testing.T) {
 		t.Errorf("hutch e2b env --key e2b-other printed the daemon's own key")
 	}
 
-	for _, runtime := range []string{"runc", "gvisor"} {
-		if runtime == "gvisor" && runscBin != "" {
-			// E2B's create names no runtime: the daemon's default is
-			// what its sandboxes get. Same data dir, key and addresses.
-			d.stop()
-			d.flags = append(d.flags, "--runtime", "gvisor")
-			d.start()
+	eachE2BRuntime(t, d, func(t *testing.T, runtime string) {
+		run := func(t *testing.T, env []string, script string, args ...string) e2bFacts {
+			t.Helper()
+			f := scripts.run(t, env, script, args...)
+			d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
+			return f
 		}
-		t.Run(runtime, func(t *testing.T) {
-			if runtime == "gvisor" {
-				requireGvisor(t)
-			}
-			run := func(t *testing.T, env []string, script string, args ...string) e2bFacts {
-				t.Helper()
-				f := scripts.run(t, env, script, args...)
-				d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
-				return f
-			}
 
-			t.Run("lifecycle", func(t *testing.T) {
-				f := run(t, env, "lifecycle.mjs")
-				id, _ := f.facts["create"]["sandboxId"].(string)
-				run, _ := f.facts["create"]["run"].(string)
-				f.want(t, "list", map[string]any{"ids": []string{id}})
-				f.want(t, "getInfo", map[string]any{
-					"sandboxId": id, "state": "running", "metadata": map[string]string{"run": run, "role": "main"},
-				})
-				f.within(t, "getInfo", "secondsLeft", 100, 121)
-				f.within(t, "setTimeout", "secondsLeft", 580, 601)
-				f.want(t, "kill", map[string]any{"killed": true, "again": false, "left": []any{f.facts["createOther"]["sandboxId"]}})
+		t.Run("lifecycle", func(t *testing.T) {
+			f := run(t, env, "lifecycle.mjs")
+			id, _ := f.facts["create"]["sandboxId"].(string)
+			run, _ := f.facts["create"]["run"].(string)
+			f.want(t, "list", map[string]any{"ids": []string{id}})
+			f.want(t, "getInfo", map[string]any{
+				"sandboxId": id, "state": "running", "metadata": map[string]string{"run": run, "role": "main"},
 			})
-
-			t.Run("commands", func(t *testing.T) {
-				f := run(t, env, "commands.mjs")
-				f.want(t, "run", map[string]any{
-					"exitCode": 0, "stdout": "out\nhello\n", "stderr": "err\n", "onStdout": "out\nhello\n", "onStderr": "err\n",
-				})
-				f.want(t, "exit", map[string]any{
-					"thrown": "CommandExitError", "isCommandExitError": true, "exitCode": 3, "stderr": "failing\n",
-				})
-				f.want(t, "background", map[string]any{
-					"listed": true, "ticked": true, "killed": true, "exited": "CommandExitError", "listedAfter": false, "killedAgain": false,
-				})
-				f.want(t, "stdin", map[string]any{"exitCode": 0, "stdout": "hello stdin (stdin closed)\n"})
-			})
-
-			t.Run("files", func(t *testing.T) {
-				f := run(t, env, "files.mjs")
-				f.want(t, "write", map[string]any{"path": "/home/user/one.txt", "read": "one\n"})
-				f.want(t, "writeSeveral", map[string]any{
-					"paths": []string{"/home/user/dir/a.txt", "/home/user/dir/sub/b.txt"}, "a": "a", "b": "b",
-				})
-				f.want(t, "list", map[string]any{"entries": []string{"a.txt file", "sub dir"}})
-				f.want(t, "exists", map[string]any{"file": true, "dir": true, "missing": false})
-				f.want(t, "makeDir", map[string]any{"made": true, "again": false, "isDir": "dir"})
-				f.want(t, "rename", map[string]any{"path": "/home/user/made/a2.txt", "oldExists": false, "read": "a"})
-				f.want(t, "remove", map[string]any{"file": false, "dir": false})
-				f.want(t, "watchDir", map[string]any{"name": "new.txt"})
-				f.want(t, "urls", map[string]any{
-					"uploadStatus": 200, "read": "uploaded by fetch\n", "downloadStatus": 200, "downloaded": "uploaded by fetch\n",
-				})
-			})
-
-			t.Run("pty", func(t *testing.T) {
-				f := run(t, env, "pty.mjs")
-				f.want(t, "pty", map[string]any{"ran": true, "before": true, "after": true, "exited": 0})
-			})
-
-			t.Run("getHost", func(t *testing.T) {
-				f := run(t, env, "host.mjs")
-				id, _ := f.facts["create"]["sandboxId"].(string)
-				f.want(t, "getHost", map[string]any{
-					"host": "3000-" + id + ".localhost:" + frontPort, "status": 200, "body": "hello from the sandbox\n",
-				})
-			})
-
-			t.Run("pause", func(t *testing.T) {
-				f := run(t, env, "pause.mjs")
-				f.want(t, "pause", map[string]any{"paused": true, "state": "paused", "listedPaused": true})
-				f.want(t, "connect", map[string]any{"state": "running", "file": "kept", "echo": "back\n"})
-				// gVisor's pause checkpoints the sandbox's memory;
-				// runc's may not keep it.
-				if runtime == "gvisor" {
-					f.want(t, "connect", map[string]any{"processSurvived": true})
-				}
-			})
-
-			t.Run("fork", func(t *testing.T) {
-				f := run(t, env, "fork.mjs")
-				f.want(t, "fork", map[string]any{
-					"distinct": true, "forkSaw": "before the fork", "origin": "before the fork", "fork": "in the fork", "originRuns": "still here\n",
-				})
-				f.want(t, "snapshot", map[string]any{"listed": true, "snapSaw": "before the fork", "deleted": true, "again": false})
-			})
-
-			t.Run("updateNetwork", func(t *testing.T) {
-				f := run(t, env, "network.mjs")
-				f.want(t, "updateNetwork", map[string]any{"before": "hello from other.test", "allowed": "hello from allowed.test"})
-				if refused, _ := f.facts["updateNetwork"]["refused"].(string); refused == "" || strings.Contains(refused, "hello from") {
-					t.Errorf("other.test after the update: %q, want refused", refused)
-				}
-			})
-
-			t.Run("errors", func(t *testing.T) {
-				f := run(t, env, "errors.mjs")
-				f.want(t, "missingFile", map[string]any{"error": "FileNotFoundError"})
-				f.want(t, "wrongKey", map[string]any{
-					"list": "AuthenticationError", "create": "AuthenticationError", "getInfo": "AuthenticationError",
-				})
-				f.want(t, "killedSandbox", map[string]any{
-					"killed": true, "killAgain": false, "getInfo": "SandboxNotFoundError", "connect": "SandboxNotFoundError",
-				})
-			})
-
-			t.Run("otherWorkspace", func(t *testing.T) {
-				sb, err := d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Runtime: runtime})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d.sandboxIDs = append(d.sandboxIDs, sb.ID)
-				f := run(t, otherEnv, "other-workspace.mjs", sb.ID)
-				f.want(t, "otherWorkspace", map[string]any{
-					"getInfo": "SandboxNotFoundError", "connect": "SandboxNotFoundError", "listed": false, "kill": false,
-				})
-				if _, err := d.client.GetSandbox(t.Context(), sb.ID); err != nil {
-					t.Errorf("the sandbox after another workspace's kill: %v", err)
-				}
-			})
-
+			f.within(t, "getInfo", "secondsLeft", 100, 121)
+			f.within(t, "setTimeout", "secondsLeft", 580, 601)
+			f.want(t, "kill", map[string]any{"killed": true, "again": false, "left": []any{f.facts["createOther"]["sandboxId"]}})
 		})
-	}
+
+		t.Run("commands", func(t *testing.T) {
+			f := run(t, env, "commands.mjs")
+			f.want(t, "run", map[string]any{
+				"exitCode": 0, "stdout": "out\nhello\n", "stderr": "err\n", "onStdout": "out\nhello\n", "onStderr": "err\n",
+			})
+			f.want(t, "exit", map[string]any{
+				"thrown": "CommandExitError", "isCommandExitError": true, "exitCode": 3, "stderr": "failing\n",
+			})
+			f.want(t, "background", map[string]any{
+				"listed": true, "ticked": true, "killed": true, "exited": "CommandExitError", "listedAfter": false, "killedAgain": false,
+			})
+			f.want(t, "stdin", map[string]any{"exitCode": 0, "stdout": "hello stdin (stdin closed)\n"})
+		})
+
+		t.Run("files", func(t *testing.T) {
+			f := run(t, env, "files.mjs")
+			f.want(t, "write", map[string]any{"path": "/home/user/one.txt", "read": "one\n"})
+			f.want(t, "writeSeveral", map[string]any{
+				"paths": []string{"/home/user/dir/a.txt", "/home/user/dir/sub/b.txt"}, "a": "a", "b": "b",
+			})
+			f.want(t, "list", map[string]any{"entries": []string{"a.txt file", "sub dir"}})
+			f.want(t, "exists", map[string]any{"file": true, "dir": true, "missing": false})
+			f.want(t, "makeDir", map[string]any{"made": true, "again": false, "isDir": "dir"})
+			f.want(t, "rename", map[string]any{"path": "/home/user/made/a2.txt", "oldExists": false, "read": "a"})
+			f.want(t, "remove", map[string]any{"file": false, "dir": false})
+			f.want(t, "watchDir", map[string]any{"name": "new.txt"})
+			f.want(t, "urls", map[string]any{
+				"uploadStatus": 200, "read": "uploaded by fetch\n", "downloadStatus": 200, "downloaded": "uploaded by fetch\n",
+			})
+		})
+
+		t.Run("pty", func(t *testing.T) {
+			f := run(t, env, "pty.mjs")
+			f.want(t, "pty", map[string]any{"ran": true, "before": true, "after": true, "exited": 0})
+		})
+
+		t.Run("getHost", func(t *testing.T) {
+			f := run(t, env, "host.mjs")
+			id, _ := f.facts["create"]["sandboxId"].(string)
+			f.want(t, "getHost", map[string]any{
+				"host": "3000-" + id + ".localhost:" + frontPort, "status": 200, "body": "hello from the sandbox\n",
+			})
+		})
+
+		t.Run("pause", func(t *testing.T) {
+			f := run(t, env, "pause.mjs")
+			f.want(t, "pause", map[string]any{"paused": true, "state": "paused", "listedPaused": true})
+			f.want(t, "connect", map[string]any{"state": "running", "file": "kept", "echo": "back\n"})
+			// gVisor's pause checkpoints the sandbox's memory;
+			// runc's may not keep it.
+			if runtime == "gvisor" {
+				f.want(t, "connect", map[string]any{"processSurvived": true})
+			}
+		})
+
+		t.Run("fork", func(t *testing.T) {
+			f := run(t, env, "fork.mjs")
+			f.want(t, "fork", map[string]any{
+				"distinct": true, "forkSaw": "before the fork", "origin": "before the fork", "fork": "in the fork", "originRuns": "still here\n",
+			})
+			f.want(t, "snapshot", map[string]any{"listed": true, "snapSaw": "before the fork", "deleted": true, "again": false})
+		})
+
+		t.Run("updateNetwork", func(t *testing.T) {
+			f := run(t, env, "network.mjs")
+			f.want(t, "updateNetwork", map[string]any{"before": "hello from other.test", "allowed": "hello from allowed.test"})
+			if refused, _ := f.facts["updateNetwork"]["refused"].(string); refused == "" || strings.Contains(refused, "hello from") {
+				t.Errorf("other.test after the update: %q, want refused", refused)
+			}
+		})
+
+		t.Run("errors", func(t *testing.T) {
+			f := run(t, env, "errors.mjs")
+			f.want(t, "missingFile", map[string]any{"error": "FileNotFoundError"})
+			f.want(t, "wrongKey", map[string]any{
+				"list": "AuthenticationError", "create": "AuthenticationError", "getInfo": "AuthenticationError",
+			})
+			f.want(t, "killedSandbox", map[string]any{
+				"killed": true, "killAgain": false, "getInfo": "SandboxNotFoundError", "connect": "SandboxNotFoundError",
+			})
+		})
+
+		t.Run("otherWorkspace", func(t *testing.T) {
+			sb, err := d.client.CreateSandbox(t.Context(), client.CreateSandboxRequest{Runtime: runtime})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.sandboxIDs = append(d.sandboxIDs, sb.ID)
+			f := run(t, otherEnv, "other-workspace.mjs", sb.ID)
+			f.want(t, "otherWorkspace", map[string]any{
+				"getInfo": "SandboxNotFoundError", "connect": "SandboxNotFoundError", "listed": false, "kill": false,
+			})
+			if _, err := d.client.GetSandbox(t.Context(), sb.ID); err != nil {
+				t.Errorf("the sandbox after another workspace's kill: %v", err)
+			}
+		})
+
+	})
 }
 
 // TestE2BCodeInterpreter runs E2B's Code Interpreter SDK, unmodified, on
@@ -210,10 +198,27 @@ func TestE2BCodeInterpreter(t *testing.T) {
 	if out, stderr, code := d.cli("", "template", "build", "python"); code != 0 || !strings.HasPrefix(out, "python ") {
 		t.Fatalf("template build python: %d %q\n%s", code, out, tail(stderr, 2000))
 	}
+	eachE2BRuntime(t, d, func(t *testing.T, runtime string) {
+		f := scripts.run(t, env, "code.mjs")
+		d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
+		f.want(t, "state", map[string]any{"text": "2"})
+		f.want(t, "chart", map[string]any{"results": 1, "png": true, "type": "line", "title": "Squares"})
+		f.want(t, "error", map[string]any{"name": "ValueError", "value": "boom", "tracebackNamesF": true})
+		f.want(t, "contexts", map[string]any{
+			"language": "python", "cwd": "/tmp", "inContext": "(5, '/tmp')", "yInDefault": "NameError",
+			"listed": true, "afterRestart": "NameError", "listedAfterRemove": false,
+		})
+		f.want(t, "javascript", map[string]any{"language": "javascript", "text": "42", "stdout": "from js\n"})
+	})
+}
+
+// eachE2BRuntime runs test under runc, then under gVisor. E2B's create
+// names no runtime: the daemon's default is what its sandboxes get, so d
+// starts again with gvisor its default (the same data dir, key and
+// addresses).
+func eachE2BRuntime(t *testing.T, d *daemon, test func(t *testing.T, runtime string)) {
 	for _, runtime := range []string{"runc", "gvisor"} {
 		if runtime == "gvisor" && runscBin != "" {
-			// E2B's create names no runtime: the daemon's default is
-			// what its sandboxes get.
 			d.stop()
 			d.flags = append(d.flags, "--runtime", "gvisor")
 			d.start()
@@ -222,16 +227,7 @@ func TestE2BCodeInterpreter(t *testing.T) {
 			if runtime == "gvisor" {
 				requireGvisor(t)
 			}
-			f := scripts.run(t, env, "code.mjs")
-			d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
-			f.want(t, "state", map[string]any{"text": "2"})
-			f.want(t, "chart", map[string]any{"results": 1, "png": true, "type": "line", "title": "Squares"})
-			f.want(t, "error", map[string]any{"name": "ValueError", "value": "boom", "tracebackNamesF": true})
-			f.want(t, "contexts", map[string]any{
-				"language": "python", "cwd": "/tmp", "inContext": "(5, '/tmp')", "yInDefault": "NameError",
-				"listed": true, "afterRestart": "NameError", "listedAfterRemove": false,
-			})
-			f.want(t, "javascript", map[string]any{"language": "javascript", "text": "42", "stdout": "from js\n"})
+			test(t, runtime)
 		})
 	}
 }
