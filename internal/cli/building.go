@@ -22,10 +22,21 @@ var (
 
 // createSandbox creates a sandbox as c.CreateSandbox does, waiting first
 // for a build of its template or its runtime under way, and saying how far
-// it is every buildReport.
-func (a *app) createSandbox(ctx context.Context, c *client.Client, req client.CreateSandboxRequest) (*client.Sandbox, error) {
+// it is every buildReport. The wait ends with ctx (Ctrl-C); a create
+// attempt, once sent, goes on for up to attempt whatever ctx does (0: it
+// ends with ctx), so that the caller learns the sandbox the daemon may make
+// anyway.
+func (a *app) createSandbox(ctx context.Context, c *client.Client, req client.CreateSandboxRequest, attempt time.Duration) (*client.Sandbox, error) {
+	create := func() (*client.Sandbox, error) {
+		if attempt == 0 {
+			return c.CreateSandbox(ctx, req)
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attempt)
+		defer cancel()
+		return c.CreateSandbox(actx, req)
+	}
 	for {
-		sb, err := c.CreateSandbox(ctx, req)
+		sb, err := create()
 		if err == nil || !client.IsUnavailable(err) {
 			return sb, err
 		}

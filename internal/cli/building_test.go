@@ -101,6 +101,19 @@ func TestCreateWaitsForPendingRuntime(t *testing.T) {
 	if r := runAt(t, srv.URL, "create", "--runtime", "runc"); r.code == 0 || strings.Contains(r.stderr, "being set up") {
 		t.Errorf("create unavailable for another reason: exit %d, stderr %q; want a failure at once", r.code, r.stderr)
 	}
+
+	// hutch run bounds each create it sends (runCreateTimeout), not the
+	// wait: runsc takes minutes to build on a fresh machine.
+	polls.Store(0)
+	buildPoll = 20 * time.Millisecond
+	c, err := client.New(srv.URL, fakeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &app{stdout: io.Discard, stderr: io.Discard}
+	if sb, err := a.createSandbox(t.Context(), c, client.CreateSandboxRequest{}, 10*time.Millisecond); err != nil || sb.ID != "sb1" {
+		t.Errorf("a wait longer than each attempt's bound: %v, %+v; want the sandbox", err, sb)
+	}
 }
 
 // runAt runs the CLI with args against the daemon at url.

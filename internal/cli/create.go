@@ -170,7 +170,7 @@ func (a *app) newCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sb, err := a.createSandbox(cmd.Context(), c, req)
+			sb, err := a.createSandbox(cmd.Context(), c, req, 0)
 			if err != nil {
 				return err
 			}

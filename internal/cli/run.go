@@ -64,9 +64,7 @@ func (a *app) newRunCmd() *cobra.Command {
 func (a *app) runIn(ctx context.Context, c *client.Client, creq client.CreateSandboxRequest, ereq client.ExecRequest, timeout time.Duration) (err error) {
 	// Create even if interrupted meanwhile: once the request is sent the
 	// daemon may create the sandbox anyway, and only its ID lets us delete it.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runCreateTimeout)
-	sb, err := a.createSandbox(cctx, c, creq)
-	cancel()
+	sb, err := a.createSandbox(ctx, c, creq, runCreateTimeout)
 	if err != nil {
 		return err
 	}
