@@ -3,6 +3,7 @@ package template
 import (
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // A default template (base, python, …) is the same for every build from
@@ -26,12 +28,29 @@ import (
 // instead of building. Any change makes a new key: a point release or a
 // security update (the archives' InRelease files), another npm release of
 // a package, other certificate authorities, another package list, or a
-// new keptRecipe. Only the latest of each template is kept.
+// change of the code that builds. Only the latest of each template is
+// kept.
 
-// keptRecipe names how BuildDebian makes a root. Change it whenever a
-// change of BuildDebian's steps changes what a root holds, so that no root
-// made the old way is reused.
-const keptRecipe = "debian/1"
+// buildSource is this package's source, the code of every step that makes
+// a Debian root: a change of any gives every kept build a new key, so that
+// no root made the old way is reused.
+//
+//go:embed *.go
+var buildSource embed.FS
+
+// buildCode is the hash of buildSource's files but the tests.
+var buildCode = sync.OnceValue(func() string {
+	h := sha256.New()
+	entries, _ := fs.ReadDir(buildSource, ".") // sorted by name
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		b, _ := fs.ReadFile(buildSource, e.Name())
+		_, _ = fmt.Fprintf(h, "%s %x\n", e.Name(), sha256.Sum256(b))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+})
 
 // npmRegistryURL is where npm packages' versions are asked (tests point
 // it elsewhere).
@@ -68,7 +87,7 @@ func awaitKept(ctx context.Context, name string, opts DebianOptions, progress fu
 func keptKey(ctx context.Context, opts DebianOptions) (string, error) {
 	h := sha256.New()
 	line := func(parts ...string) { _, _ = fmt.Fprintln(h, strings.Join(parts, " ")) }
-	line("recipe", keptRecipe, baseRecipe)
+	line("code", buildCode(), baseRecipe)
 	for _, a := range []struct{ mirror, suite string }{
 		{opts.Mirror, opts.Suite}, {securityArchive(opts.Suite, opts.Mirror), opts.Suite + "-security"},
 	} {

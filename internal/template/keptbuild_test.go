@@ -1,6 +1,7 @@
 package template
 
 import (
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -70,5 +71,18 @@ func TestHashTree(t *testing.T) {
 			t.Errorf("hash %s seen before a change", h)
 		}
 		seen[h] = true
+	}
+}
+
+// The kept builds' key covers the code that builds: the package's source
+// (not its tests) is embedded and hashed.
+func TestBuildCodeCoversTheBuild(t *testing.T) {
+	for _, f := range []string{"debian.go", "run.go", "trust.go", "keptbuild.go"} {
+		if _, err := fs.Stat(buildSource, f); err != nil {
+			t.Errorf("%s is not among the hashed source: %v", f, err)
+		}
+	}
+	if got := buildCode(); len(got) != 64 {
+		t.Errorf("buildCode() = %q, want a SHA-256", got)
 	}
 }

@@ -1916,7 +1916,7 @@ export interface components {
              * @description A tar of the files the Hutchfile's COPY lines take (base64, at most 64 MiB).
              */
             context?: string;
-            /** @description Build a Debian template from nothing. Otherwise a build unpacks the base system an earlier build kept for the archive's state, and the administrator's build of a default template (base, python, browser, agent) unpacks what an earlier one kept when nothing it is made from has changed: the archives' state, the npm packages' versions, the host's extra certificate authorities. */
+            /** @description Build a Debian template from nothing. Otherwise a build unpacks the base system an earlier build kept for the archive's state, and the administrator's build of a default template (base, python, browser, agent) unpacks what an earlier one kept when nothing it is made from has changed: the archives' state, the npm packages' versions, the host's extra certificate authorities, the code of Hutch that builds. */
             fresh?: boolean;
         };
         BuildProgress: {
