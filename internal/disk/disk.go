@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -138,9 +137,6 @@ func copySparse(dst, src *os.File) error {
 	}
 }
 
-// attaching serialises this process's attaches (see attach).
-var attaching sync.Mutex
-
 // attach binds image file f to a free loop device and returns the device,
 // open. The device detaches itself at its last close (autoclear): once its
 // filesystem is mounted, when that is unmounted, so an unmount is all
@@ -152,11 +148,20 @@ func attach(f *os.File) (*os.File, error) {
 	}
 	defer ctl.Close()
 	// The kernel names the same free device to everyone who asks until
-	// one configures it: the daemon's own attaches go one at a time (20
-	// creates at once ran out of tries), and another process that takes
-	// the device between asking and configuring it is asked around.
-	attaching.Lock()
-	defer attaching.Unlock()
+	// one configures it: attaches go one at a time, the daemon's own (20
+	// creates at once ran out of tries) and other Hutch processes' (the
+	// tests' daemons, side by side, did), under an flock of the loop
+	// control device, released with its close. Another program that
+	// takes the device between asking and configuring it is asked around.
+	for {
+		err := unix.Flock(int(ctl.Fd()), unix.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return nil, fmt.Errorf("lock loop control: %w", err)
+		}
+	}
 	for range 10 {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {

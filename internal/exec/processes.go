@@ -149,6 +149,7 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 		s.signalProcess(context.WithoutCancel(ctx), r, p.Name, syscall.SIGKILL)
 		return ProcessInfo{}, err
 	}
+	s.newRun(id, p.Name, pid)
 	s.log.Info("process started", attrSandbox, id, "process", p.Name, "pid", pid)
 	return processInfo(p, ProcessRunning, pid), nil
 }
@@ -353,6 +354,7 @@ func (s *Service) RestartProcess(ctx context.Context, id, name string) (ProcessI
 	if err := s.store.PutProcess(context.WithoutCancel(ctx), p); err != nil {
 		return ProcessInfo{}, err
 	}
+	s.newRun(id, p.Name, pid)
 	s.log.Info("process restarted", attrSandbox, id, "process", p.Name, "pid", pid)
 	return processInfo(p, ProcessRunning, pid), nil
 }

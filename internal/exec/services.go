@@ -235,6 +235,18 @@ func (s *Service) state(id, name string, pid uint32, status string) (st *service
 	return st, false
 }
 
+// newRun forgets what was seen of process name's earlier runs: it has just
+// been started as pid. A pid alone does not tell runs apart: one started
+// again after a resume, in a new PID namespace, may get its old pid back,
+// whose port was seen to accept.
+func (s *Service) newRun(id, name string, pid uint32) {
+	s.states.mu.Lock()
+	defer s.states.mu.Unlock()
+	if st := s.states.m[id+"/"+name]; st != nil {
+		st.pid, st.ready, st.read, st.exit, st.tail = pid, false, false, nil, ""
+	}
+}
+
 // probe connects to a starting service's port until it accepts, then
 // marks the run ready; it gives up after readyTimeout, or when the run
 // ends.
