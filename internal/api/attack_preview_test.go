@@ -55,6 +55,8 @@ func (sb *portsSandbox) DialPort(ctx context.Context, port int) (net.Conn, error
 
 func (sb *portsSandbox) Err(_ context.Context, err error) error { return err }
 
+func (sb *portsSandbox) Woken() bool { return false }
+
 // appSeen is what the app in the sandbox was sent.
 type appSeen struct {
 	mu      sync.Mutex

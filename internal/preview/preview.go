@@ -56,6 +56,9 @@ type Sandbox interface {
 	// Err is what a request whose connection to the agent failed with err
 	// returns (see sandbox.Running.Err).
 	Err(ctx context.Context, err error) error
+	// Woken says the sandbox was started again to be held (see
+	// sandbox.Running.Woken): its ports may not listen yet.
+	Woken() bool
 }
 
 // AcquireFunc holds sandbox id running, waking it if it is suspended or

@@ -69,6 +69,13 @@ func (sb *fakeSandbox) DialPort(ctx context.Context, port int) (net.Conn, error)
 
 func (sb *fakeSandbox) Err(_ context.Context, err error) error { return err }
 
+func (sb *fakeSandbox) Woken() bool { return false }
+
+// wokenSandbox is the fake sandbox as a hold that woke it.
+type wokenSandbox struct{ *fakeSandbox }
+
+func (wokenSandbox) Woken() bool { return true }
+
 // fakeCore holds the fake sandbox "sb1", counting holds; wake, when not
 // nil, is waited for by each Acquire (a sandbox being woken).
 type fakeCore struct {
@@ -81,16 +88,18 @@ func (c *fakeCore) acquire(ctx context.Context, id string) (Sandbox, func(), err
 	if id != "sb1" {
 		return nil, nil, errdefs.NotFound("sandbox %s not found", id)
 	}
+	var sb Sandbox = c.sb
 	if c.wake != nil {
 		select {
 		case <-c.wake:
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}
+		sb = wokenSandbox{c.sb}
 	}
 	c.holds.Add(1)
 	var once sync.Once
-	return c.sb, func() { once.Do(func() { c.holds.Add(-1) }) }, nil
+	return sb, func() { once.Do(func() { c.holds.Add(-1) }) }, nil
 }
 
 // front serves the proxy as the API does with path routing:

@@ -15,12 +15,6 @@ import (
 // wakeTimeout bounds a wake that no request waits for any more.
 const wakeTimeout = 2 * time.Minute
 
-// wokenAfter is how long an Acquire takes beyond which the sandbox is
-// taken to have been woken (or thawed): a running sandbox's takes
-// microseconds, a resume at least milliseconds. Taking a wait on the
-// sandbox's lock for a wake costs one look at the port.
-const wokenAfter = 2 * time.Millisecond
-
 // held is a sandbox held for a request, or why it could not be.
 type held struct {
 	sb      Sandbox
@@ -72,12 +66,11 @@ func letGo(ready <-chan held) {
 func (p *Proxy) reach(ctx context.Context, t Target) held {
 	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 	defer cancel()
-	began := time.Now()
 	sb, release, err := p.cfg.Acquire(ctx, t.Sandbox)
 	if err != nil {
 		return held{err: err}
 	}
-	if time.Since(began) >= wokenAfter || p.isAwaited(t) {
+	if sb.Woken() || p.isAwaited(t) {
 		p.awaitPort(ctx, sb, t, nil)
 	}
 	return held{sb: sb, release: release}

@@ -256,15 +256,17 @@ var wakes = []lifecycle.State{lifecycle.Suspended, lifecycle.Error}
 // again if it was suspended or had failed, and counts a call in flight
 // until release is called: meanwhile the idle timer leaves it alone and a
 // suspend or stop is refused (a delete is not). Every call that needs a
-// sandbox's agent goes through here.
-func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, release func(), err error) {
+// sandbox's agent goes through here. woken says the sandbox was started
+// again for the call (by it, or by one it waited for): what listened in it
+// may not listen yet.
+func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, release func(), woken bool, err error) {
 	for range 3 { // a sandbox halted between two looks is looked at again
 		if inst := m.liveInstance(id); inst != nil {
 			if !inst.hold(m.clock.Now()) {
 				// Being halted or deleted: wait for that to end.
 				unlock, err := m.locks.lock(ctx, id)
 				if err != nil {
-					return nil, nil, err
+					return nil, nil, false, err
 				}
 				unlock()
 				continue
@@ -272,25 +274,26 @@ func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, relea
 			// A paused sandbox wakes for any call that needs it.
 			if err := m.thaw(ctx, inst, "woken by a call"); err != nil {
 				inst.release(m.clock.Now())
-				return nil, nil, err
+				return nil, nil, false, err
 			}
-			return inst, func() { inst.release(m.clock.Now()) }, nil
+			return inst, func() { inst.release(m.clock.Now()) }, woken, nil
 		}
 		rec, err := m.store.GetSandbox(ctx, id)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if err := m.checkHeld(rec); err != nil {
-			return nil, nil, err // its files are on another node's disk
+			return nil, nil, false, err // its files are on another node's disk
 		}
 		if !slices.Contains(wakes, rec.State) && !lifecycle.Transient(rec.State) {
-			return nil, nil, notRunning(rec)
+			return nil, nil, false, notRunning(rec)
 		}
 		if err := m.wake(ctx, id); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
+		woken = true // by this call, or by one it waited for
 	}
-	return nil, nil, errdefs.Unavailable("sandbox %s keeps changing state; try again", id)
+	return nil, nil, false, errdefs.Unavailable("sandbox %s keeps changing state; try again", id)
 }
 
 // wake resumes sandbox id if it is still in a state calls wake it from,

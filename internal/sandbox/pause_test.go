@@ -116,6 +116,46 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 }
 
+// A hold says whether it woke its sandbox, which a preview then waits for
+// the ports of: a hold of a running or paused sandbox did not, one of a
+// suspended sandbox did.
+func TestAcquireSaysWoken(t *testing.T) {
+	t.Parallel()
+	d := newDaemonState(t).start(t)
+	ctx := t.Context()
+	sb := d.create(t, CreateOptions{})
+	woken := func() bool {
+		t.Helper()
+		r, release, err := d.m.Acquire(ctx, sb.ID)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		defer release()
+		return r.Woken()
+	}
+	if woken() {
+		t.Error("a hold of a running sandbox says it woke it")
+	}
+	if _, err := d.m.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if woken() {
+		t.Error("a hold of a paused sandbox says it woke it: thawed, it listens where it did")
+	}
+	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+		t.Fatal(err)
+	}
+	if !woken() {
+		t.Error("a hold of a suspended sandbox does not say it woke it")
+	}
+	if woken() {
+		t.Error("the next hold says it woke the sandbox too")
+	}
+	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A daemon killed in the middle of a suspend finishes it when it starts
 // again: the sandbox is wholly suspended, and wakes with its files.
 func TestSuspendFinishedAfterRestart(t *testing.T) {

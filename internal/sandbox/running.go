@@ -22,7 +22,13 @@ import (
 type Running struct {
 	m    *Manager
 	inst *instance
+	// woken: the sandbox was started again for this call (see acquire).
+	woken bool
 }
+
+// Woken says the sandbox was started again (resumed) for this call, by it
+// or by a call it waited for: its services may not listen yet.
+func (r *Running) Woken() bool { return r.woken }
 
 // NetworkLog is the log of what the sandbox's network policy refused, or
 // nil if its backend gives it no network.
@@ -117,11 +123,11 @@ func (r *Running) RestartProcesses(ctx context.Context) { r.m.restartProcesses(c
 // started again if it was suspended or had failed. Call release when the
 // call ends.
 func (m *Manager) Acquire(ctx context.Context, id string) (r *Running, release func(), err error) {
-	inst, release, err := m.acquire(ctx, id)
+	inst, release, woken, err := m.acquire(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Running{m: m, inst: inst}, release, nil
+	return &Running{m: m, inst: inst, woken: woken}, release, nil
 }
 
 // Holding returns rc (or err) such that closing rc calls release: a stream

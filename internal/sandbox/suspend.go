@@ -104,7 +104,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 	if err := m.start(ctx, id); err != nil {
 		return nil, err
 	}
-	_, release, err := m.acquire(ctx, id)
+	_, release, _, err := m.acquire(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -317,9 +317,11 @@ func TestMoveGvisor(t *testing.T) {
 	t.Cleanup(func() { _ = a.r.Destroy(context.Background(), h) })
 	agent := a.agentOf(t, h)
 	// A shell holding a value in its memory only, which it writes out on
-	// SIGUSR1, and counting on.
+	// SIGUSR1, and counting on. The count is written aside and renamed
+	// into place, so that a read never finds it truncated and not yet
+	// written.
 	sh(t, agent, "", `echo kept > ~/note
-		sh -c 'v=$$-$(date +%N); trap "echo \$v > ~/said" USR1; echo "$v" > ~/value; i=0; while :; do i=$((i+1)); echo $i > ~/count; sleep 0.1; done' >/dev/null 2>&1 &
+		sh -c 'v=$$-$(date +%N); trap "echo \$v > ~/said" USR1; echo "$v" > ~/value; i=0; while :; do i=$((i+1)); echo $i > ~/count.new; mv -f ~/count.new ~/count; sleep 0.1; done' >/dev/null 2>&1 &
 		echo $! > ~/holder; while [ ! -s ~/count ]; do sleep 0.01; done`)
 	time.Sleep(500 * time.Millisecond)
 	if err := a.r.Suspend(ctx, h, true); err != nil {
