@@ -5,7 +5,7 @@
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X github.com/hutchdev/hutch/internal/cli.Version=$(VERSION)
+LDFLAGS  := -s -w -X github.com/hutchdev/hutch/internal/app/cli.Version=$(VERSION)
 BIN      := bin/hutch
 
 # gVisor's runsc, built from the Go module proxy at a pinned version (one
@@ -72,7 +72,7 @@ test: build
 	$(GO) test -count=1 -timeout 20m -run '$(ALONE)' $(E2E) > bin/alone.log 2>&1 || status=1; cat bin/alone.log; \
 	echo "make test: the hostile and CPU tests, alone, took $$(( $$(date +%s) - began )) s"; began=$$(date +%s); \
 	$(GO) test -v -count=1 -timeout 25m -parallel 8 -skip '$(ALONE)|$(TEMPLATES)' $(E2E) > bin/e2e.log 2>&1 & e2e=$$!; \
-	$(GO) test -count=1 -timeout 10m -race -run 'TestRace' ./internal/sandbox/ > bin/race.log 2>&1 & race=$$!; \
+	$(GO) test -count=1 -timeout 10m -race -run 'TestRace' ./internal/core/ > bin/race.log 2>&1 & race=$$!; \
 	$(MAKE) --no-print-directory fuzz-short > bin/fuzz.log 2>&1 & fuzz=$$!; \
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
 	wait $$race || status=1; cat bin/race.log; \
@@ -104,11 +104,11 @@ attack: build
 # every JSON body of the API; the redaction stream. make fuzz runs each for
 # FUZZTIME and keeps what it found in the package's testdata/fuzz (go test
 # runs that corpus every time); make test runs each for FUZZTIME_SHORT.
-FUZZ := ./internal/sandbox:FuzzWorkspaceFiles ./internal/template:FuzzUntar \
-	./internal/agent:FuzzResolvePath ./internal/tools:FuzzLinkStaysInside \
-	./internal/tools:FuzzPatch ./internal/template:FuzzParseHutchfile \
-	./internal/api:FuzzDecodeBodies ./internal/secrets/redact:FuzzStream \
-	./internal/imagestore:FuzzDirNames
+FUZZ := ./internal/core:FuzzWorkspaceFiles ./internal/storage/rootfs:FuzzUntar \
+	./internal/agent:FuzzResolvePath ./internal/agent/tools:FuzzLinkStaysInside \
+	./internal/agent/tools:FuzzPatch ./internal/storage/rootfs:FuzzParseHutchfile \
+	./internal/front/api:FuzzDecodeBodies ./internal/base/redact:FuzzStream \
+	./internal/storage/imagestore:FuzzDirNames
 FUZZTIME ?= 10m
 FUZZTIME_SHORT ?= 20000x
 fuzz:

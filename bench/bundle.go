@@ -13,10 +13,10 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/hutchdev/hutch/internal/backend"
-	"github.com/hutchdev/hutch/internal/backend/oci"
-	"github.com/hutchdev/hutch/internal/mountinfo"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/base/mountinfo"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/runtime/oci"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // reference is what the runc peer copies from a real Hutch sandbox, so that
@@ -47,7 +47,7 @@ type layerFile struct {
 
 // loadReference reads the bundle of the live sandbox whose directory is dir,
 // made from template tmpl.
-func loadReference(dir string, tmpl template.Template) (*reference, error) {
+func loadReference(dir string, tmpl rootfs.Template) (*reference, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("read reference bundle: %w", err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/hutchdev/hutch/internal/disk"
+	"github.com/hutchdev/hutch/internal/runtime/disk"
 )
 
 // census counts what a daemon and its sandboxes hold on the host: what a

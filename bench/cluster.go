@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/store/pgtest"
+	"github.com/hutchdev/hutch/internal/storage/store/pgtest"
 )
 
 // Row (l), scale-out: what an API replica adds to a call, and how creates

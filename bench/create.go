@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // echoArgs is the first command of a fresh sandbox in row (a), the same
@@ -170,7 +170,7 @@ func (b *bench) reference(ctx context.Context, runtime string) (_ *reference, er
 		return nil, fmt.Errorf("create reference sandbox: %w", err)
 	}
 	defer func() { err = errors.Join(err, b.deleteSandbox(ctx, sb.ID)) }()
-	templates, err := template.Open(filepath.Join(b.d.dataDir, "templates"))
+	templates, err := rootfs.Open(filepath.Join(b.d.dataDir, "templates"))
 	if err != nil {
 		return nil, err
 	}

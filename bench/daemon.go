@@ -19,7 +19,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/cluster"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // daemon is the `hutch serve` this benchmark started on its own directories.

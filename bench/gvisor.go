@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/runtime/oci"
 )
 
 // runscFlags are the global flags Hutch gives runsc, so that the gVisor

@@ -35,7 +35,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/mountinfo"
+	"github.com/hutchdev/hutch/internal/base/mountinfo"
 	"github.com/hutchdev/hutch/test/neighbor"
 )
 

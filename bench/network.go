@@ -20,9 +20,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/egress"
-	"github.com/hutchdev/hutch/internal/nettest"
-	"github.com/hutchdev/hutch/internal/sandboxnet"
+	"github.com/hutchdev/hutch/internal/net/egress"
+	"github.com/hutchdev/hutch/internal/net/nettest"
+	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 )
 
 // measureNetwork is row (h), a sandbox's network:
@@ -32,7 +32,7 @@ import (
 //     lets its connections through), and what that plumbing costs on its
 //     own (router namespace, veth, nftables, the daemon's listeners);
 //   - one 256 MiB HTTP download from a host of a test internet
-//     (internal/nettest, in a namespace of the bench's own) by curl in a
+//     (internal/net/nettest, in a namespace of the bench's own) by curl in a
 //     sandbox of mode full, through the daemon's proxy, against the same
 //     download by the same curl between two plain network namespaces
 //     joined by a veth pair.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/net/egress"
 )
 
 // previewServer is row (j)'s web server, run alike in the sandbox and on

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/mountinfo"
+	"github.com/hutchdev/hutch/internal/base/mountinfo"
 )
 
 // runcRun times one `runc run` of a fresh equivalent bundle.

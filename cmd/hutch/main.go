@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hutchdev/hutch/internal/cli"
+	"github.com/hutchdev/hutch/internal/app/cli"
 )
 
 func main() {

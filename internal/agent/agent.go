@@ -4,7 +4,7 @@
 // (the same shapes as E2B's envd, with envd's plain HTTP GET/POST /files and
 // GET /health), and Hutch's own service hutch.agent.v1 (api/agent/v1): the
 // calls envd has no words for, which the daemon makes through
-// internal/agent/agentclient.
+// internal/runtime/agentclient.
 //
 // The agent supervises one command tree itself (its direct slot, see
 // directSlot): a command started while no other command's processes run is

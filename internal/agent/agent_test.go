@@ -23,10 +23,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/filesystem/filesystemconnect"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process/processconnect"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // TestMain lets the test binary be the shim too: the agent under test starts

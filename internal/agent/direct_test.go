@@ -12,8 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // forEachPath runs test against an agent whose commands, run one at a time,

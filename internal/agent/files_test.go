@@ -21,8 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
-	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // httpClient talks plain HTTP to the agent.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // The display formatters of kernel_formatters.py, run by Debian's python

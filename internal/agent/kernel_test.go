@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
-	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // codeRun is what one RunCode gave.

@@ -17,8 +17,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 func TestStart(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 //
 // gVisor's kernel has none: a sandbox past its memory limit meets the
 // host's, whose victim may be the gVisor kernel itself (see
-// internal/backend/oci/oom.go), which ends every process of the sandbox.
+// internal/runtime/oci/oom.go), which ends every process of the sandbox.
 // So the daemon, told by the host that the sandbox nears its limit, asks
 // the agent to do what Linux's OOM killer would: kill the process holding
 // the most memory. The agent and its shims (the processes that run its

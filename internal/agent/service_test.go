@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/agent/agentclient"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/hutchagent"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/tools"
+	"github.com/hutchdev/hutch/internal/agent/tools"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
 
 // The tests of Hutch's own service (hutch.agent.v1) go through the daemon's

@@ -13,7 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/hutchdev/hutch/internal/tools"
+	"github.com/hutchdev/hutch/internal/agent/tools"
 )
 
 // maxToolArgs bounds a tool call's arguments (a whole file to write).

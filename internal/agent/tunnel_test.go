@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/errdefs"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
 )
 
 // listenLoopback serves handle on a new port of 127.0.0.1 (the test's

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/apikeys"
-	"github.com/hutchdev/hutch/internal/lifecycle"
-	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/store/sqlite"
-	"github.com/hutchdev/hutch/internal/store/storetest"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
+	"github.com/hutchdev/hutch/internal/storage/store/sqlite"
+	"github.com/hutchdev/hutch/internal/storage/store/storetest"
+	"github.com/hutchdev/hutch/internal/trust/apikeys"
 )
 
 // The cluster's trust boundaries (docs/security.md): replica → node and
@@ -39,7 +38,7 @@ type fakeNode struct {
 	calls int
 }
 
-func startFakeNode(t *testing.T, clusterKey string, templates *template.Store) *fakeNode {
+func startFakeNode(t *testing.T, clusterKey string, templates *rootfs.Store) *fakeNode {
 	t.Helper()
 	id, err := LoadIdentity(filepath.Join(t.TempDir(), "cluster-tls.pem"))
 	if err != nil {
@@ -229,7 +228,7 @@ func TestAttackClusterMoveUnauthenticated(t *testing.T) {
 	}
 	for _, id := range []string{"mv1", "mv2"} {
 		sb := storetest.Sample(id)
-		sb.Workspace, sb.Node, sb.State, sb.Image, sb.Key = "acme", "a", lifecycle.Suspended, "images/"+id, ""
+		sb.Workspace, sb.Node, sb.State, sb.Image, sb.Key = "acme", "a", store.Suspended, "images/"+id, ""
 		if err := db.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
@@ -356,9 +355,9 @@ func TestAttackClusterInternalCallNeedsClusterKey(t *testing.T) {
 	}
 }
 
-func openTemplates(t *testing.T) *template.Store {
+func openTemplates(t *testing.T) *rootfs.Store {
 	t.Helper()
-	s, err := template.Open(t.TempDir())
+	s, err := rootfs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +365,7 @@ func openTemplates(t *testing.T) *template.Store {
 }
 
 // makeTemplate makes template name in s, of one file.
-func makeTemplate(t *testing.T, s *template.Store, name string) template.Info {
+func makeTemplate(t *testing.T, s *rootfs.Store, name string) rootfs.Info {
 	t.Helper()
 	b, err := s.Begin(name)
 	if err != nil {
@@ -378,7 +377,7 @@ func makeTemplate(t *testing.T, s *template.Store, name string) template.Info {
 	if err := os.WriteFile(filepath.Join(b.Root(), "hello"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	info, err := b.Commit(template.Info{})
+	info, err := b.Commit(rootfs.Info{})
 	if err != nil {
 		t.Fatal(err)
 	}

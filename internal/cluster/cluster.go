@@ -32,8 +32,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/lifecycle"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Defaults of the membership's timing: a node beats every
@@ -48,9 +47,9 @@ const (
 // ran, or were on their way, on a host no one hears from. Suspended and
 // stopped ones keep their state: their files are on that host's disk (or
 // in the shared image store), not in its memory.
-var live = []lifecycle.State{
-	lifecycle.Creating, lifecycle.Running, lifecycle.Paused,
-	lifecycle.Suspending, lifecycle.Resuming, lifecycle.Stopping,
+var live = []store.State{
+	store.Creating, store.Running, store.Paused,
+	store.Suspending, store.Resuming, store.Stopping,
 }
 
 // Member is a node daemon's membership.

@@ -10,9 +10,9 @@ import (
 	"path"
 	"strings"
 
-	"github.com/hutchdev/hutch/internal/api"
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/front/api"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // The cluster key: what a node asks of every call before anything else,
@@ -52,7 +52,7 @@ type NodeGuard struct {
 	Key string
 	// Templates are this node's, whose archives other nodes copy (nil:
 	// no internal routes, as on a node's E2B front).
-	Templates *template.Store
+	Templates *rootfs.Store
 	Log       *slog.Logger
 }
 

@@ -9,16 +9,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/api"
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/mcpserver"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/front/api"
+	"github.com/hutchdev/hutch/internal/front/mcpserver"
 )
 
 // mcpPath is where MCP is served, as on a single box.
 const mcpPath = "/mcp"
 
 // mcpSessions serves MCP on an API replica: the tools a node serves
-// (internal/mcpserver), acting through this replica's own API as the
+// (internal/front/mcpserver), acting through this replica's own API as the
 // caller's key, so that each tool call reaches the node holding its
 // sandbox, in the key's workspace and modes. Stateless, so that any
 // replica answers any request of a session: a load balancer in front

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // DefaultSample is how many nodes a placement compares: the best of two
@@ -96,7 +96,7 @@ func canRun(n *store.Node, w Want) bool {
 		return false
 	}
 	// The host template is every node's own, of its own host.
-	return w.TemplateVersion == "" || name == template.HostName || n.Report.Templates[name] == w.TemplateVersion
+	return w.TemplateVersion == "" || name == rootfs.HostName || n.Report.Templates[name] == w.TemplateVersion
 }
 
 func orDefault(s, def string) string {

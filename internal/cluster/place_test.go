@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 func node(id string, mod func(*store.Node)) *store.Node {

@@ -19,13 +19,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/api"
-	"github.com/hutchdev/hutch/internal/apikeys"
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/lifecycle"
-	"github.com/hutchdev/hutch/internal/preview"
-	"github.com/hutchdev/hutch/internal/sandbox"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/front/api"
+	"github.com/hutchdev/hutch/internal/front/preview"
+	"github.com/hutchdev/hutch/internal/storage/store"
+	"github.com/hutchdev/hutch/internal/trust/apikeys"
 )
 
 // RouterStore is what a Router reads of the store.
@@ -227,7 +226,7 @@ func (rt *Router) holder(r *http.Request, id string, nodes []*store.Node) (targe
 		if isRecordRead(r, id) {
 			return rt.anyNode(nodes)
 		}
-		if sb.State == lifecycle.Suspended && sb.Image != "" {
+		if sb.State == store.Suspended && sb.Image != "" {
 			if err := rt.mayMove(r, sb); err != nil {
 				return target{}, err
 			}
@@ -392,10 +391,10 @@ func readWant(w http.ResponseWriter, r *http.Request) (Want, error) {
 		want.Template = req.TemplateID
 	}
 	if want.MemoryMB <= 0 {
-		want.MemoryMB = sandbox.DefaultMemoryMB
+		want.MemoryMB = core.DefaultMemoryMB
 	}
 	if want.CPUs <= 0 {
-		want.CPUs = sandbox.DefaultCPUs
+		want.CPUs = core.DefaultCPUs
 	}
 	return want, nil
 }

@@ -11,20 +11,20 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/api"
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/template"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/front/api"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Templates on every node: a template is built (or pulled, or imported)
 // once, on the node the call reached, and copied from there to the others
-// (template.Store.WriteArchive and Receive), which keep its version. The
+// (rootfs.Store.WriteArchive and Receive), which keep its version. The
 // store holds each template's current version and the node that made it
 // (PublishTemplate): a node publishes the versions it makes, and copies
 // the ones it lacks, at start (a node that joins later gets them all) and
 // every heartbeat after. A template deleted on one node is unpublished
-// by that delete, before it is removed there (templates.Config.Withdraw:
+// by that delete, before it is removed there (template.Config.Withdraw:
 // removed first, the node's own next look could copy it back from
 // another), and the others remove their copies when no sandbox of theirs
 // uses it.
@@ -42,7 +42,7 @@ type TemplateStore interface {
 // TemplateSync keeps a node's templates the cluster's.
 type TemplateSync struct {
 	Store TemplateStore
-	Local *template.Store
+	Local *rootfs.Store
 	// Node is this node's name.
 	Node string
 	// Nodes is how this node calls the others: pinned TLS and the
@@ -96,8 +96,8 @@ func (s *TemplateSync) Run(ctx context.Context) error {
 
 // shared says whether a template is one the nodes share: made here (not
 // copied), and not a snapshot.
-func shared(info template.Info) bool {
-	return info.Name != template.HostName && info.Source != template.SourceSnapshot
+func shared(info rootfs.Info) bool {
+	return info.Name != rootfs.HostName && info.Source != rootfs.SourceSnapshot
 }
 
 // publishAll publishes every template made here.
@@ -128,7 +128,7 @@ func (s *TemplateSync) publish(ctx context.Context, name string) {
 	}
 }
 
-func (s *TemplateSync) publishInfo(ctx context.Context, info template.Info) {
+func (s *TemplateSync) publishInfo(ctx context.Context, info rootfs.Info) {
 	js, err := json.Marshal(info)
 	if err != nil {
 		return
@@ -187,7 +187,7 @@ func (s *TemplateSync) pull(ctx context.Context) {
 // copy receives rec's version from the node that made it, or from
 // another that has it.
 func (s *TemplateSync) copy(ctx context.Context, rec *store.ClusterTemplate) error {
-	var info template.Info
+	var info rootfs.Info
 	if err := json.Unmarshal(rec.Info, &info); err != nil {
 		return fmt.Errorf("its record: %w", err)
 	}
@@ -228,10 +228,10 @@ func (s *TemplateSync) copy(ctx context.Context, rec *store.ClusterTemplate) err
 
 // fetch receives info's version from node n, from its internal route
 // (key.go).
-func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info template.Info) (template.Info, error) {
+func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info rootfs.Info) (rootfs.Info, error) {
 	base, via, err := s.Nodes.To(n, n.URL)
 	if err != nil {
-		return template.Info{}, err
+		return rootfs.Info{}, err
 	}
 	u := base.JoinPath(InternalPrefix, "v1/templates", info.Name, "archive")
 	u.RawQuery = url.Values{"version": {info.Version}}.Encode()
@@ -241,7 +241,7 @@ func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info template.I
 	defer cancel()
 	req, err := http.NewRequestWithContext(hctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return template.Info{}, err
+		return rootfs.Info{}, err
 	}
 	timer := time.AfterFunc(archiveHeaderTimeout, cancel)
 	resp, err := via.RoundTrip(req)
@@ -250,11 +250,11 @@ func (s *TemplateSync) fetch(ctx context.Context, n *store.Node, info template.I
 			_ = resp.Body.Close()
 			err = fmt.Errorf("no answer within %s", archiveHeaderTimeout)
 		}
-		return template.Info{}, err
+		return rootfs.Info{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return template.Info{}, fmt.Errorf("%s answered %s", n.URL, resp.Status)
+		return rootfs.Info{}, fmt.Errorf("%s answered %s", n.URL, resp.Status)
 	}
 	return s.Local.Receive(ctx, info, resp.Body, func() string { return resp.Trailer.Get(api.HeaderArchiveSum) })
 }

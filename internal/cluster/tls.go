@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/errdefs"
-	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Cluster traffic is TLS with no CA to run. Each node has a self-signed

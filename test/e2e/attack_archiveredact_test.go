@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/tools/archivetest"
+	"github.com/hutchdev/hutch/internal/agent/tools/archivetest"
 )
 
 // A directory's download came compressed by the agent, where the

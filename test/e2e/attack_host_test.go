@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/backend/oci"
+	"github.com/hutchdev/hutch/internal/runtime/oci"
 )
 
 // Attacks on the boundary between a host's other users and what sandboxes

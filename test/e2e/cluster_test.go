@@ -26,8 +26,8 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	hcluster "github.com/hutchdev/hutch/internal/cluster"
-	"github.com/hutchdev/hutch/internal/store/pgtest"
-	"github.com/hutchdev/hutch/internal/store/postgres"
+	"github.com/hutchdev/hutch/internal/storage/store/pgtest"
+	"github.com/hutchdev/hutch/internal/storage/store/postgres"
 )
 
 // The membership's timing in these tests: a node beats every half

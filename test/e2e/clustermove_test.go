@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/imagestore/s3test"
-	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/store/postgres"
+	"github.com/hutchdev/hutch/internal/storage/imagestore/s3test"
+	"github.com/hutchdev/hutch/internal/storage/store"
+	"github.com/hutchdev/hutch/internal/storage/store/postgres"
 )
 
 // With a shared image store, a suspended sandbox of a lost node resumes on
 // another one: under runc with its files, under gVisor with its memory (a
 // background counter goes on from where it was, not from 1). The store is
 // a bucket of a real S3 server the test starts (versitygw, built from the
-// Go module proxy: internal/imagestore/s3test) on the cluster's bridge;
+// Go module proxy: internal/storage/imagestore/s3test) on the cluster's bridge;
 // where that cannot be built, a directory all nodes see, as an NFS mount
 // would be (the nodes here are namespaces of one machine).
 func TestClusterMove(t *testing.T) {

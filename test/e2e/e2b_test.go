@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/nettest"
+	"github.com/hutchdev/hutch/internal/net/nettest"
 )
 
 // TestE2BSDK runs the unmodified E2B SDKs of npm (e2b and

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/nettest"
-	"github.com/hutchdev/hutch/internal/sandboxnet"
+	"github.com/hutchdev/hutch/internal/net/nettest"
+	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 )
 
 // gitHost is where the test's private git server answers: a host of the

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/disk"
+	"github.com/hutchdev/hutch/internal/runtime/disk"
 	"github.com/hutchdev/hutch/test/neighbor"
 )
 
@@ -267,7 +267,7 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 }
 
 // derivedRunDir is the run dir hutch serve derives from a data dir other
-// than the default one (see internal/daemon/lock.go).
+// than the default one (see internal/app/daemon/lock.go).
 func derivedRunDir(dataDir string) string {
 	sum := sha256.Sum256([]byte(filepath.Clean(dataDir)))
 	return "/run/hutch-" + hex.EncodeToString(sum[:6])

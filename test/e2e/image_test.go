@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/template/imagetest"
+	"github.com/hutchdev/hutch/internal/storage/rootfs/imagetest"
 )
 
 // helloSource is the program of the test image: static, so that the image

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/nettest"
+	"github.com/hutchdev/hutch/internal/net/nettest"
 )
 
 // Sandboxes reach the test internet (nettest) under their policy, the

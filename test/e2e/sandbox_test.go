@@ -501,7 +501,7 @@ func TestStats(t *testing.T) {
 // A command killed for the sandbox's memory limit says so, and the sandbox
 // goes on with its files, under both runtimes: under gVisor the host's OOM
 // killer takes the process's stub, not gVisor's kernel (see
-// internal/backend/oci/oom.go).
+// internal/runtime/oci/oom.go).
 func TestExecKilledByMemoryLimit(t *testing.T) {
 	t.Parallel()
 	forEachRuntimeParallel(t, func(t *testing.T, runtime string) {

@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/nettest"
+	"github.com/hutchdev/hutch/internal/net/nettest"
 )
 
 // recorder keeps every response body a client reads, to look for secrets

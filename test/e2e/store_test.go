@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/store/pgtest"
+	"github.com/hutchdev/hutch/internal/storage/store/pgtest"
 )
 
 // A daemon whose state is in PostgreSQL (--store): it makes a sandbox and

@@ -421,7 +421,7 @@ func TestAPIKeyModes(t *testing.T) {
 }
 
 // toolsHostDir is a directory for --tools-host-dir: host tool calls run as
-// its owner, never root (internal/toolrun), so it belongs to nobody
+// its owner, never root (internal/core/toolrun), so it belongs to nobody
 // (65534), and the way to it is open to be searched.
 func toolsHostDir(t *testing.T) string {
 	t.Helper()

@@ -22,7 +22,7 @@ import (
 
 // postgres is the external database of the test's Hutch: a server of
 // Debian's on the cluster's node address, which pods reach, with a
-// password, as a real one would be (internal/store/pgtest's servers take
+// password, as a real one would be (internal/storage/store/pgtest's servers take
 // no TCP connections).
 type postgres struct {
 	dir      string

@@ -1053,7 +1053,7 @@ func (x *RunToolResponse) GetError() *ToolError {
 	return nil
 }
 
-// ToolError is a tool's own failure (internal/tools.Error).
+// ToolError is a tool's own failure (internal/agent/tools.Error).
 type ToolError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`

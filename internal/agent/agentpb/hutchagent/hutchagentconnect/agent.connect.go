@@ -105,7 +105,7 @@ type AgentClient interface {
 	// agent and its helpers are never chosen. An answer with no pid: no
 	// process to kill.
 	ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error)
-	// RunTool runs a file tool (package internal/tools) in the sandbox. The
+	// RunTool runs a file tool (package internal/agent/tools) in the sandbox. The
 	// tool's own failure is an answer, not an error.
 	RunTool(context.Context, *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error)
 	// Archive streams a directory packed as tar.gz or zip, in chunks. An
@@ -321,7 +321,7 @@ type AgentHandler interface {
 	// agent and its helpers are never chosen. An answer with no pid: no
 	// process to kill.
 	ReclaimMemory(context.Context, *connect.Request[hutchagent.ReclaimMemoryRequest]) (*connect.Response[hutchagent.ReclaimMemoryResponse], error)
-	// RunTool runs a file tool (package internal/tools) in the sandbox. The
+	// RunTool runs a file tool (package internal/agent/tools) in the sandbox. The
 	// tool's own failure is an answer, not an error.
 	RunTool(context.Context, *connect.Request[hutchagent.RunToolRequest]) (*connect.Response[hutchagent.RunToolResponse], error)
 	// Archive streams a directory packed as tar.gz or zip, in chunks. An

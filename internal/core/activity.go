@@ -1,0 +1,125 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// busyCPU is the share of one CPU above which a sandbox counts as busy
+// though no call or command of Hutch's runs in it: work it started in the
+// background (a build, a training loop) keeps it awake, a sleeping process
+// does not.
+const busyCPU = 0.05
+
+// Activity says why a sandbox counts as busy or idle, and what its idle
+// timer does when.
+type Activity struct {
+	State       store.State
+	IdleTimeout time.Duration
+	IdleAction  string
+	// LastActivity is the last call, command or busy moment.
+	LastActivity time.Time
+	// Busy says something keeps it awake now; Reasons say what, and
+	// otherwise why it is not busy.
+	Busy    bool
+	Reasons []string
+	// ActionAt is when the idle timer acts if nothing happens meanwhile;
+	// zero when it will not (busy, or not running).
+	ActionAt time.Time
+	// Processes are the background processes that run, their pids by
+	// name: nil when none can run because the sandbox is not live
+	// (suspended, stopped, failed) or is paused, its processes frozen
+	// with it. ProcessesErr says why the agent could not tell.
+	Processes    map[string]uint32
+	ProcessesErr error
+}
+
+// Activity reports a sandbox's activity without counting as activity and
+// without waking it.
+func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return Activity{}, err
+	}
+	a := Activity{State: rec.State, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, LastActivity: rec.UpdatedAt}
+	m.mu.Lock()
+	inst := m.live[id]
+	m.mu.Unlock()
+	if inst == nil {
+		switch rec.State {
+		case store.Suspended, store.Suspending, store.Resuming:
+			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
+		case store.Stopped, store.Stopping:
+			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; a start (POST …/start, hutch start) starts it, calls do not", rec.State)}
+		default:
+			a.Reasons = []string{fmt.Sprintf("%s: nothing runs", rec.State)}
+		}
+		return a, nil
+	}
+	now := m.clock.Now()
+	inst.mu.Lock()
+	a.LastActivity = inst.lastActive
+	running, cpu, paused := inst.running, inst.cpuShare, inst.paused
+	inst.mu.Unlock()
+	if paused {
+		a.Reasons = append(a.Reasons, "paused: frozen, using no CPU; any call thaws it")
+	}
+	if running > 0 {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("%d command(s) running", running))
+	}
+	if !paused {
+		if procs, err := m.runningProcesses(ctx, inst); err == nil {
+			a.Processes = procs
+			services, _ := m.services(ctx, id)
+			for _, name := range slices.Sorted(maps.Keys(procs)) {
+				if !services[name] {
+					a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
+				}
+			}
+		} else {
+			a.ProcessesErr = err
+			a.Reasons = append(a.Reasons, "background processes unknown: "+err.Error())
+		}
+	}
+	if cpu > busyCPU {
+		a.Reasons = append(a.Reasons, fmt.Sprintf("using %.0f%% of a CPU", cpu*100))
+	}
+	a.Busy = len(a.Reasons) > 0 && !paused
+	if !a.Busy {
+		a.ActionAt = a.LastActivity.Add(a.IdleTimeout)
+		a.Reasons = append(a.Reasons, fmt.Sprintf("idle for %s: no command, background process or CPU use (under %.0f%% of a CPU)",
+			now.Sub(a.LastActivity).Round(time.Second), busyCPU*100))
+	}
+	return a, nil
+}
+
+// sampleCPU measures what share of a CPU each live sandbox used since the
+// last sample; one over busyCPU counts as activity.
+func (m *Manager) sampleCPU(ctx context.Context, now time.Time) {
+	m.mu.Lock()
+	insts := make([]*instance, 0, len(m.live))
+	for _, inst := range m.live {
+		insts = append(insts, inst)
+	}
+	m.mu.Unlock()
+	for _, inst := range insts {
+		st, err := inst.backend.Stats(ctx, inst.handle)
+		if err != nil {
+			continue // gone meanwhile, or a runtime that cannot say
+		}
+		inst.mu.Lock()
+		if !inst.cpuAt.IsZero() && now.After(inst.cpuAt) {
+			inst.cpuShare = float64(st.CPUTime-inst.cpuTime) / float64(now.Sub(inst.cpuAt))
+			if inst.cpuShare > busyCPU {
+				inst.lastActive = now
+			}
+		}
+		inst.cpuAt, inst.cpuTime = now, st.CPUTime
+		inst.mu.Unlock()
+	}
+}

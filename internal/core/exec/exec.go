@@ -1,0 +1,63 @@
+// Package exec runs commands and code in sandboxes and keeps their
+// background processes: a service beside the lifecycle core, reaching each
+// sandbox through the core's Acquire. What the core must do itself for
+// background processes (note those that run before a suspend, start them
+// again after a resume) stays in the core, behind core.Running; this
+// package starts, lists, signals, restarts and forgets them on request.
+package exec
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// Store is what the service keeps background processes in, and reads
+// sandboxes' records from (store.Store has it).
+type Store interface {
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+	ListProcesses(ctx context.Context, sandboxID string) ([]*store.Process, error)
+	PutProcess(ctx context.Context, p *store.Process) error
+	DeleteProcess(ctx context.Context, sandboxID, name string) error
+	SetLinksRevoked(ctx context.Context, sandboxID, name string, at time.Time) error
+}
+
+// Service runs commands, code and background processes in the core's
+// sandboxes. Its methods are safe for concurrent use; each call that needs
+// a sandbox wakes it (a suspended one resumes, a paused one thaws) and
+// holds it running until the call returns.
+type Service struct {
+	core   *core.Manager
+	store  Store
+	log    *slog.Logger
+	states serviceStates // what is seen of services' runs (services.go)
+}
+
+// New returns a Service over core's sandboxes, keeping background
+// processes in st (the core's store); log may be nil.
+func New(core *core.Manager, st Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{core: core, store: st, log: log}
+}
+
+// attrSandbox is the log attribute of a sandbox's id, as the core's.
+const attrSandbox = "sandbox_id"
+
+// Exec runs a command in sandbox id: see core.Running.Exec. A command
+// the sandbox would refuse is refused before the sandbox is woken for it.
+func (s *Service) Exec(ctx context.Context, id string, req core.ExecRequest, out core.Output) (core.ExecResult, error) {
+	if err := req.Validate(); err != nil {
+		return core.ExecResult{}, err
+	}
+	r, release, err := s.core.Acquire(ctx, id)
+	if err != nil {
+		return core.ExecResult{}, err
+	}
+	defer release()
+	return r.Exec(ctx, req, out)
+}

@@ -1,0 +1,168 @@
+package core
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// instance is a sandbox with a running container: its agent connection and
+// what the idle timer needs.
+type instance struct {
+	id          string
+	idleTimeout time.Duration
+	// env is the sandbox's environment, under each command's own. It may
+	// hold secrets: never log it.
+	env map[string]string
+	// owner is whose secrets its commands get (see commandEnv).
+	owner   secretOwner
+	agent   *agentclient.Client
+	backend backend.Backend
+	handle  backend.Handle
+
+	mu         sync.Mutex
+	stopWatch  func() // ends the backend's watch of its container
+	netStop    func() // ends the daemon's serving of its network
+	paused     bool   // frozen: calls thaw it first
+	closing    bool   // being halted or deleted: no new calls
+	lastActive time.Time
+	running    int               // calls in flight (see hold)
+	limitHits  backend.LimitHits // limit hits already put down to a command
+	// reclaims counts the processes killed for the sandbox's memory by
+	// the daemon (see reclaimMemory), which LimitHits cannot count;
+	// reclaiming is held while one is being killed.
+	reclaims   atomic.Int64
+	reclaiming sync.Mutex
+	// The last CPU sample (see sampleCPU), and the share of a CPU used
+	// between it and the one before.
+	cpuAt    time.Time
+	cpuTime  time.Duration
+	cpuShare float64
+}
+
+func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle, clock Clock) *instance {
+	dial := func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) }
+	return &instance{
+		id:          rec.ID,
+		idleTimeout: rec.IdleTimeout,
+		env:         rec.Env,
+		owner:       ownerOf(rec),
+		agent:       agentclient.New(dial),
+		backend:     be,
+		handle:      h,
+		lastActive:  clock.Now(),
+	}
+}
+
+// touch records activity at now.
+func (i *instance) touch(now time.Time) {
+	i.mu.Lock()
+	i.lastActive = now
+	i.mu.Unlock()
+}
+
+// hold counts a call in flight, unless the instance is closing: a sandbox
+// with one is never idle, and is not suspended or stopped under it.
+func (i *instance) hold(now time.Time) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closing {
+		return false
+	}
+	i.running++
+	i.lastActive = now
+	return true
+}
+
+// release ends what hold began.
+func (i *instance) release(now time.Time) {
+	i.mu.Lock()
+	i.running--
+	i.lastActive = now
+	i.mu.Unlock()
+}
+
+// close marks the instance closing and drops the agent's idle
+// connections, and reports whether it did: unless force, not while calls
+// are in flight.
+func (i *instance) close(force bool) bool {
+	i.mu.Lock()
+	if i.running > 0 && !force {
+		i.mu.Unlock()
+		return false
+	}
+	i.closing = true
+	i.mu.Unlock()
+	i.agent.CloseIdleConnections()
+	return true
+}
+
+// idle reports whether the sandbox has been idle past its timeout.
+func (i *instance) idle(now time.Time) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.running == 0 && now.Sub(i.lastActive) >= i.idleTimeout
+}
+
+func (i *instance) isPaused() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.paused
+}
+
+func (i *instance) setPaused(p bool) {
+	i.mu.Lock()
+	i.paused = p
+	i.mu.Unlock()
+}
+
+// reopen undoes close when what closed it did not go ahead.
+func (i *instance) reopen() {
+	i.mu.Lock()
+	i.closing = false
+	i.mu.Unlock()
+}
+
+// setUnwatch keeps what ends the watch of the instance's container.
+func (i *instance) setUnwatch(stop func()) {
+	i.mu.Lock()
+	i.stopWatch = stop
+	i.mu.Unlock()
+}
+
+// setNetStop keeps what ends the serving of the instance's network.
+func (i *instance) setNetStop(stop func()) {
+	i.mu.Lock()
+	i.netStop = stop
+	i.mu.Unlock()
+}
+
+// stopNetwork ends the serving of the instance's network, if any: its
+// connections end, and its router namespace has no listener until the
+// sandbox runs again.
+func (i *instance) stopNetwork() {
+	i.mu.Lock()
+	stop := i.netStop
+	i.netStop = nil
+	i.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// unwatch ends the watch of the instance's container, if any.
+func (i *instance) unwatch() {
+	i.mu.Lock()
+	stop := i.stopWatch
+	i.stopWatch = nil
+	i.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}

@@ -1,0 +1,174 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
+)
+
+// waitPool waits until every pool is full and returns the backend's
+// sandboxes then.
+func waitPool(t *testing.T, d *testDaemon) []string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		full := true
+		for _, p := range d.m.pools() {
+			full = full && p.Ready == p.Size
+		}
+		if full {
+			ids, err := d.backend.List(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+	}
+	t.Fatalf("the pool did not fill: %+v", d.m.pools())
+	return nil
+}
+
+func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	d := newDaemonState(t).start(t, func(c *Config) {
+		c.Pools = []PoolSpec{{Template: "host", Size: 2}}
+		c.ReapInterval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.m.Run(ctx) // returns nil when ctx ends
+	}()
+	defer func() { cancel(); <-done }()
+
+	pooled := waitPool(t, d)
+	if len(pooled) != 2 {
+		t.Fatalf("backend has %v, want the 2 pool sandboxes", pooled)
+	}
+	if list, err := d.m.List(t.Context()); err != nil || len(list) != 0 {
+		t.Fatalf("pool sandboxes are listed as users': %v, %v", list, err)
+	}
+	if p := d.m.pools(); len(p) != 1 || p[0].Template != "host" || p[0].Runtime != "fake" || p[0].Size != 2 {
+		t.Errorf("Pools() = %+v", p)
+	}
+
+	// A create of the default shape takes one, env and all.
+	sb := d.create(t, CreateOptions{Env: map[string]string{"FROM": "the create"}})
+	if !slices.Contains(pooled, sb.ID) {
+		t.Errorf("sandbox %s is not one of the pool's %v", sb.ID, pooled)
+	}
+	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: `echo "$FROM"`})
+	if err != nil || res.ExitCode != 0 || out != "the create\n" {
+		t.Errorf("exec in the taken sandbox: %q, %+v, %v", out, res, err)
+	}
+	if got, err := d.db.GetSandbox(t.Context(), sb.ID); err != nil || got.Env["FROM"] != "the create" {
+		t.Errorf("record of the taken sandbox: %+v, %v", got, err)
+	}
+
+	// The pool fills again; a create of another shape does not take one.
+	refilled := waitPool(t, d)
+	other := d.create(t, CreateOptions{MemoryMB: 256})
+	if slices.Contains(refilled, other.ID) {
+		t.Errorf("a create with 256 MB took pool sandbox %s", other.ID)
+	}
+
+	for _, id := range []string{sb.ID, other.ID} {
+		if err := d.m.Delete(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stopping the daemon destroys the pool.
+	cancel()
+	<-done
+	d.stop(t)
+	if left, err := d.backend.List(t.Context()); err != nil || len(left) != 0 {
+		t.Errorf("sandboxes left after the daemon stopped: %v, %v", left, err)
+	}
+}
+
+// commitTemplate makes a new version of template name in the store (the
+// fake makes its sandboxes' roots itself: an empty one does) and returns
+// its version.
+func commitTemplate(t *testing.T, s *rootfs.Store, name string) string {
+	t.Helper()
+	b, err := s.Begin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Abort() }()
+	if err := os.MkdirAll(b.Root(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.Commit(rootfs.Info{Source: rootfs.SourceDebian})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Version
+}
+
+// The core hears of a template's changes from the store, whoever made
+// them: a new version replaces the pool's sandboxes of the one before,
+// and the versions no sandbox uses go; a removed template's pool
+// sandboxes go with it.
+func TestWarmPoolFollowsTemplate(t *testing.T) {
+	t.Parallel()
+	state := newDaemonState(t)
+	v1 := commitTemplate(t, state.templates, "tools")
+	d := state.start(t, func(c *Config) {
+		c.Pools = []PoolSpec{{Template: "tools", Size: 1}}
+		c.ReapInterval = 50 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.m.Run(ctx) // returns nil when ctx ends
+	}()
+	defer func() { cancel(); <-done }()
+
+	first := waitPool(t, d)
+	// A sandbox of another shape is made, not taken: it keeps v1.
+	user := d.create(t, CreateOptions{Template: "tools", MemoryMB: 256})
+
+	v2 := commitTemplate(t, state.templates, "tools")
+	if d.listed(t, first[0]) {
+		t.Errorf("pool sandbox %s of the version before is still there", first[0])
+	}
+	second := waitPool(t, d)
+	if slices.Contains(second, first[0]) || len(second) != 2 {
+		t.Errorf("after a new version the backend has %v; want the user's sandbox and a new pool sandbox", second)
+	}
+
+	commitTemplate(t, state.templates, "tools")
+	if _, err := state.templates.Version("tools", v2); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("version %s, which only the pool used, after the next one: %v, want pruned", v2, err)
+	}
+	if _, err := state.templates.Version("tools", v1); err != nil {
+		t.Errorf("version %s, which sandbox %s uses: %v, want kept", v1, user.ID, err)
+	}
+
+	if err := d.m.Delete(t.Context(), user.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.templates.Remove("tools"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ids, err := d.backend.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool's sandboxes of a removed template are still there: %v", ids)
+		}
+	}
+}

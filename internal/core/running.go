@@ -1,0 +1,154 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/net/netproxy"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// Running is a sandbox held running for one call (see Manager.Acquire):
+// what the services beside the core (exec and processes, files, tools,
+// templates) reach a sandbox through. Until the call's release, the idle
+// timer leaves the sandbox alone and a suspend or stop is refused; a
+// delete is not, and the call's next agent request then fails, which Err
+// turns into what happened.
+type Running struct {
+	m    *Manager
+	inst *instance
+	// woken: the sandbox was started again for this call (see acquire).
+	woken bool
+}
+
+// Woken says the sandbox was started again (resumed) for this call, by it
+// or by a call it waited for: its services may not listen yet.
+func (r *Running) Woken() bool { return r.woken }
+
+// NetworkLog is the log of what the sandbox's network policy refused, or
+// nil if its backend gives it no network.
+func (r *Running) NetworkLog() *netproxy.Log {
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	if sn := r.m.nets[r.inst.id]; sn != nil {
+		return &sn.events
+	}
+	return nil
+}
+
+// ID is the sandbox's id.
+func (r *Running) ID() string { return r.inst.id }
+
+// Runtime is the name of the backend the sandbox runs on.
+func (r *Running) Runtime() string { return r.inst.backend.Name() }
+
+// Agent is the client of the sandbox's agent, for the calls that need no
+// more than it. A call whose request fails returns Err(ctx, err).
+func (r *Running) Agent() *agentclient.Client { return r.inst.agent }
+
+// Env is the sandbox's environment with env over it: what a command
+// started in it gets. It may hold secrets: never log it.
+func (r *Running) Env(env map[string]string) map[string]string { return withEnv(r.inst.env, env) }
+
+// Exec runs a command in the sandbox, sending its output to out as it
+// comes, and returns how it ended. The command's whole process tree is
+// killed when it times out, when out fails, or when ctx ends (the caller
+// went away). A Timeout of zero is DefaultExecTimeout.
+func (r *Running) Exec(ctx context.Context, req ExecRequest, out Output) (ExecResult, error) {
+	argv, timeout, err := req.check()
+	if err != nil {
+		return ExecResult{}, err
+	}
+	res, err := r.m.run(ctx, r.inst, argv, req, timeout, out)
+	return res, r.m.callErr(ctx, r.inst, err)
+}
+
+// CommandEnv is the environment of a command run for forUser ("": the
+// sandbox's user) with env of its own: the sandbox's, its secrets, env.
+// A terminal's command and a code context's kernel start with it.
+func (r *Running) CommandEnv(ctx context.Context, forUser string, env map[string]string) (map[string]string, error) {
+	return r.m.commandEnv(ctx, r.inst, forUser, env)
+}
+
+// Err is what a call whose request to the agent failed with err returns:
+// when the agent is gone, the sandbox is marked error (keeping its files)
+// and the error says so; when the sandbox was deleted under the call, that
+// is what it says; otherwise err.
+func (r *Running) Err(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		err = r.m.lostAgent(ctx, r.inst, err)
+	}
+	return r.m.callErr(ctx, r.inst, err)
+}
+
+// Locked runs fn with the sandbox's backend and handle under its lock, as
+// a change of its life does (a snapshot's copy): a delete, pause or
+// suspend waits for it. It fails when the sandbox stopped meanwhile.
+func (r *Running) Locked(ctx context.Context, fn func(be backend.Backend, h backend.Handle) error) error {
+	unlock, err := r.m.locks.lock(ctx, r.inst.id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if !r.m.isLive(r.inst) {
+		return r.m.notLive(ctx, r.inst.id)
+	}
+	return fn(r.inst.backend, r.inst.handle)
+}
+
+// StartProcess starts background process p (stored, or about to be) in
+// the sandbox and returns its pid once it runs. It outlives the call.
+func (r *Running) StartProcess(ctx context.Context, p *store.Process) (uint32, error) {
+	return r.m.startProcess(ctx, r.inst, p)
+}
+
+// Processes reports which background processes run: their pids by name.
+func (r *Running) Processes(ctx context.Context) (map[string]uint32, error) {
+	return r.m.runningProcesses(ctx, r.inst)
+}
+
+// RestartProcesses starts the stored background processes that should
+// run and do not, as a resume does (a fork's, for one).
+func (r *Running) RestartProcesses(ctx context.Context) { r.m.restartProcesses(ctx, r.inst) }
+
+// Acquire returns sandbox id running, for a call: thawed if it was paused,
+// started again if it was suspended or had failed. Call release when the
+// call ends.
+func (m *Manager) Acquire(ctx context.Context, id string) (r *Running, release func(), err error) {
+	inst, release, woken, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Running{m: m, inst: inst, woken: woken}, release, nil
+}
+
+// Holding returns rc (or err) such that closing rc calls release: a stream
+// read from a sandbox's agent holds its sandbox until it is closed. When
+// err is not nil, release is called at once.
+func Holding(rc io.ReadCloser, err error, release func()) (io.ReadCloser, error) {
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &releaseOnClose{ReadCloser: rc, release: release}, nil
+}
+
+type releaseOnClose struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *releaseOnClose) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
+}

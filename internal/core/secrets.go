@@ -1,0 +1,233 @@
+package core
+
+import (
+	"context"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/net/mitm"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// Secrets reach a sandbox only as environment variables of each command
+// and background process it runs, resolved when the command starts: never
+// in its files, nor in its agent's own environment, nor in the record of
+// its env. A command gets its workspace's secrets overlaid with the
+// personal ones of the user it runs for (the call's, or the sandbox's),
+// narrowed to the names the sandbox was made with, if any. They go over
+// the sandbox's env (its template's and its create's), and the command's
+// own env goes over them: a command that names a variable gets its
+// value.
+//
+// A secret injected by proxy puts its placeholder in the variable; the
+// sandbox's network proxy swaps the value in on connections to the
+// secret's hosts only (see Swap), looking it up for every request, so
+// that a secret deleted or given a new value is swapped no more, or
+// swapped anew, from the next request on.
+
+// SecretSource resolves the secrets a command gets (the daemon's vault).
+type SecretSource interface {
+	// ForCommand returns the variables of workspace ws's secrets for
+	// user (personal over the workspace's), narrowed to names when not
+	// nil, and the swaps of those injected by proxy.
+	ForCommand(ctx context.Context, ws, user string, names []string) (SecretEnv, error)
+	// Check says which of names neither workspace ws nor its user has
+	// (an ErrInvalidArgument naming them), or nil.
+	Check(ctx context.Context, ws, user string, names []string) error
+}
+
+// SecretEnv is what a command gets of its secrets.
+type SecretEnv struct {
+	// Env maps each secret's name to its value, or to its placeholder for
+	// one injected by proxy. Never log it.
+	Env map[string]string
+	// Swaps are the proxy's: placeholders and their values.
+	Swaps []Swap
+}
+
+// Swap is a secret injected by proxy: the proxy puts Value in place of
+// Placeholder in requests to Hosts (in headers, and in query strings
+// with Query).
+type Swap struct {
+	Placeholder string
+	Value       string
+	Hosts       []string
+	Query       bool
+}
+
+// String hides the value from logs and %v.
+func (s Swap) String() string { return "swap of " + s.Placeholder }
+
+// secretOwner is whose secrets a sandbox's commands get.
+type secretOwner struct {
+	workspace string
+	user      string
+	names     []string // nil: all of them
+}
+
+func ownerOf(rec *store.Sandbox) secretOwner {
+	return secretOwner{workspace: rec.Workspace, user: rec.User, names: slices.Clone(rec.Secrets)}
+}
+
+// commandEnv is the environment of a command run for user ("": the
+// sandbox's) with env of its own: the sandbox's, its secrets over it,
+// the command's over them. The proxy learns the swaps of its secrets.
+func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, env map[string]string) (map[string]string, error) {
+	inst.mu.Lock()
+	owner := inst.owner
+	inst.mu.Unlock()
+	if m.secrets == nil || owner.workspace == "" { // a pool's sandbox, not yet anyone's
+		return withEnv(inst.env, env), nil
+	}
+	if user == "" {
+		user = owner.user
+	}
+	sec, err := m.secrets.ForCommand(ctx, owner.workspace, user, owner.names)
+	if err != nil {
+		return nil, err
+	}
+	base := inst.env
+	if len(sec.Swaps) > 0 {
+		m.mu.Lock()
+		sn := m.nets[inst.id]
+		m.mu.Unlock()
+		if sn != nil { // a sandbox without a network reaches no host
+			sn.swaps.add(m.secrets, secretOwner{workspace: owner.workspace, user: user, names: owner.names}, sec.Swaps)
+		}
+		if m.netCfg.Trust != "" {
+			base = withEnv(trustEnv, inst.env) // the sandbox's own env may say otherwise
+		}
+	}
+	out := withEnv(base, sec.Env)
+	maps.Copy(out, env)
+	return out, nil
+}
+
+// TrustDir is where a sandbox finds the certificate of the CA its
+// proxy-injected secrets' connections are served with (ca.crt), and a
+// bundle of it with the system's roots (ca-bundle.crt).
+const TrustDir = "/etc/hutch"
+
+// trustEnv points a command's TLS clients at the bundle with the daemon's
+// CA in it: OpenSSL's (curl, Python's ssl), git's (Debian's is built on
+// GnuTLS, which reads neither SSL_CERT_FILE nor CURL_CA_BUNDLE), Python
+// requests', Node's and Deno's. Only commands given a proxy-injected
+// secret get it.
+var trustEnv = map[string]string{
+	"SSL_CERT_FILE":       TrustDir + "/ca-bundle.crt",
+	"GIT_SSL_CAINFO":      TrustDir + "/ca-bundle.crt",
+	"REQUESTS_CA_BUNDLE":  TrustDir + "/ca-bundle.crt",
+	"CURL_CA_BUNDLE":      TrustDir + "/ca-bundle.crt",
+	"NODE_EXTRA_CA_CERTS": TrustDir + "/ca.crt",
+	"DENO_CERT":           TrustDir + "/ca.crt",
+}
+
+// trustBinds mount the daemon's CA read-only in a sandbox.
+func (m *Manager) trustBinds() []backend.Bind {
+	if m.netCfg.Trust == "" {
+		return nil
+	}
+	return []backend.Bind{{Source: m.netCfg.Trust, Destination: TrustDir}}
+}
+
+// swaps are the secrets a sandbox's proxy swaps in: those its commands
+// got the placeholders of. Only the placeholders are kept, with whose
+// secrets they are: the values are looked up for every request (the
+// source answers from memory until a secret changes, and forgets at
+// once when one does), so that a value is never swapped after its
+// secret was deleted or given another.
+type swaps struct {
+	mu     sync.Mutex
+	source SecretSource
+	given  map[string][]secretOwner // by placeholder: whose commands got it
+}
+
+// swapLookup bounds the source's lookup of a request's swaps, which reads
+// the store only after a secret changed.
+const swapLookup = 5 * time.Second
+
+func (s *swaps) add(source SecretSource, owner secretOwner, list []Swap) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.source = source
+	if s.given == nil {
+		s.given = map[string][]secretOwner{}
+	}
+	for _, sw := range list {
+		if !slices.ContainsFunc(s.given[sw.Placeholder], owner.same) {
+			s.given[sw.Placeholder] = append(s.given[sw.Placeholder], owner)
+		}
+	}
+}
+
+// forHost returns the swaps for a request to name:port, with their values
+// of now: those of the secrets given whose hosts name it (a host without
+// a port is for 443). A secret that is gone, or whose lookup fails, is
+// not swapped: its placeholder goes on as it is.
+func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
+	s.mu.Lock()
+	source := s.source
+	given := make(map[string][]secretOwner, len(s.given))
+	var owners []secretOwner
+	for p, os := range s.given {
+		given[p] = slices.Clone(os)
+		for _, o := range os {
+			if !slices.ContainsFunc(owners, o.same) {
+				owners = append(owners, o)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if source == nil || len(owners) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), swapLookup)
+	defer cancel()
+	var out []mitm.Swap
+	for _, owner := range owners {
+		sec, err := source.ForCommand(ctx, owner.workspace, owner.user, owner.names)
+		if err != nil {
+			continue
+		}
+		for _, sw := range sec.Swaps {
+			if !slices.ContainsFunc(given[sw.Placeholder], owner.same) {
+				continue // not a placeholder this owner's commands got
+			}
+			if slices.ContainsFunc(out, func(o mitm.Swap) bool { return o.Placeholder == sw.Placeholder }) {
+				continue
+			}
+			if slices.ContainsFunc(sw.Hosts, func(h string) bool { return hostMatches(h, name, port) }) {
+				out = append(out, mitm.Swap{Placeholder: sw.Placeholder, Value: sw.Value, Query: sw.Query})
+			}
+		}
+	}
+	return out
+}
+
+// same reports whether o and other are one owner.
+func (o secretOwner) same(other secretOwner) bool {
+	return o.workspace == other.workspace && o.user == other.user && slices.Equal(o.names, other.names) && (o.names == nil) == (other.names == nil)
+}
+
+// hostMatches says whether a secret's host entry ("api.example.com",
+// "*.example.com", either with ":port") names name:port.
+func hostMatches(entry, name string, port uint16) bool {
+	host, p, err := net.SplitHostPort(entry)
+	if err != nil {
+		host, p = entry, "443"
+	}
+	if p != strconv.Itoa(int(port)) {
+		return false
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if suffix, ok := strings.CutPrefix(host, "*."); ok {
+		return strings.HasSuffix(name, "."+suffix)
+	}
+	return name == host
+}

@@ -1,0 +1,53 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// transition moves sandbox id from one of the states from to state to,
+// saying why. It is the one way a sandbox's state changes after its
+// creation: the change must be in the table, and it is stored only if the
+// sandbox is still in one of from (compare and set), so a change decided
+// on a stale reading fails (errdefs.ErrConflict) instead of overwriting
+// another. The caller holds id's lock (see locks), except where it says
+// why not.
+func (m *Manager) transition(ctx context.Context, id string, to store.State, reason string, from ...store.State) error {
+	return m.transitionHandle(ctx, id, nil, to, reason, from...)
+}
+
+// transitionHandle is transition that also stores the backend's new
+// handle state (a create's).
+func (m *Manager) transitionHandle(ctx context.Context, id string, handle []byte, to store.State, reason string, from ...store.State) error {
+	for _, f := range from {
+		if !store.CanChange(f, to) {
+			return fmt.Errorf("sandbox %s: no change of state from %s to %s", id, f, to)
+		}
+	}
+	change := store.StateChange{ID: id, From: from, To: to, Reason: reason, At: m.clock.Now().UTC(), Handle: handle}
+	if err := m.store.ChangeState(ctx, change); err != nil {
+		return err
+	}
+	m.log.Debug("sandbox state", attrSandbox, id, "state", to, "from", from, "reason", reason)
+	return nil
+}
+
+// mustTransition is transition for steps that go on whatever the store
+// says (the sandbox is already halted, say): a failure is logged.
+func (m *Manager) mustTransition(ctx context.Context, id string, to store.State, reason string, from ...store.State) {
+	if err := m.transition(ctx, id, to, reason, from...); err != nil {
+		m.log.Error("record sandbox state", attrSandbox, id, "state", to, "error", err)
+	}
+}
+
+// Clock tells the time; tests move a fake one (see Config.Clock).
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }

@@ -1,0 +1,240 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// Suspend stops a running (or paused) sandbox so that it uses no memory and
+// no CPU, keeping its files, and its memory and processes where the
+// runtime checkpoints (gVisor); elsewhere they are gone, and the resume
+// starts again the background processes that ran. Any call that needs it
+// (exec, code, files) resumes it first; Resume does so explicitly.
+// store.Suspending a suspended sandbox does nothing.
+func (m *Manager) Suspend(ctx context.Context, id, reason string) (*Sandbox, error) {
+	return m.halt(ctx, id, reason, true)
+}
+
+// Stop ends a sandbox's processes, keeping its files only (no memory, even
+// under gVisor, so no disk for it either). Unlike a suspended sandbox, a
+// stopped one is not woken by calls: Resume starts it, with the background
+// processes that ran. A suspended sandbox can be stopped: its kept memory
+// goes.
+func (m *Manager) Stop(ctx context.Context, id, reason string) (*Sandbox, error) {
+	return m.halt(ctx, id, reason, false)
+}
+
+// halt suspends (keepMemory) or stops a sandbox.
+func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*Sandbox, error) {
+	halting, halted := store.Suspending, store.Suspended
+	if !keepMemory {
+		halting, halted = store.Stopping, store.Stopped
+	}
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	was := rec.State
+	if was == halted {
+		return view(rec), nil
+	}
+	inst := m.liveInstance(id)
+	be, h := m.backends[rec.Backend], backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	switch {
+	case inst != nil:
+		be, h = inst.backend, inst.handle
+	case !keepMemory && was == store.Suspended && be != nil:
+		// store.Stopped where it is: its kept memory goes.
+	default:
+		return nil, notRunning(rec)
+	}
+	suspender, ok := be.(backend.Suspender)
+	if !ok {
+		return nil, errdefs.NotImplemented("runtime %s cannot suspend or stop sandboxes", be.Name())
+	}
+	// Whatever the caller does next, the sandbox ends up wholly halted or
+	// still running.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	if inst != nil {
+		if !inst.close(false) {
+			return nil, errdefs.Conflict("sandbox %s has calls running; suspending or stopping would end them: wait for them, or delete the sandbox", id)
+		}
+		if !inst.isPaused() { // a frozen agent answers nothing: the records stand
+			m.noteRunningProcesses(sctx, inst)
+		}
+	}
+	// The change is recorded first: a daemon that dies half-way finishes
+	// it when it starts again (Recover), and the time of the decision
+	// shows at once, however long the runtime takes to tear down.
+	if err := m.transition(sctx, id, halting, reason, was); err != nil {
+		if inst != nil {
+			inst.reopen()
+		}
+		return nil, err
+	}
+	m.takeLive(id)
+	if err := suspender.Suspend(sctx, h, keepMemory); err != nil {
+		m.mustTransition(sctx, id, store.Error, string(halted)+" failed: "+err.Error(), halting)
+		return nil, err
+	}
+	m.mustTransition(sctx, id, halted, reason, halting)
+	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
+	if keepMemory {
+		m.uploadImage(id) // once this lock is let go
+	}
+	return m.get(sctx, id)
+}
+
+// Resume starts a suspended, stopped or failed sandbox again, with its
+// files as they were. store.Resuming a running one does nothing (a paused one is
+// thawed).
+func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
+	if err := m.start(ctx, id); err != nil {
+		return nil, err
+	}
+	_, release, _, err := m.acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	return m.get(ctx, id)
+}
+
+// start starts sandbox id if it is stopped, which calls do not.
+func (m *Manager) start(ctx context.Context, id string) error {
+	unlock, err := m.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil || rec.State != store.Stopped {
+		return err
+	}
+	_, err = m.resume(ctx, rec, "started by request")
+	return err
+}
+
+// resume brings a suspended, stopped or failed sandbox back and makes it
+// live; the caller holds its lock.
+func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
+	be, ok := m.backends[rec.Backend]
+	if !ok {
+		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+	}
+	suspender, ok := be.(backend.Suspender)
+	if !ok {
+		return nil, errdefs.NotImplemented("runtime %s cannot resume sandboxes", be.Name())
+	}
+	tmpl, err := m.templates.Version(rec.Template, rec.TemplateVersion)
+	if err != nil {
+		return nil, err
+	}
+	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: view(rec).Volumes}
+	// The resume finishes even if the caller goes: half-resumed helps no one.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	// store.Resuming is recorded first: a daemon that dies half-way suspends it
+	// again when it starts (Recover), so that the next call resumes it
+	// whole.
+	was, why := rec.State, rec.StateReason
+	// It runs again: its workspace's quota must have room (its disk is
+	// counted already).
+	release, err := m.admit(ctx, need{workspace: rec.Workspace, memoryMB: rec.MemoryMB, cpus: rec.CPUs})
+	if err != nil {
+		return nil, err
+	}
+	err = m.transition(rctx, rec.ID, store.Resuming, reason, was)
+	release()
+	if err != nil {
+		return nil, err
+	}
+	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
+	// Moved here from another node: made from its image first.
+	switch imported, err := m.importImage(rctx, rec, spec); {
+	case err != nil:
+		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
+		return nil, err
+	case imported != nil:
+		h = *imported
+		if err := m.store.ChangeState(rctx, store.StateChange{ID: rec.ID, From: []store.State{store.Resuming}, To: store.Resuming, Reason: reason, At: m.clock.Now().UTC(), Handle: h.State}); err != nil {
+			return nil, errors.Join(err, m.destroyImported(rctx, h))
+		}
+	}
+	if err := suspender.Resume(rctx, h, spec); err != nil {
+		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
+		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
+	}
+	inst := newInstance(rec, be, h, m.clock)
+	if err := m.serveNetwork(rctx, inst, rec.Network); err != nil {
+		m.log.Error("network of a resumed sandbox not served: its connections are refused", attrSandbox, rec.ID, "error", err)
+	}
+	m.restartProcesses(rctx, inst)
+	m.setLive(inst)
+	m.mustTransition(rctx, rec.ID, store.Running, reason, store.Resuming)
+	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))
+	m.forgetImage(rec)
+	return inst, nil
+}
+
+// Keepalive changes a sandbox's idle timeout and, when action is not
+// empty, its idle action, and counts as activity: the new timeout runs from
+// now (E2B's setTimeout). A lifetime that is not 0 makes the sandbox expire
+// that long from now. It does not wake a suspended sandbox. A timeout of 0
+// leaves the idle timeout as it was. It changes the timers only, so it
+// never undoes a change of state made meanwhile.
+func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*Sandbox, error) {
+	if timeout == 0 && lifetime == 0 {
+		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
+	}
+	if timeout != 0 && (timeout < time.Second || timeout > maxIdleTimeout) {
+		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(timeout.Seconds()))
+	}
+	if lifetime != 0 {
+		if err := checkMaxLifetime(lifetime); err != nil {
+			return nil, errdefs.InvalidArgument("%v", err)
+		}
+	}
+	if action != "" {
+		if err := checkIdleAction(action); err != nil {
+			return nil, errdefs.InvalidArgument("%v", err)
+		}
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := m.clock.Now()
+	t := store.Timers{IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, ExpiresAt: rec.ExpiresAt, At: now.UTC()}
+	if timeout != 0 {
+		t.IdleTimeout = timeout
+	}
+	if action != "" {
+		t.IdleAction = action
+	}
+	if lifetime != 0 {
+		t.ExpiresAt = t.At.Add(lifetime)
+	}
+	if err := m.store.SetTimers(ctx, id, t); err != nil {
+		return nil, err
+	}
+	if inst := m.liveInstance(id); inst != nil {
+		inst.mu.Lock()
+		inst.idleTimeout, inst.lastActive = t.IdleTimeout, now
+		inst.mu.Unlock()
+	}
+	return m.get(ctx, id)
+}
