@@ -16,7 +16,10 @@ import (
 // page does not name fails the build, as does a test the page names that
 // is gone.
 
-const securityDoc = "../../docs/security.md"
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../../.."
+
+const securityDoc = repoRoot + "/docs/security.md"
 
 // A route group is a route's path up to the object it acts on: the part
 // after /v1/sandboxes/{id}/ for a sandbox's routes (written `/files`, or
@@ -64,7 +67,7 @@ func TestSecurityDocTests(t *testing.T) {
 	}
 	decl := regexp.MustCompile(`(?m)^func (TestAttack[A-Za-z0-9_]*)\(`)
 	defined := map[string]bool{}
-	err = filepath.WalkDir("../..", func(p string, e fs.DirEntry, err error) error {
+	err = filepath.WalkDir(repoRoot, func(p string, e fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
