@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
 
@@ -27,7 +28,7 @@ func (b *countingBackend) Probe(ctx context.Context) backend.Health {
 // probed again only once that is probeEvery old.
 func TestHealthProbesAtMostEveryInterval(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	var counted *countingBackend
 	d := newDaemonState(t).start(t, withClock(clock), func(cfg *Config) {
 		counted = &countingBackend{Backend: cfg.Backends[0]}
@@ -44,7 +45,7 @@ func TestHealthProbesAtMostEveryInterval(t *testing.T) {
 	if n := counted.probes.Load(); n != 1 {
 		t.Errorf("6 health checks within %v probed %d times, want 1", probeEvery, n)
 	}
-	clock.advance(probeEvery + time.Second)
+	clock.Advance(probeEvery + time.Second)
 	d.m.Health(ctx)
 	if n := counted.probes.Load(); n != 2 {
 		t.Errorf("a health check after %v probed %d times in all, want 2", probeEvery, n)
@@ -72,7 +73,7 @@ func (b *settingUp) Probe(ctx context.Context) backend.Health {
 // no restart.
 func TestPendingBackendBecomesUsable(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	var be *settingUp
 	d := newDaemonState(t).start(t, withClock(clock), func(cfg *Config) {
 		be = &settingUp{Backend: cfg.Backends[0]}
@@ -93,7 +94,7 @@ func TestPendingBackendBecomesUsable(t *testing.T) {
 	if _, err := d.m.create(ctx, CreateOptions{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("create before the next probe is due: %v; want still unavailable", err)
 	}
-	clock.advance(pendingProbeEvery)
+	clock.Advance(pendingProbeEvery)
 	sb, err := d.m.create(ctx, CreateOptions{})
 	if err != nil {
 		t.Fatalf("create once ready: %v", err)

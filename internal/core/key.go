@@ -29,7 +29,7 @@ func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if ws == "" {
 		ws = workspace.Default
 	}
-	unlock, err := m.locks.lock(ctx, "key:"+ws+"/"+opts.Key) // one get-or-create per key at a time
+	unlock, err := m.locks.Lock(ctx, "key:"+ws+"/"+opts.Key) // one get-or-create per key at a time
 	if err != nil {
 		return nil, false, err
 	}

@@ -28,7 +28,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 			return nil, err
 		}
 	}
-	release, err := m.admit(ctx, needOf(opts))
+	release, err := m.admit(ctx, Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +79,13 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
 	// list waits for the create to end.
-	unlock, err := m.locks.lock(ctx, rec.ID)
+	unlock, err := m.locks.Lock(ctx, rec.ID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	err = m.store.CreateSandbox(ctx, rec)
-	opts.admitted() // it counts towards its workspace's quota now
+	opts.admitted() // it counts now (its record says so)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node,
 	}
 	err := m.store.CreateSandbox(ctx, rec)
-	opts.admitted() // it counts towards its workspace's quota now
+	opts.admitted() // it counts now (its record says so)
 	if err != nil {
 		go m.destroyPooled(sb)
 		return nil, err
@@ -263,7 +263,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, relea
 		if inst := m.liveInstance(id); inst != nil {
 			if !inst.hold(m.clock.Now()) {
 				// Being halted or deleted: wait for that to end.
-				unlock, err := m.locks.lock(ctx, id)
+				unlock, err := m.locks.Lock(ctx, id)
 				if err != nil {
 					return nil, nil, false, err
 				}
@@ -298,7 +298,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (inst *instance, relea
 // wake resumes sandbox id if it is still in a state calls wake it from,
 // once: calls that come meanwhile wait for it.
 func (m *Manager) wake(ctx context.Context, id string) error {
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (m *Manager) lostAgent(ctx context.Context, inst *instance, err error) erro
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
-	unlock, lerr := m.locks.lock(lctx, inst.id)
+	unlock, lerr := m.locks.Lock(lctx, inst.id)
 	if lerr != nil {
 		return err
 	}
@@ -506,7 +506,7 @@ func (m *Manager) ended(inst *instance, reason string) {
 	defer m.reaps.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	unlock, err := m.locks.lock(ctx, inst.id)
+	unlock, err := m.locks.Lock(ctx, inst.id)
 	if err != nil {
 		return
 	}

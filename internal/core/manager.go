@@ -1,10 +1,11 @@
-// Package core is the lifecycle core, the Manager: it owns every
+// Package core is the lifecycle kernel, the Manager: it owns every
 // sandbox's life (create, recover after a restart, pause, suspend, resume,
 // stop, delete, the timers, the warm pool), every change of state going
-// through one transition under the sandbox's lock. What is done in a
-// sandbox is the services' beside it (internal/core/exec, files, toolrun,
-// templates): they take a running sandbox from Acquire and reach its agent
-// through the Running it hands them, never around the core.
+// through one transition under the sandbox's lock. Features attach to its
+// steps as hooks (hooks.go), each in a package of its own (quota). What is
+// done in a sandbox is the services' beside it (internal/core/exec, files,
+// toolrun, template): they take a running sandbox from Acquire and reach
+// its agent through the Running it hands them, never around the core.
 package core
 
 import (
@@ -22,6 +23,7 @@ import (
 	"unicode"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/keylock"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -95,6 +97,9 @@ type Config struct {
 	// internal/cluster): it holds, recovers and times only the sandboxes
 	// of its name. "": a single box.
 	Node string
+	// Hooks are the features attached to the kernel's steps, in the order
+	// they run (see hooks.go).
+	Hooks []Hook
 }
 
 // Manager owns the sandboxes.
@@ -122,11 +127,12 @@ type Manager struct {
 	probedAt time.Time
 
 	pool *warmPool
-	// locks serialise each sandbox's changes of state (see locks.go).
-	locks locks
-	// buildSteps are the template build steps in flight, which count
-	// towards their workspaces' quotas (see buildquota.go).
-	buildSteps buildHolds
+	// locks serialise each sandbox's changes of state: every change
+	// (create, pause, thaw, suspend, stop, resume, snapshot, delete, a lost
+	// container) happens under the sandbox's lock, so that the backend sees
+	// one call at a time for a sandbox, as its contract asks.
+	locks keylock.Locks
+	hooks []Hook
 
 	mu      sync.Mutex
 	live    map[string]*instance   // sandboxes with a running container
@@ -138,9 +144,6 @@ type Manager struct {
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
 	// goroutine only).
 	lastExpiry time.Time
-	// lastUsage is when tick last counted sandbox time (Run's goroutine
-	// only).
-	lastUsage time.Time
 }
 
 // New returns a Manager that has picked up the sandboxes an earlier daemon
@@ -166,6 +169,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		reaping:   map[string]bool{},
 		pool:      newWarmPool(cfg.Pools, cfg.Default),
 		teardowns: newTeardowns(),
+		hooks:     cfg.Hooks,
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -296,7 +300,7 @@ type CreateOptions struct {
 	Secrets []string
 
 	files map[string]backend.File // Files and FilesTar, checked by withDefaults
-	// admitted ends the create's hold on its workspace's quota (see admit).
+	// admitted ends the create's admission (see admit).
 	admitted func()
 }
 

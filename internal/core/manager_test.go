@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -267,7 +268,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 
 func TestIdleSandboxIsDeleted(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Minute, IdleAction: store.IdleDelete})
 	d.tickAfter(t, clock, 59*time.Second)
@@ -287,7 +288,7 @@ func TestIdleSandboxIsDeleted(t *testing.T) {
 // keeps it awake.
 func TestIdleSandboxIsSuspended(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	busy := d.create(t, CreateOptions{IdleTimeout: time.Minute})
 	idle := d.create(t, CreateOptions{IdleTimeout: time.Minute})

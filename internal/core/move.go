@@ -58,7 +58,7 @@ func (m *Manager) uploadImage(id string) {
 // image, records it, and drops the older ones. image is "" when there was
 // nothing to do.
 func (m *Manager) upload(ctx context.Context, id string) (image string, size int64, err error) {
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return "", 0, err
 	}

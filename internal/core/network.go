@@ -179,7 +179,7 @@ func (n Networks) Set(ctx context.Context, id string, p netpolicy.Policy) (*Sand
 	if err != nil {
 		return nil, errdefs.InvalidArgument("network: %v", err)
 	}
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}

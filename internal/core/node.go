@@ -26,7 +26,7 @@ func (m *Manager) NodeReport(ctx context.Context) (store.NodeReport, error) {
 		Templates: map[string]string{}, Warm: map[string]int{},
 	}
 	for _, rec := range held {
-		if holdsResources(rec.State) {
+		if store.HoldsResources(rec.State) {
 			r.CommittedCPUs += rec.CPUs
 			r.CommittedMemoryMB += rec.MemoryMB
 		}

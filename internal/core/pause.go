@@ -14,7 +14,7 @@ import (
 // no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
 // so explicitly. Pausing a paused sandbox does nothing.
 func (m *Manager) Pause(ctx context.Context, id string) (*Sandbox, error) {
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error
 	if !inst.isPaused() {
 		return nil
 	}
-	unlock, err := m.locks.lock(ctx, inst.id)
+	unlock, err := m.locks.Lock(ctx, inst.id)
 	if err != nil {
 		return err
 	}

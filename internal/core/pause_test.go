@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -249,7 +250,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 // a keepalive moves the end.
 func TestMaxLifetime(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	running := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
@@ -291,7 +292,7 @@ func TestMaxLifetime(t *testing.T) {
 // timeout became an hour is not suspended a minute later.
 func TestKeepalive(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
@@ -380,7 +381,7 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.stop(t)
-	clock := newFakeClock()
+	clock := testclock.New()
 	d = state.start(t, withClock(clock))
 	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.Stopped {
 		t.Fatalf("after a restart mid-stop: %+v, %v; want stopped", got, err)

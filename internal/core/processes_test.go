@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -91,7 +92,7 @@ func (d *testDaemon) logsOf(t *testing.T, id, name string) string {
 // ended, it no longer keeps the sandbox awake.
 func TestBackgroundProcesses(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
@@ -158,7 +159,7 @@ func TestBackgroundProcesses(t *testing.T) {
 // a request to its preview) starts it again.
 func TestServiceIsNotActivity(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})

@@ -179,8 +179,8 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // tick is one round of the timers, at the clock's time: CPU samples, idle
-// timeouts and, each second at most, max lifetimes; then the pools are
-// filled. The suspends and deletes it decides run in the background (see
+// timeouts and, each second at most, max lifetimes; then the hooks'
+// ticks, and the pools are filled. The suspends and deletes it decides run in the background (see
 // inBackground).
 func (m *Manager) tick(ctx context.Context) {
 	now := m.clock.Now()
@@ -190,9 +190,7 @@ func (m *Manager) tick(ctx context.Context) {
 		m.lastExpiry = now
 		m.deleteExpired(ctx, now)
 	}
-	if now.Sub(m.lastUsage) >= usageEvery {
-		m.countSandboxTime(ctx, now)
-	}
+	m.tickHooks(ctx, now)
 	m.fillPools(ctx)
 }
 

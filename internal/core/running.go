@@ -93,7 +93,7 @@ func (r *Running) Err(ctx context.Context, err error) error {
 // a change of its life does (a snapshot's copy): a delete, pause or
 // suspend waits for it. It fails when the sandbox stopped meanwhile.
 func (r *Running) Locked(ctx context.Context, fn func(be backend.Backend, h backend.Handle) error) error {
-	unlock, err := r.m.locks.lock(ctx, r.inst.id)
+	unlock, err := r.m.locks.Lock(ctx, r.inst.id)
 	if err != nil {
 		return err
 	}

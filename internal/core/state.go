@@ -13,7 +13,7 @@ import (
 // creation: the change must be in the table, and it is stored only if the
 // sandbox is still in one of from (compare and set), so a change decided
 // on a stale reading fails (errdefs.ErrConflict) instead of overwriting
-// another. The caller holds id's lock (see locks), except where it says
+// another. The caller holds id's lock (see Manager.locks), except where it says
 // why not.
 func (m *Manager) transition(ctx context.Context, id string, to store.State, reason string, from ...store.State) error {
 	return m.transitionHandle(ctx, id, nil, to, reason, from...)

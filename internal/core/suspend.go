@@ -35,7 +35,7 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	if !keepMemory {
 		halting, halted = store.Stopping, store.Stopped
 	}
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
 
 // start starts sandbox id if it is stopped, which calls do not.
 func (m *Manager) start(ctx context.Context, id string) error {
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -151,9 +151,9 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.
 	was, why := rec.State, rec.StateReason
-	// It runs again: its workspace's quota must have room (its disk is
-	// counted already).
-	release, err := m.admit(ctx, need{workspace: rec.Workspace, memoryMB: rec.MemoryMB, cpus: rec.CPUs})
+	// It runs again: it is admitted as a create is, without its disk
+	// (counted already).
+	release, err := m.admit(ctx, Admission{Workspace: rec.Workspace, MemoryMB: rec.MemoryMB, CPUs: rec.CPUs})
 	if err != nil {
 		return nil, err
 	}

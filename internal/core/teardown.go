@@ -117,7 +117,7 @@ func (m *Manager) AwaitTeardown(ctx context.Context, id string) error {
 	if rec.Node != m.node {
 		return m.awaitRecordGone(ctx, id) // another node tears it down
 	}
-	unlock, err := m.locks.lock(ctx, id) // the teardown holds it
+	unlock, err := m.locks.Lock(ctx, id) // the teardown holds it
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 	if rec, err := m.store.GetSandbox(ctx, id); err == nil && rec.State == store.Deleting {
 		return nil, deletedError(id) // not to wait for its teardown
 	}
-	unlock, err := m.locks.lock(ctx, id)
+	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}

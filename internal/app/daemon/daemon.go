@@ -31,6 +31,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
@@ -168,10 +169,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if images != nil {
 		defer func() { _ = images.Close() }() // nothing is written through it by now
 	}
+	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	mgr, err := core.New(ctx, core.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
 		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(), Images: images,
+		Hooks: []core.Hook{quotas},
 	})
 	if err != nil {
 		return err
@@ -199,7 +202,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	templateService := template.New(template.Config{
 		Core: mgr, Store: db, Templates: templateStore, BuildBackend: buildBackend, BuildUnusable: unusable[template.BuildRuntime],
-		PackageCache: cfg.packageCache(), Withdraw: withdraw, Logger: log,
+		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Logger: log,
 	})
 
 	auditLog := audit.New(db, log)
@@ -226,7 +229,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	} else if len(names) > 0 {
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
-	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: mgr, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)

@@ -1,18 +1,17 @@
-package core
+// Package keylock is a lock per key, kept only while someone holds or
+// waits for it, whose wait can be given up (containerd's pkg/kmutex is
+// the model). The core locks each sandbox with it, so that a call whose
+// caller left does not queue behind a slow teardown forever; quotas lock
+// each workspace.
+package keylock
 
 import (
 	"context"
 	"sync"
 )
 
-// locks are the sandboxes' locks, one per sandbox, kept while someone
-// holds or waits for it: every change of a sandbox's state (create,
-// pause, thaw, suspend, stop, resume, snapshot, delete, a lost container)
-// happens under its lock, so that the backend sees one call at a time for
-// a sandbox, as its contract asks. Waiting can be given up (ctx), so a
-// call whose caller left does not queue behind a slow teardown forever.
-// (containerd's pkg/kmutex is the model.)
-type locks struct {
+// Locks are locks by key. The zero value is ready to use.
+type Locks struct {
 	mu sync.Mutex
 	m  map[string]*lockEntry
 }
@@ -22,9 +21,9 @@ type lockEntry struct {
 	users int           // holders and waiters
 }
 
-// lock takes key's lock, or returns ctx's error if ctx ends first; on
+// Lock takes key's lock, or returns ctx's error if ctx ends first; on
 // success the caller calls the returned unlock once.
-func (l *locks) lock(ctx context.Context, key string) (unlock func(), err error) {
+func (l *Locks) Lock(ctx context.Context, key string) (unlock func(), err error) {
 	l.mu.Lock()
 	if l.m == nil {
 		l.m = map[string]*lockEntry{}
@@ -45,7 +44,7 @@ func (l *locks) lock(ctx context.Context, key string) (unlock func(), err error)
 	}
 }
 
-func (l *locks) done(key string, e *lockEntry) {
+func (l *Locks) done(key string, e *lockEntry) {
 	l.mu.Lock()
 	if e.users--; e.users == 0 {
 		delete(l.m, key)

@@ -1,7 +1,8 @@
 // Package coretest starts the lifecycle core for the tests of the
-// services beside it (exec and processes, files, tools, templates): a
-// Manager over a real SQLite store, a real template store and the fake
-// backend, whose sandboxes are real agents without isolation.
+// services beside it (exec and processes, files, tools, templates) and of
+// its hooks: a Manager over a real SQLite store, a real template store and
+// the fake backend, whose sandboxes are real agents without isolation,
+// with the quota keeper as its hook, as the daemon has it.
 //
 // A test package that uses it runs the fake's agent from its TestMain:
 //
@@ -19,9 +20,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -34,6 +37,7 @@ type Core struct {
 	DB        *sqlite.DB
 	Backend   *fake.Backend
 	Templates *rootfs.Store
+	Quotas    *quota.Keeper
 }
 
 // Start starts a core whose state lives in the test's temporary
@@ -58,6 +62,12 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 	for _, f := range configure {
 		f(&cfg)
 	}
+	now := time.Now
+	if cfg.Clock != nil {
+		now = cfg.Clock.Now
+	}
+	c.Quotas = quota.New(quota.Config{Store: db, Node: cfg.Node, Now: now})
+	cfg.Hooks = append(cfg.Hooks, c.Quotas)
 	if c.M, err = core.New(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}

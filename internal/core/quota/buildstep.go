@@ -1,4 +1,4 @@
-package core
+package quota
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core"
 )
 
 // Template build steps and the quotas. A build step runs in a sandbox of
-// its own that the templates service makes directly on the build backend
+// its own that the template service makes directly on the build backend
 // (not recorded in the store), so the store's records do not count it. A
 // workspace's step is admitted here instead, as a create is: under the
 // workspace's quota lock, against what its sandboxes and its other steps
@@ -38,22 +39,22 @@ type StepLimits struct {
 // buildHolds are the build steps in flight, by workspace.
 type buildHolds struct {
 	mu sync.Mutex
-	ws map[string][]*need
+	ws map[string][]*core.Admission
 }
 
-func (h *buildHolds) add(n *need) {
+func (h *buildHolds) add(n *core.Admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ws == nil {
-		h.ws = map[string][]*need{}
+		h.ws = map[string][]*core.Admission{}
 	}
-	h.ws[n.workspace] = append(h.ws[n.workspace], n)
+	h.ws[n.Workspace] = append(h.ws[n.Workspace], n)
 }
 
-func (h *buildHolds) remove(n *need) {
+func (h *buildHolds) remove(n *core.Admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	list := h.ws[n.workspace]
+	list := h.ws[n.Workspace]
 	for i, x := range list {
 		if x == n {
 			list = append(list[:i], list[i+1:]...)
@@ -61,10 +62,10 @@ func (h *buildHolds) remove(n *need) {
 		}
 	}
 	if len(list) == 0 {
-		delete(h.ws, n.workspace)
+		delete(h.ws, n.Workspace)
 		return
 	}
-	h.ws[n.workspace] = list
+	h.ws[n.Workspace] = list
 }
 
 // addTo adds the steps in flight of u's workspace to u.
@@ -73,16 +74,16 @@ func (h *buildHolds) addTo(u *Usage) {
 	defer h.mu.Unlock()
 	for _, n := range h.ws[u.Workspace] {
 		u.Sandboxes++
-		u.MemoryMB += n.memoryMB
-		u.CPUs += n.cpus
-		u.DiskMB += n.diskMB
+		u.MemoryMB += n.MemoryMB
+		u.CPUs += n.CPUs
+		u.DiskMB += n.DiskMB
 	}
 }
 
 // WorkspaceQuota is workspace ws's quota; none (all zero) for a workspace
 // not recorded yet.
-func (m *Manager) WorkspaceQuota(ctx context.Context, ws string) (Quota, error) {
-	w, err := m.store.GetWorkspace(ctx, ws)
+func (k *Keeper) WorkspaceQuota(ctx context.Context, ws string) (Quota, error) {
+	w, err := k.store.GetWorkspace(ctx, ws)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return Quota{}, nil
 	}
@@ -100,20 +101,20 @@ func (m *Manager) WorkspaceQuota(ctx context.Context, ws string) (Quota, error) 
 // (256 MiB, a quarter of a CPU, 256 MiB of disk, or the quota itself if
 // smaller), or no place for one more running sandbox, or no sandbox-hours
 // of the day, refuses it with errdefs.ErrResourceExhausted.
-func (m *Manager) AdmitBuildStep(ctx context.Context, ws string, want StepLimits) (_ StepLimits, release func(), err error) {
-	q, err := m.WorkspaceQuota(ctx, ws)
+func (k *Keeper) AdmitBuildStep(ctx context.Context, ws string, want StepLimits) (_ StepLimits, release func(), err error) {
+	q, err := k.WorkspaceQuota(ctx, ws)
 	if err != nil {
 		return StepLimits{}, nil, err
 	}
 	if q == (Quota{}) {
 		return want, func() {}, nil
 	}
-	unlock, err := m.locks.lock(ctx, "quota:"+ws)
+	unlock, err := k.locks.Lock(ctx, ws)
 	if err != nil {
 		return StepLimits{}, nil, err
 	}
 	defer unlock() // the hold counts from here on, in Usage
-	u, err := m.Usage(ctx, ws)
+	u, err := k.Usage(ctx, ws)
 	if err != nil {
 		return StepLimits{}, nil, err
 	}
@@ -149,7 +150,7 @@ func (m *Manager) AdmitBuildStep(ctx context.Context, ws string, want StepLimits
 	if q.SandboxHours > 0 && u.SandboxHours >= q.SandboxHours {
 		return StepLimits{}, nil, over("sandbox-hours", "%.2f of %g hours used on %s (UTC); it starts again at midnight UTC", u.SandboxHours, q.SandboxHours, u.Day)
 	}
-	n := &need{workspace: ws, memoryMB: got.MemoryMB, cpus: got.CPUs, diskMB: got.DiskMB}
-	m.buildSteps.add(n)
-	return got, sync.OnceFunc(func() { m.buildSteps.remove(n) }), nil
+	n := &core.Admission{Workspace: ws, MemoryMB: got.MemoryMB, CPUs: got.CPUs, DiskMB: got.DiskMB}
+	k.buildSteps.add(n)
+	return got, sync.OnceFunc(func() { k.buildSteps.remove(n) }), nil
 }

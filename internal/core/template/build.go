@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/net/egress"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -50,7 +51,7 @@ const (
 
 // runBuildStep runs step in a sandbox of root with limits: what a
 // build's rootfs.Runner does (see runner).
-func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.RunStep, limits core.StepLimits) (err error) {
+func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.RunStep, limits quota.StepLimits) (err error) {
 	be := s.buildBackend
 	switch {
 	case be == nil:

@@ -6,7 +6,7 @@ import (
 	"runtime"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
 )
@@ -18,7 +18,7 @@ import (
 // shared name the administrator's (only its key makes those).
 //
 //   - Each build step is admitted against the workspace's quota as a
-//     sandbox is (core.Manager.AdmitBuildStep): it counts with the
+//     sandbox is (quota.Keeper.AdmitBuildStep): it counts with the
 //     workspace's sandboxes while it runs, and runs with what the quota
 //     leaves of memory, CPUs and disk, up to the administrator's limits
 //     (buildMemoryMB, all CPUs, buildDiskMB).
@@ -59,9 +59,12 @@ func (s *Service) limitsOf(ctx context.Context, name, ws string, admin bool) (bu
 	} else if admin {
 		return buildLimits{admin: true}, nil
 	}
-	q, err := s.core.WorkspaceQuota(ctx, ws)
-	if err != nil {
-		return buildLimits{}, err
+	var q quota.Quota
+	if s.quotas != nil {
+		var err error
+		if q, err = s.quotas.WorkspaceQuota(ctx, ws); err != nil {
+			return buildLimits{}, err
+		}
 	}
 	if q.DiskMB > 0 {
 		return buildLimits{workspace: ws, maxBytes: q.DiskMB << 20,
@@ -72,8 +75,8 @@ func (s *Service) limitsOf(ctx context.Context, name, ws string, admin bool) (bu
 }
 
 // adminStep is what an administrator's build step runs with.
-func adminStep() core.StepLimits {
-	return core.StepLimits{MemoryMB: buildMemoryMB, CPUs: float64(runtime.NumCPU()), DiskMB: buildDiskMB}
+func adminStep() quota.StepLimits {
+	return quota.StepLimits{MemoryMB: buildMemoryMB, CPUs: float64(runtime.NumCPU()), DiskMB: buildDiskMB}
 }
 
 // runner is the rootfs.Runner of one build bounded by l: it admits
@@ -100,11 +103,14 @@ func (s *Service) runner(l buildLimits) rootfs.Runner {
 		}
 		want := adminStep()
 		want.DiskMB = min(want.DiskMB, left)
-		limits, release, err := s.core.AdmitBuildStep(ctx, l.workspace, want)
-		if err != nil {
-			return err
+		limits := want
+		if s.quotas != nil {
+			var release func()
+			if limits, release, err = s.quotas.AdmitBuildStep(ctx, l.workspace, want); err != nil {
+				return err
+			}
+			defer release()
 		}
-		defer release()
 		if err := s.runBuildStep(ctx, root, step, limits); err != nil {
 			return err
 		}

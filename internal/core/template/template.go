@@ -21,6 +21,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -57,7 +58,10 @@ type Config struct {
 	// before removing it here, so that no node, this one included, copies
 	// it back in between.
 	Withdraw func(ctx context.Context, name string) error
-	Logger   *slog.Logger
+	// Quotas admit a workspace's build steps against its quota, as its
+	// sandboxes are; nil: no workspace has a quota.
+	Quotas *quota.Keeper
+	Logger *slog.Logger
 }
 
 // Service lists, builds, imports, snapshots and removes templates.
@@ -69,6 +73,7 @@ type Service struct {
 	buildUnusable string
 	packageCache  string
 	withdraw      func(ctx context.Context, name string) error
+	quotas        *quota.Keeper
 	log           *slog.Logger
 }
 
@@ -76,7 +81,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{
 		core: cfg.Core, store: cfg.Store, templates: cfg.Templates, buildBackend: cfg.BuildBackend,
-		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, log: cfg.Logger,
+		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, quotas: cfg.Quotas, log: cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
@@ -62,7 +63,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 		t.Fatal(err)
 	}
 	be := fake.New(fake.TempDir(t))
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore})
+	quotas := quota.New(quota.Config{Store: db})
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +85,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
 	cfg := Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
-		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, m, t.TempDir(), nil),
-		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: m, Secrets: vault, Redactor: redactor,
+		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, t.TempDir(), nil),
+		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
 	}
 	for _, f := range configure {

@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
@@ -96,9 +97,9 @@ type Templates interface {
 
 // Workspaces keeps the workspaces' quotas and tells their usage.
 type Workspaces interface {
-	Workspaces(ctx context.Context) ([]core.Workspace, error)
-	Usage(ctx context.Context, ws string) (core.Usage, error)
-	SetQuota(ctx context.Context, ws string, q core.Quota) error
+	Workspaces(ctx context.Context) ([]quota.Workspace, error)
+	Usage(ctx context.Context, ws string) (quota.Usage, error)
+	SetQuota(ctx context.Context, ws string, q quota.Quota) error
 }
 
 // Volumes keeps the volumes sandboxes mount.

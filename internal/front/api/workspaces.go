@@ -5,15 +5,15 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/quota"
 )
 
 // Workspaces: the administrator lists them and sets their quotas; a key
 // reads its own workspace's usage.
 
-func quotaJSON(q core.Quota) client.Quota { return client.Quota(q) }
+func quotaJSON(q quota.Quota) client.Quota { return client.Quota(q) }
 
-func usageJSON(u core.Usage) client.WorkspaceUsage {
+func usageJSON(u quota.Usage) client.WorkspaceUsage {
 	return client.WorkspaceUsage{
 		Workspace: u.Workspace, Quota: quotaJSON(u.Quota), Sandboxes: u.Sandboxes, MemoryMB: u.MemoryMB,
 		CPUs: u.CPUs, DiskMB: u.DiskMB, SandboxHours: u.SandboxHours, Day: u.Day,
@@ -75,7 +75,7 @@ func (s *Server) setQuota(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := s.spaces.SetQuota(r.Context(), ws, core.Quota(q)); err != nil {
+	if err := s.spaces.SetQuota(r.Context(), ws, quota.Quota(q)); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}

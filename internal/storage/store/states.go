@@ -62,3 +62,14 @@ func States() []State {
 func Transient(s State) bool {
 	return s == Creating || s == Suspending || s == Resuming || s == Stopping || s == Deleting
 }
+
+// HoldsResources says whether a sandbox in state s holds its memory and
+// CPUs: running, paused, and on their way in or out. Quotas count these
+// as running, and a node's report as committed.
+func HoldsResources(s State) bool {
+	switch s {
+	case Creating, Running, Paused, Resuming, Suspending, Stopping:
+		return true
+	}
+	return false
+}
