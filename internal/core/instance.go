@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,17 +21,18 @@ type instance struct {
 	// env is the sandbox's environment, under each command's own. It may
 	// hold secrets: never log it.
 	env map[string]string
-	// owner is whose secrets its commands get (see commandEnv).
-	owner   secretOwner
+	// owner is whose it is: its commands' secrets are its owner's (see
+	// commandEnv).
+	owner   owner
 	agent   *agentclient.Client
 	backend backend.Backend
 	handle  backend.Handle
 
 	mu         sync.Mutex
-	stopWatch  func() // ends the backend's watch of its container
-	netStop    func() // ends the daemon's serving of its network
-	paused     bool   // frozen: calls thaw it first
-	closing    bool   // being halted or deleted: no new calls
+	stopWatch  func()   // ends the backend's watch of its container
+	stops      []func() // end what its Starter hooks started (see stopHooks)
+	paused     bool     // frozen: calls thaw it first
+	closing    bool     // being halted or deleted: no new calls
 	lastActive time.Time
 	running    int               // calls in flight (see hold)
 	limitHits  backend.LimitHits // limit hits already put down to a command
@@ -44,6 +46,18 @@ type instance struct {
 	cpuAt    time.Time
 	cpuTime  time.Duration
 	cpuShare float64
+}
+
+// owner is whose a sandbox is: its workspace's, made for user, its
+// secrets narrowed to names (nil: all of them).
+type owner struct {
+	workspace string
+	user      string
+	names     []string
+}
+
+func ownerOf(rec *store.Sandbox) owner {
+	return owner{workspace: rec.Workspace, user: rec.User, names: slices.Clone(rec.Secrets)}
 }
 
 func newInstance(rec *store.Sandbox, be backend.Backend, h backend.Handle, clock Clock) *instance {
@@ -136,22 +150,25 @@ func (i *instance) setUnwatch(stop func()) {
 	i.mu.Unlock()
 }
 
-// setNetStop keeps what ends the serving of the instance's network.
-func (i *instance) setNetStop(stop func()) {
+// addStop keeps what ends what a Starter hook started for the instance.
+func (i *instance) addStop(stop func()) {
+	if stop == nil {
+		return
+	}
 	i.mu.Lock()
-	i.netStop = stop
+	i.stops = append(i.stops, stop)
 	i.mu.Unlock()
 }
 
-// stopNetwork ends the serving of the instance's network, if any: its
-// connections end, and its router namespace has no listener until the
-// sandbox runs again.
-func (i *instance) stopNetwork() {
+// stopHooks ends what the Starter hooks started for the instance (the
+// serving of its network: its connections end, and its router namespace
+// has no listener until the sandbox runs again), the last started first.
+func (i *instance) stopHooks() {
 	i.mu.Lock()
-	stop := i.netStop
-	i.netStop = nil
+	stops := i.stops
+	i.stops = nil
 	i.mu.Unlock()
-	if stop != nil {
+	for _, stop := range slices.Backward(stops) {
 		stop()
 	}
 }

@@ -23,10 +23,12 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	if opts.Secrets != nil && m.secrets != nil {
-		if err := m.secrets.Check(ctx, opts.Workspace, opts.User, opts.Secrets); err != nil {
-			return nil, err
-		}
+	if err := m.prepare(ctx, &opts); err != nil {
+		return nil, err
+	}
+	policy := netpolicy.Policy{Mode: netpolicy.Full}
+	if opts.Network != nil {
+		policy = *opts.Network
 	}
 	release, err := m.admit(ctx, Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
 	if err != nil {
@@ -47,10 +49,6 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	// What deleted sandboxes still hold is bounded: a new one waits for
 	// their teardowns when too many are behind.
 	if err := m.teardowns.waitBacklog(ctx); err != nil {
-		return nil, err
-	}
-	policy, err := m.checkNetwork(opts.Network, opts.NetworkCeiling)
-	if err != nil {
 		return nil, err
 	}
 	be, err := m.backendFor(ctx, opts.Runtime)
@@ -121,13 +119,13 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	}
 	made = true
 	inst := newInstance(rec, be, h, m.clock)
-	if err := m.serveNetwork(ctx, inst, policy); err != nil {
+	if err := m.startHooks(ctx, inst, policy); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			inst.stopNetwork()
-			m.dropNet(rec.ID)
+			inst.stopHooks()
+			m.deleted(rec.ID)
 		}
 	}()
 	if err := m.transitionHandle(ctx, rec.ID, h.State, store.Running, "created", store.Creating); err != nil {
@@ -156,10 +154,9 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 		return nil, err
 	}
 	// Its network is served already, refusing everything: now by its
-	// policy (checked by create).
-	checker, _ := netpolicy.Compile(policy)
-	m.netOf(rec.ID, policy).checker.Store(checker)
+	// policy (prepared by create).
 	inst := sb.inst
+	m.claimed(ctx, inst, policy)
 	inst.mu.Lock()
 	inst.idleTimeout, inst.env, inst.owner, inst.lastActive = rec.IdleTimeout, rec.Env, ownerOf(rec), m.clock.Now()
 	inst.mu.Unlock()
@@ -449,7 +446,7 @@ func (m *Manager) takeLive(id string) *instance {
 	m.mu.Unlock()
 	if inst != nil {
 		inst.unwatch()
-		inst.stopNetwork()
+		inst.stopHooks()
 	}
 	return inst
 }

@@ -2,10 +2,11 @@
 // sandbox's life (create, recover after a restart, pause, suspend, resume,
 // stop, delete, the timers, the warm pool), every change of state going
 // through one transition under the sandbox's lock. Features attach to its
-// steps as hooks (hooks.go), each in a package of its own (quota). What is
-// done in a sandbox is the services' beside it (internal/core/exec, files,
-// toolrun, template): they take a running sandbox from Acquire and reach
-// its agent through the Running it hands them, never around the core.
+// steps as hooks (hooks.go), each in a package of its own (quota, network,
+// secretenv). What is done in a sandbox is the services' beside it
+// (internal/core/exec, files, toolrun, template): they take a running
+// sandbox from Acquire and reach its agent through the Running it hands
+// them, never around the core.
 package core
 
 import (
@@ -84,11 +85,6 @@ type Config struct {
 	VolumeDir string
 	// Clock tells the time of timers and records (the real one when nil).
 	Clock Clock
-	// Network is how sandboxes reach the outside (see network.go).
-	Network NetworkConfig
-	// Secrets gives commands their workspace's secrets (see secrets.go);
-	// nil: none.
-	Secrets SecretSource
 	// Images is the image store the nodes share, where suspended
 	// sandboxes' images go so that another node can resume them (see
 	// move.go); nil: none, a sandbox resumes where it was suspended.
@@ -116,8 +112,6 @@ type Manager struct {
 	reapEvery time.Duration
 	volumeDir string
 	clock     Clock
-	netCfg    NetworkConfig
-	secrets   SecretSource
 	node      string
 	images    imagestore.Store
 
@@ -135,10 +129,9 @@ type Manager struct {
 	hooks []Hook
 
 	mu      sync.Mutex
-	live    map[string]*instance   // sandboxes with a running container
-	nets    map[string]*sandboxNet // sandboxes' network state (see network.go)
-	reaping map[string]bool        // idle sandboxes being suspended or deleted
-	reaps   sync.WaitGroup         // of those, for Close
+	live    map[string]*instance // sandboxes with a running container
+	reaping map[string]bool      // idle sandboxes being suspended or deleted
+	reaps   sync.WaitGroup       // of those, for Close
 	// teardowns are deleted sandboxes' teardowns (see teardown.go).
 	teardowns *teardowns
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
@@ -150,7 +143,6 @@ type Manager struct {
 // process left (see recoverSandboxes). Call Run for the timers, and Close.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
-		secrets:   cfg.Secrets,
 		node:      cfg.Node,
 		images:    cfg.Images,
 		store:     cfg.Store,
@@ -163,9 +155,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		reapEvery: cfg.ReapInterval,
 		volumeDir: cfg.VolumeDir,
 		clock:     cfg.Clock,
-		netCfg:    cfg.Network.withDefaults(),
 		live:      map[string]*instance{},
-		nets:      map[string]*sandboxNet{},
 		reaping:   map[string]bool{},
 		pool:      newWarmPool(cfg.Pools, cfg.Default),
 		teardowns: newTeardowns(),
@@ -281,7 +271,8 @@ type CreateOptions struct {
 	FromSnapshot string
 	// Volumes are mounted into the sandbox (see volumes.go).
 	Volumes []VolumeMount
-	// Network is its network policy; nil: the daemon's default.
+	// Network is its network policy; nil: the daemon's default (the
+	// network hook's Prepare fills it in; without that hook, mode full).
 	Network *netpolicy.Policy
 	// NetworkCeiling is the least isolated network mode its caller may
 	// give a sandbox ("": any, the administrator's). Every create path
@@ -417,7 +408,7 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOpti
 		ID:       id,
 		Hostname: id,
 		RootDir:  rootDir,
-		Binds:    append(append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...), m.trustBinds()...),
+		Binds:    append(append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...), m.hookBinds()...),
 		Files:    identityFiles(id),
 		Limits: backend.Limits{
 			CPUs:        opts.CPUs,

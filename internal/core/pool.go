@@ -158,7 +158,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	}
 	sb := pooled{id: id, version: tmpl.Version, be: be, handle: h, inst: newInstance(&store.Sandbox{ID: id, IdleTimeout: opts.IdleTimeout}, be, h, m.clock)}
 	// Handed over with its network served: until then it reaches nothing.
-	if err := m.serveNetwork(ctx, sb.inst, netpolicy.Policy{Mode: netpolicy.None}); err != nil {
+	if err := m.startHooks(ctx, sb.inst, netpolicy.Policy{Mode: netpolicy.None}); err != nil {
 		m.destroyPooled(sb)
 		return pooled{}, err
 	}
@@ -340,8 +340,8 @@ func (m *Manager) drainPools() {
 func (m *Manager) destroyPooled(sb pooled) {
 	sb.inst.unwatch()
 	sb.inst.close(true)
-	sb.inst.stopNetwork()
-	m.dropNet(sb.id)
+	sb.inst.stopHooks()
+	m.deleted(sb.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sb.be.Destroy(ctx, sb.handle); err != nil {

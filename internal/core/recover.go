@@ -103,7 +103,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			return nil
 		}
 		inst.paused = true
-		m.recoverNetwork(ctx, inst, rec)
+		m.recoverHooks(ctx, inst, rec)
 		m.setLive(inst)
 		m.log.Info("sandbox recovered, paused", attrSandbox, rec.ID)
 		return nil
@@ -114,7 +114,7 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 			// OOM kills from before the restart are no command's.
 			inst.limitHits, _ = be.LimitHits(ctx, h)
 			if err = inst.agent.Health(ctx); err == nil {
-				m.recoverNetwork(ctx, inst, rec)
+				m.recoverHooks(ctx, inst, rec)
 				m.setLive(inst)
 				m.log.Info("sandbox recovered", attrSandbox, rec.ID)
 				return nil
@@ -130,12 +130,13 @@ func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
 	return nil
 }
 
-// recoverNetwork serves the network of a sandbox found running after a
-// restart, by its stored policy. Without it the sandbox's connections are
-// refused: said in the log, not fatal.
-func (m *Manager) recoverNetwork(ctx context.Context, inst *instance, rec *store.Sandbox) {
-	if err := m.serveNetwork(ctx, inst, rec.Network); err != nil {
-		m.log.Error("network of a recovered sandbox not served: its connections are refused", attrSandbox, rec.ID, "error", err)
+// recoverHooks starts the hooks of a sandbox found running after a
+// restart (its network served by its stored policy). What fails to start
+// is said in the log, not fatal: without its network, say, the sandbox's
+// connections are refused.
+func (m *Manager) recoverHooks(ctx context.Context, inst *instance, rec *store.Sandbox) {
+	if err := m.startHooks(ctx, inst, rec.Network); err != nil {
+		m.log.Error("hooks of a recovered sandbox not started: without its network its connections are refused", attrSandbox, rec.ID, "error", err)
 	}
 }
 

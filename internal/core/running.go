@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -29,17 +28,6 @@ type Running struct {
 // Woken says the sandbox was started again (resumed) for this call, by it
 // or by a call it waited for: its services may not listen yet.
 func (r *Running) Woken() bool { return r.woken }
-
-// NetworkLog is the log of what the sandbox's network policy refused, or
-// nil if its backend gives it no network.
-func (r *Running) NetworkLog() *netproxy.Log {
-	r.m.mu.Lock()
-	defer r.m.mu.Unlock()
-	if sn := r.m.nets[r.inst.id]; sn != nil {
-		return &sn.events
-	}
-	return nil
-}
 
 // ID is the sandbox's id.
 func (r *Running) ID() string { return r.inst.id }

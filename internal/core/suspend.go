@@ -179,8 +179,8 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
 	}
 	inst := newInstance(rec, be, h, m.clock)
-	if err := m.serveNetwork(rctx, inst, rec.Network); err != nil {
-		m.log.Error("network of a resumed sandbox not served: its connections are refused", attrSandbox, rec.ID, "error", err)
+	if err := m.startHooks(rctx, inst, rec.Network); err != nil {
+		m.log.Error("hooks of a resumed sandbox not started: without its network its connections are refused", attrSandbox, rec.ID, "error", err)
 	}
 	m.restartProcesses(rctx, inst)
 	m.setLive(inst)

@@ -162,7 +162,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 			}
 		}
 	}
-	m.dropNet(id)
+	m.deleted(id)
 	out := make(chan error, 1)
 	t := m.teardowns
 	t.add(1)

@@ -31,7 +31,9 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
+	"github.com/hutchdev/hutch/internal/core/secretenv"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
@@ -118,8 +120,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
+	secretHook := secretenv.New(secretenv.Config{Source: secretSource, Trust: trust})
 	netCfg := cfg.networkConfig()
-	netCfg.Interceptor, netCfg.Trust = swapper, trust
+	netCfg.Store, netCfg.Interceptor, netCfg.Swaps, netCfg.Logger = db, swapper, secretHook.ForHost, log
+	nets := network.New(netCfg)
 	templateStore, err := rootfs.Open(cfg.templateDir())
 	if err != nil {
 		return err
@@ -173,8 +177,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	mgr, err := core.New(ctx, core.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Network: netCfg, Secrets: secretSource, Node: cfg.nodeNameOf(), Images: images,
-		Hooks: []core.Hook{quotas},
+		Node: cfg.nodeNameOf(), Images: images,
+		Hooks: []core.Hook{quotas, secretHook, nets},
 	})
 	if err != nil {
 		return err
@@ -184,7 +188,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			"tools_host_dir", cfg.ToolsHostDir, "tools_mode", cmp.Or(cfg.ToolsMode, "all"))
 	}
 	tools := toolrun.New(toolrun.Config{
-		Sandboxes: mgr, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
+		Sandboxes: mgr, Networks: nets, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
 		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Logger: log,
 	})
 	defer mgr.Close()
@@ -229,7 +233,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	} else if len(names) > 0 {
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
-	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)

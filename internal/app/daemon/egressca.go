@@ -49,7 +49,7 @@ func interceptor(dir, extraRoots string, log *slog.Logger) (*mitm.Interceptor, s
 }
 
 // writeTrust writes the CA's certificate and the bundle into dir, which
-// sandboxes mount read-only (see core.TrustDir).
+// sandboxes mount read-only (see secretenv.TrustDir).
 func writeTrust(dir string, caPEM []byte) error {
 	// #nosec G301 -- read by sandboxes' users through a read-only mount
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net"
 
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 )
@@ -12,7 +12,7 @@ import (
 // networkConfig is how the daemon reaches the outside for sandboxes: from
 // its own network namespace or NetworkNetns, resolving names with the
 // system's DNS server or NetworkDNS.
-func (c Config) networkConfig() core.NetworkConfig {
+func (c Config) networkConfig() network.Config {
 	dial := (&net.Dialer{}).DialContext
 	if ns := c.NetworkNetns; ns != "" {
 		dial = func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
@@ -33,7 +33,7 @@ func (c Config) networkConfig() core.NetworkConfig {
 			return dial(ctx, network, address)
 		}}
 	}
-	return core.NetworkConfig{
+	return network.Config{
 		Default: netpolicy.Policy{Mode: netpolicy.Mode(c.NetworkDefault)},
 		Dial:    dial,
 		Lookup:  resolver.LookupNetIP,

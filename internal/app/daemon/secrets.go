@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/base/redact"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/secretenv"
 	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/secrets"
 )
@@ -48,7 +48,7 @@ func openVault(ctx context.Context, st store.Secrets, src secrets.KeySource, red
 	return vault, source, nil
 }
 
-// secretSource is core.SecretSource on the vault. What a workspace's
+// secretSource is secretenv.Source on the vault. What a workspace's
 // user resolves to is kept until a secret changes: a command's start
 // costs no decryption.
 type secretSource struct {
@@ -57,7 +57,7 @@ type secretSource struct {
 	known map[[2]string][]secrets.Resolved // by workspace and user
 }
 
-var _ core.SecretSource = (*secretSource)(nil)
+var _ secretenv.Source = (*secretSource)(nil)
 
 // forget drops what is kept: a secret changed.
 func (s *secretSource) forget() {
@@ -89,19 +89,19 @@ func (s *secretSource) resolve(ctx context.Context, ws, user string) ([]secrets.
 
 // ForCommand gives a command its secrets. A name the sandbox was
 // narrowed to that is gone since is left out.
-func (s *secretSource) ForCommand(ctx context.Context, ws, user string, names []string) (core.SecretEnv, error) {
+func (s *secretSource) ForCommand(ctx context.Context, ws, user string, names []string) (secretenv.SecretEnv, error) {
 	res, err := s.resolve(ctx, ws, user)
 	if err != nil {
-		return core.SecretEnv{}, err
+		return secretenv.SecretEnv{}, err
 	}
-	out := core.SecretEnv{Env: map[string]string{}}
+	out := secretenv.SecretEnv{Env: map[string]string{}}
 	for _, r := range res {
 		if names != nil && !slices.Contains(names, r.Name) {
 			continue
 		}
 		out.Env[r.Name] = r.EnvValue()
 		if r.Inject == secrets.InjectProxy {
-			out.Swaps = append(out.Swaps, core.Swap{Placeholder: r.Placeholder, Value: r.Value, Hosts: r.Hosts, Query: r.Query})
+			out.Swaps = append(out.Swaps, secretenv.Swap{Placeholder: r.Placeholder, Value: r.Value, Hosts: r.Hosts, Query: r.Query})
 		}
 	}
 	return out, nil

@@ -2,7 +2,8 @@
 // services beside it (exec and processes, files, tools, templates) and of
 // its hooks: a Manager over a real SQLite store, a real template store and
 // the fake backend, whose sandboxes are real agents without isolation,
-// with the quota keeper as its hook, as the daemon has it.
+// with the quota keeper and the network plane as its hooks, as the daemon
+// has them.
 //
 // A test package that uses it runs the fake's agent from its TestMain:
 //
@@ -24,6 +25,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
@@ -38,6 +40,7 @@ type Core struct {
 	Backend   *fake.Backend
 	Templates *rootfs.Store
 	Quotas    *quota.Keeper
+	Networks  *network.Plane
 }
 
 // Start starts a core whose state lives in the test's temporary
@@ -62,12 +65,27 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 	for _, f := range configure {
 		f(&cfg)
 	}
+	// The hooks the daemon has, unless configure gave its own.
 	now := time.Now
 	if cfg.Clock != nil {
 		now = cfg.Clock.Now
 	}
-	c.Quotas = quota.New(quota.Config{Store: db, Node: cfg.Node, Now: now})
-	cfg.Hooks = append(cfg.Hooks, c.Quotas)
+	for _, h := range cfg.Hooks {
+		switch h := h.(type) {
+		case *quota.Keeper:
+			c.Quotas = h
+		case *network.Plane:
+			c.Networks = h
+		}
+	}
+	if c.Quotas == nil {
+		c.Quotas = quota.New(quota.Config{Store: db, Node: cfg.Node, Now: now})
+		cfg.Hooks = append(cfg.Hooks, c.Quotas)
+	}
+	if c.Networks == nil {
+		c.Networks = network.New(network.Config{Store: db, Now: now})
+		cfg.Hooks = append(cfg.Hooks, c.Networks)
+	}
 	if c.M, err = core.New(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/net/netproxy"
 )
 
 // Bounds of sandbox_run_command.
@@ -40,10 +41,10 @@ type runCommandResult struct {
 // command is (Running.Exec).
 // What the sandbox's network policy refused while the command ran follows
 // its stderr, a line each, so that a model can ask for the permission it
-// lacks instead of guessing.
-func runCommandTool(ctx context.Context, r *core.Running, call Call, out core.Output) (Outcome, error) {
+// lacks instead of guessing: log is where the refusals are (nil: not told).
+func runCommandTool(ctx context.Context, r *core.Running, log *netproxy.Log, call Call, out core.Output) (Outcome, error) {
 	var refusals func() []string
-	if log := r.NetworkLog(); log != nil {
+	if log != nil {
 		cursor := log.Last()
 		refusals = func() []string {
 			evs, _ := log.After(cursor)

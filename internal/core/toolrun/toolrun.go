@@ -22,6 +22,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/download"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
@@ -36,6 +37,9 @@ type Sandboxes interface {
 // Config wires a Service.
 type Config struct {
 	Sandboxes Sandboxes
+	// Networks tells what a sandbox's network policy refused (the network
+	// plane): a command's refusals follow its stderr. Nil: not told.
+	Networks Networks
 	// Downloads signs download URLs (sandbox_download_url), which start
 	// with PublicURL, the daemon's address as callers reach it. Nil: the
 	// tool says downloads are off.
@@ -55,6 +59,7 @@ type Config struct {
 // use; each call holds its sandbox running only while it runs.
 type Service struct {
 	sandboxes Sandboxes
+	networks  Networks
 	downloads *download.Signer
 	publicURL string
 	mode      string
@@ -70,6 +75,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{
 		sandboxes: cfg.Sandboxes,
+		networks:  cfg.Networks,
 		downloads: cfg.Downloads,
 		publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
 		mode:      cmp.Or(cfg.Mode, tools.ModeAll),
@@ -84,6 +90,12 @@ func New(cfg Config) *Service {
 		s.hostUser, s.hostUserErr = ResolveHostUser(cfg.HostUser, s.hostDir)
 	}
 	return s
+}
+
+// Networks is the network plane's log of what each sandbox's policy
+// refused (network.Plane.Log): nil for one without a network.
+type Networks interface {
+	Log(id string) *netproxy.Log
 }
 
 // Call is a call of a tool of the catalogue.
@@ -158,7 +170,7 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 	defer release()
 	switch {
 	case tool.Name == tools.RunCommand:
-		return runCommandTool(ctx, r, call, out)
+		return runCommandTool(ctx, r, s.refusals(r.ID()), call, out)
 	case tool.Name == tools.DownloadURL:
 		return s.downloadTool(ctx, r, call.Args, call.User)
 	case tool.Name == tools.RunCode:
@@ -179,4 +191,12 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 
 func toolFailure(kind, format string, args ...any) Outcome {
 	return Outcome{Error: &tools.Error{Kind: kind, Message: fmt.Sprintf(format, args...)}}
+}
+
+// refusals is the log of what sandbox id's network policy refused, or nil.
+func (s *Service) refusals(id string) *netproxy.Log {
+	if s.networks == nil {
+		return nil
+	}
+	return s.networks.Log(id)
 }

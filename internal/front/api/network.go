@@ -44,7 +44,7 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	log, err := s.m.Networks().Events(r.Context(), r.PathValue("id"))
+	log, err := s.nets.Events(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

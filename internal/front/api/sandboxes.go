@@ -148,7 +148,7 @@ func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	net := s.m.Networks().Counters(r.PathValue("id"))
+	net := s.nets.Counters(r.PathValue("id"))
 	writeJSON(w, http.StatusOK, client.SandboxStats{
 		CPUTimeMS: st.CPUTime.Milliseconds(), MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
 		MemoryLimitBytes: st.MemoryLimit, Pids: st.Pids, PidsLimit: st.PidsLimit, DiskUsedBytes: st.DiskUsedBytes,
@@ -221,9 +221,11 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return nil, err
 			}
-			sb, err := s.m.Networks().Set(ctx, id, p)
-			if err != nil || req.IdleTimeoutS == 0 && req.MaxLifetimeS == 0 && req.IdleAction == "" {
-				return sb, err
+			if err := s.nets.Set(ctx, id, p); err != nil {
+				return nil, err
+			}
+			if req.IdleTimeoutS == 0 && req.MaxLifetimeS == 0 && req.IdleAction == "" {
+				return s.m.Get(ctx, id)
 			}
 		}
 		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)

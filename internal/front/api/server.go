@@ -38,6 +38,8 @@ type Config struct {
 	Audit AuditLog
 	// Workspaces keeps the workspaces' quotas and usage.
 	Workspaces Workspaces
+	// Networks is the sandboxes' network plane.
+	Networks Networks
 	// Secrets keeps the workspaces' secrets.
 	Secrets Secrets
 	// Redactor holds every secret value the daemon knows of: none of
@@ -85,6 +87,7 @@ type Server struct {
 	keys      *apikeys.Service
 	audit     AuditLog
 	spaces    Workspaces
+	nets      Networks
 	secrets   Secrets
 	redactor  *redact.Redactor
 	previews  Previews
@@ -108,7 +111,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
+	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	s.dataDir, s.recent, s.defaults = cfg.DataDir, cfg.RecentLog, cfg.Defaults
 	if s.access == nil {
 		s.access = s.previewAccess

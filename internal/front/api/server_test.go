@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
@@ -64,7 +65,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	}
 	be := fake.New(fake.TempDir(t))
 	quotas := quota.New(quota.Config{Store: db})
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas}})
+	nets := network.New(network.Config{Store: db})
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas, nets}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	cfg := Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
 		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, t.TempDir(), nil),
-		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Secrets: vault, Redactor: redactor,
+		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
 	}
 	for _, f := range configure {

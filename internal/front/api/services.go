@@ -9,12 +9,14 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
 	"github.com/hutchdev/hutch/internal/front/preview"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
@@ -93,6 +95,14 @@ type Templates interface {
 	// Archive writes a version of a template as an archive (see
 	// rootfs.Store.WriteArchive) and returns its SHA-256.
 	Archive(ctx context.Context, w io.Writer, name, version string) (string, error)
+}
+
+// Networks is the network plane: the sandboxes' policies, what they
+// refused and what their connections carried.
+type Networks interface {
+	Set(ctx context.Context, id string, p netpolicy.Policy) error
+	Events(ctx context.Context, id string) (*netproxy.Log, error)
+	Counters(id string) network.Counters
 }
 
 // Workspaces keeps the workspaces' quotas and tells their usage.

@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/front/api"
@@ -56,13 +57,14 @@ func newStackTest(t *testing.T, rate float64, burst int) *stackTest {
 		t.Fatal(err)
 	}
 	quotas := quota.New(quota.Config{Store: db})
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas}})
+	nets := network.New(network.Config{Store: db})
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas, nets}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys, auditLog, redactor := apikeys.New(db, nil), audit.New(db, nil), &redact.Redactor{}
 	srv := api.New(api.Config{
-		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Keys: keys, Audit: auditLog, Workspaces: quotas, Redactor: redactor,
+		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Redactor: redactor,
 		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}),
 		APIKey:    attackDaemonKey, Version: "test",
 	})

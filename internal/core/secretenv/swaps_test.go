@@ -1,4 +1,4 @@
-package core
+package secretenv
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// swapSource is a SecretSource whose proxy secrets a test changes.
+// swapSource is a Source whose proxy secrets a test changes.
 type swapSource struct {
 	mu    sync.Mutex
 	swaps map[string][]Swap // by workspace/user
@@ -35,7 +35,7 @@ func TestSwapsFollowTheSource(t *testing.T) {
 	src := &swapSource{swaps: map[string][]Swap{}}
 	src.set("acme/u-1", Swap{Placeholder: ph, Value: "first", Hosts: []string{"api.example.com"}})
 	var sw swaps
-	sw.add(src, secretOwner{workspace: "acme", user: "u-1"}, []Swap{{Placeholder: ph}})
+	sw.add(src, owner{workspace: "acme", user: "u-1"}, []Swap{{Placeholder: ph}})
 
 	value := func() string {
 		got := sw.forHost("api.example.com", 443)

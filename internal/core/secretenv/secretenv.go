@@ -1,20 +1,7 @@
-package core
-
-import (
-	"context"
-	"maps"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/hutchdev/hutch/internal/net/mitm"
-	"github.com/hutchdev/hutch/internal/runtime/backend"
-	"github.com/hutchdev/hutch/internal/storage/store"
-)
-
+// Package secretenv gives a sandbox's commands their secrets: a hook of
+// the lifecycle kernel (core.Preparer, core.Enver, core.Binder,
+// core.Deleter), and the swaps the sandbox's network proxy asks for.
+//
 // Secrets reach a sandbox only as environment variables of each command
 // and background process it runs, resolved when the command starts: never
 // in its files, nor in its agent's own environment, nor in the record of
@@ -29,10 +16,28 @@ import (
 // sandbox's network proxy swaps the value in on connections to the
 // secret's hosts only (see Swap), looking it up for every request, so
 // that a secret deleted or given a new value is swapped no more, or
-// swapped anew, from the next request on.
+// swapped anew, from the next request on. Commands given such a secret
+// are pointed at a bundle of the CA those connections are served with
+// (TrustDir), which every sandbox mounts.
+package secretenv
 
-// SecretSource resolves the secrets a command gets (the daemon's vault).
-type SecretSource interface {
+import (
+	"context"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/net/mitm"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+)
+
+// Source resolves the secrets a command gets (the daemon's vault).
+type Source interface {
 	// ForCommand returns the variables of workspace ws's secrets for
 	// user (personal over the workspace's), narrowed to names when not
 	// nil, and the swaps of those injected by proxy.
@@ -64,49 +69,118 @@ type Swap struct {
 // String hides the value from logs and %v.
 func (s Swap) String() string { return "swap of " + s.Placeholder }
 
-// secretOwner is whose secrets a sandbox's commands get.
-type secretOwner struct {
+// Config wires Secrets.
+type Config struct {
+	Source Source
+	// Trust is a host directory holding the certificate of the CA that
+	// serves proxy-injected secrets' connections (ca.crt) and a bundle of
+	// it with the system's roots (ca-bundle.crt): it is mounted read-only
+	// at TrustDir in every sandbox, and commands given a proxy-injected
+	// secret are pointed at it. "": none.
+	Trust string
+}
+
+// Secrets is the hook. It is safe for concurrent use.
+type Secrets struct {
+	source Source
+	trust  string
+
+	mu    sync.Mutex
+	swaps map[string]*swaps // by sandbox
+}
+
+// New returns the hook.
+func New(cfg Config) *Secrets {
+	return &Secrets{source: cfg.Source, trust: cfg.Trust, swaps: map[string]*swaps{}}
+}
+
+// Name names the hook.
+func (s *Secrets) Name() string { return "secrets" }
+
+// Prepare refuses a create that names secrets neither its workspace nor
+// its user has (core.Preparer).
+func (s *Secrets) Prepare(ctx context.Context, opts *core.CreateOptions) error {
+	if opts.Secrets == nil {
+		return nil
+	}
+	return s.source.Check(ctx, opts.Workspace, opts.User, opts.Secrets)
+}
+
+// CommandEnv puts c's secrets over env, and, when some are injected by
+// proxy, the trust of the proxy's CA under it; the sandbox's proxy learns
+// their swaps (core.Enver). A warm pool's sandbox, no one's yet, gets none.
+func (s *Secrets) CommandEnv(ctx context.Context, c core.Command, env map[string]string) (map[string]string, error) {
+	if c.Workspace == "" {
+		return env, nil
+	}
+	owner := owner{workspace: c.Workspace, user: c.User, names: c.Secrets}
+	sec, err := s.source.ForCommand(ctx, owner.workspace, owner.user, owner.names)
+	if err != nil {
+		return nil, err
+	}
+	if len(sec.Swaps) > 0 {
+		s.swapsOf(c.Sandbox).add(s.source, owner, sec.Swaps)
+		if s.trust != "" {
+			env = withEnv(trustEnv, env) // the sandbox's own env may say otherwise
+		}
+	}
+	return withEnv(env, sec.Env), nil
+}
+
+// Binds mount the proxy's CA read-only in every sandbox (core.Binder).
+func (s *Secrets) Binds() []backend.Bind {
+	if s.trust == "" {
+		return nil
+	}
+	return []backend.Bind{{Source: s.trust, Destination: TrustDir}}
+}
+
+// Deleted forgets a deleted sandbox's swaps (core.Deleter).
+func (s *Secrets) Deleted(id string) {
+	s.mu.Lock()
+	delete(s.swaps, id)
+	s.mu.Unlock()
+}
+
+// ForHost returns the swaps of sandbox's proxy for a request to
+// name:port, with their values of now (see swaps.forHost): the network
+// plane's netproxy.Proxy.Swaps.
+func (s *Secrets) ForHost(sandbox, name string, port uint16) []mitm.Swap {
+	s.mu.Lock()
+	sw := s.swaps[sandbox]
+	s.mu.Unlock()
+	if sw == nil {
+		return nil
+	}
+	return sw.forHost(name, port)
+}
+
+func (s *Secrets) swapsOf(sandbox string) *swaps {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sw, ok := s.swaps[sandbox]
+	if !ok {
+		sw = &swaps{}
+		s.swaps[sandbox] = sw
+	}
+	return sw
+}
+
+// owner is whose secrets a command gets.
+type owner struct {
 	workspace string
 	user      string
 	names     []string // nil: all of them
 }
 
-func ownerOf(rec *store.Sandbox) secretOwner {
-	return secretOwner{workspace: rec.Workspace, user: rec.User, names: slices.Clone(rec.Secrets)}
-}
-
-// commandEnv is the environment of a command run for user ("": the
-// sandbox's) with env of its own: the sandbox's, its secrets over it,
-// the command's over them. The proxy learns the swaps of its secrets.
-func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, env map[string]string) (map[string]string, error) {
-	inst.mu.Lock()
-	owner := inst.owner
-	inst.mu.Unlock()
-	if m.secrets == nil || owner.workspace == "" { // a pool's sandbox, not yet anyone's
-		return withEnv(inst.env, env), nil
+// withEnv is env with over's variables over its own.
+func withEnv(env, over map[string]string) map[string]string {
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
 	}
-	if user == "" {
-		user = owner.user
-	}
-	sec, err := m.secrets.ForCommand(ctx, owner.workspace, user, owner.names)
-	if err != nil {
-		return nil, err
-	}
-	base := inst.env
-	if len(sec.Swaps) > 0 {
-		m.mu.Lock()
-		sn := m.nets[inst.id]
-		m.mu.Unlock()
-		if sn != nil { // a sandbox without a network reaches no host
-			sn.swaps.add(m.secrets, secretOwner{workspace: owner.workspace, user: user, names: owner.names}, sec.Swaps)
-		}
-		if m.netCfg.Trust != "" {
-			base = withEnv(trustEnv, inst.env) // the sandbox's own env may say otherwise
-		}
-	}
-	out := withEnv(base, sec.Env)
-	maps.Copy(out, env)
-	return out, nil
+	maps.Copy(out, over)
+	return out
 }
 
 // TrustDir is where a sandbox finds the certificate of the CA its
@@ -128,14 +202,6 @@ var trustEnv = map[string]string{
 	"DENO_CERT":           TrustDir + "/ca.crt",
 }
 
-// trustBinds mount the daemon's CA read-only in a sandbox.
-func (m *Manager) trustBinds() []backend.Bind {
-	if m.netCfg.Trust == "" {
-		return nil
-	}
-	return []backend.Bind{{Source: m.netCfg.Trust, Destination: TrustDir}}
-}
-
 // swaps are the secrets a sandbox's proxy swaps in: those its commands
 // got the placeholders of. Only the placeholders are kept, with whose
 // secrets they are: the values are looked up for every request (the
@@ -144,24 +210,24 @@ func (m *Manager) trustBinds() []backend.Bind {
 // secret was deleted or given another.
 type swaps struct {
 	mu     sync.Mutex
-	source SecretSource
-	given  map[string][]secretOwner // by placeholder: whose commands got it
+	source Source
+	given  map[string][]owner // by placeholder: whose commands got it
 }
 
 // swapLookup bounds the source's lookup of a request's swaps, which reads
 // the store only after a secret changed.
 const swapLookup = 5 * time.Second
 
-func (s *swaps) add(source SecretSource, owner secretOwner, list []Swap) {
+func (s *swaps) add(source Source, o owner, list []Swap) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.source = source
 	if s.given == nil {
-		s.given = map[string][]secretOwner{}
+		s.given = map[string][]owner{}
 	}
 	for _, sw := range list {
-		if !slices.ContainsFunc(s.given[sw.Placeholder], owner.same) {
-			s.given[sw.Placeholder] = append(s.given[sw.Placeholder], owner)
+		if !slices.ContainsFunc(s.given[sw.Placeholder], o.same) {
+			s.given[sw.Placeholder] = append(s.given[sw.Placeholder], o)
 		}
 	}
 }
@@ -173,8 +239,8 @@ func (s *swaps) add(source SecretSource, owner secretOwner, list []Swap) {
 func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
 	s.mu.Lock()
 	source := s.source
-	given := make(map[string][]secretOwner, len(s.given))
-	var owners []secretOwner
+	given := make(map[string][]owner, len(s.given))
+	var owners []owner
 	for p, os := range s.given {
 		given[p] = slices.Clone(os)
 		for _, o := range os {
@@ -190,13 +256,13 @@ func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
 	ctx, cancel := context.WithTimeout(context.Background(), swapLookup)
 	defer cancel()
 	var out []mitm.Swap
-	for _, owner := range owners {
-		sec, err := source.ForCommand(ctx, owner.workspace, owner.user, owner.names)
+	for _, o := range owners {
+		sec, err := source.ForCommand(ctx, o.workspace, o.user, o.names)
 		if err != nil {
 			continue
 		}
 		for _, sw := range sec.Swaps {
-			if !slices.ContainsFunc(given[sw.Placeholder], owner.same) {
+			if !slices.ContainsFunc(given[sw.Placeholder], o.same) {
 				continue // not a placeholder this owner's commands got
 			}
 			if slices.ContainsFunc(out, func(o mitm.Swap) bool { return o.Placeholder == sw.Placeholder }) {
@@ -211,7 +277,7 @@ func (s *swaps) forHost(name string, port uint16) []mitm.Swap {
 }
 
 // same reports whether o and other are one owner.
-func (o secretOwner) same(other secretOwner) bool {
+func (o owner) same(other owner) bool {
 	return o.workspace == other.workspace && o.user == other.user && slices.Equal(o.names, other.names) && (o.names == nil) == (other.names == nil)
 }
 

@@ -1,0 +1,328 @@
+// Package network is the sandboxes' network plane, as the daemon serves
+// it: a hook of the lifecycle kernel (core.Preparer, core.Starter,
+// core.Claimer, core.Deleter), and what the API asks of the sandboxes'
+// networks (their policies, refusals and counters).
+//
+// A backend that gives sandboxes a network (backend.Networked) sends all
+// of a sandbox's traffic to a router namespace of its own; while the
+// sandbox runs, the daemon listens there (see sandboxnet): its TCP proxy
+// and its DNS resolver decide every connection and lookup by the
+// sandbox's policy, which a call may change at any time for the next
+// ones. What they refuse is an event in the sandbox's log; what they
+// carry is counted.
+package network
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/net/mitm"
+	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/net/netproxy"
+	"github.com/hutchdev/hutch/internal/net/sandboxnet"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// Store is what the plane reads and writes of the sandboxes' records.
+type Store interface {
+	GetSandbox(ctx context.Context, id string) (*store.Sandbox, error)
+	SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error
+}
+
+// Config is how the daemon reaches the outside for sandboxes.
+type Config struct {
+	Store Store
+	// Default is the policy of a sandbox created without one.
+	Default netpolicy.Policy
+	// Dial connects to an address the policy allowed (a net.Dialer's
+	// by default).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Lookup resolves a name (net.DefaultResolver.LookupNetIP by default).
+	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
+	// Interceptor swaps proxy-injected secrets in on their hosts'
+	// connections; Swaps says which, for a sandbox's request to
+	// name:port (secretenv.Secrets.ForHost). Nil: none is swapped.
+	Interceptor *mitm.Interceptor
+	Swaps       func(sandbox, name string, port uint16) []mitm.Swap
+	// Now tells the time of records (time.Now when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Plane serves the sandboxes' networks. It is safe for concurrent use.
+type Plane struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex
+	nets map[string]*sandboxNet
+}
+
+// New returns a Plane.
+func New(cfg Config) *Plane {
+	cfg = cfg.withDefaults()
+	p := &Plane{cfg: cfg, log: cfg.Logger, nets: map[string]*sandboxNet{}}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p
+}
+
+// Name names the hook.
+func (p *Plane) Name() string { return "network" }
+
+// attrSandbox is the log attribute of a sandbox's id.
+const attrSandbox = "sandbox_id"
+
+// sandboxNet is one sandbox's network state, kept from its create to its
+// delete, across suspends and the instances they make.
+type sandboxNet struct {
+	checker atomic.Pointer[netpolicy.Checker]
+	events  netproxy.Log
+	proxy   *netproxy.Proxy
+	dns     *netproxy.DNS
+}
+
+// netOf returns sandbox id's network state, made with policy pol if it
+// has none yet. A policy that does not compile (a record from an older
+// daemon, say) refuses everything.
+func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sn, ok := p.nets[id]; ok {
+		return sn
+	}
+	sn := &sandboxNet{}
+	checker, err := netpolicy.Compile(pol)
+	if err != nil {
+		p.log.Error("network policy does not compile: the sandbox reaches nothing", attrSandbox, id, "error", err)
+		checker, _ = netpolicy.Compile(netpolicy.Policy{Mode: netpolicy.None})
+	}
+	sn.checker.Store(checker)
+	refused := func(ev netproxy.Event) {
+		sn.events.Add(ev)
+		p.log.Debug("network refusal", attrSandbox, id, "kind", ev.Kind, "dest", ev.Dest, "rule", ev.Rule)
+	}
+	var swaps func(name string, port uint16) []mitm.Swap
+	if p.cfg.Swaps != nil {
+		swaps = func(name string, port uint16) []mitm.Swap { return p.cfg.Swaps(id, name, port) }
+	}
+	sn.proxy = &netproxy.Proxy{
+		Policy:      sn.checker.Load,
+		OriginalDst: netproxy.OriginalDst,
+		Lookup:      p.cfg.Lookup,
+		Dial:        p.cfg.Dial,
+		Refused:     refused,
+		Swaps:       swaps,
+		Interceptor: p.cfg.Interceptor,
+	}
+	// Sandboxes have IPv4 only (see sandboxnet).
+	sn.dns = &netproxy.DNS{Policy: sn.checker.Load, Lookup: p.cfg.Lookup, Refused: refused, IPv4Only: true}
+	p.nets[id] = sn
+	return sn
+}
+
+// Deleted forgets a deleted sandbox's network state (core.Deleter).
+func (p *Plane) Deleted(id string) {
+	p.mu.Lock()
+	delete(p.nets, id)
+	p.mu.Unlock()
+}
+
+// Prepare fills in and checks a create's network policy: the default when
+// it asks for none, lowered to the caller's ceiling; one above the
+// ceiling is refused (core.Preparer).
+func (p *Plane) Prepare(_ context.Context, opts *core.CreateOptions) error {
+	pol, err := p.checkNetwork(opts.Network, opts.NetworkCeiling)
+	if err != nil {
+		return err
+	}
+	opts.Network = &pol
+	return nil
+}
+
+// Claimed sets the policy of a warm pool's sandbox, served until now
+// refusing everything, to its taker's (core.Claimer).
+func (p *Plane) Claimed(_ context.Context, l core.Live) {
+	checker, err := netpolicy.Compile(l.Network)
+	if err != nil { // checked by Prepare
+		p.log.Error("network policy does not compile: the sandbox reaches nothing", attrSandbox, l.ID, "error", err)
+		return
+	}
+	p.netOf(l.ID, l.Network).checker.Store(checker)
+}
+
+// Start opens the daemon's listeners in the sandbox's router namespace and
+// serves them until stop (core.Starter). A backend without networks has
+// nothing to serve.
+func (p *Plane) Start(ctx context.Context, l core.Live) (stop func(), err error) {
+	nb, ok := l.Backend.(backend.Networked)
+	if !ok {
+		return nil, nil
+	}
+	router, err := nb.Network(ctx, l.Handle)
+	if err != nil || router == "" {
+		return nil, err
+	}
+	ls, err := (&sandboxnet.Net{Router: router}).Listen()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", l.ID, err)
+	}
+	sn := p.netOf(l.ID, l.Network)
+	sctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	servers := []*dns.Server{
+		{PacketConn: ls.DNSUDP, Handler: sn.dns},
+		{Listener: ls.DNSTCP, Handler: sn.dns, ReadTimeout: 10 * time.Second},
+	}
+	for _, s := range servers {
+		started := make(chan struct{})
+		s.NotifyStartedFunc = func() { close(started) }
+		wg.Go(func() {
+			if err := s.ActivateAndServe(); err != nil && sctx.Err() == nil {
+				p.log.Warn("sandbox DNS stopped", attrSandbox, l.ID, "error", err)
+			}
+		})
+		<-started // Shutdown needs a started server
+	}
+	wg.Go(func() {
+		if err := sn.proxy.Serve(sctx, ls.Proxy); err != nil {
+			p.log.Warn("sandbox proxy stopped", attrSandbox, l.ID, "error", err)
+		}
+	})
+	// The router refuses UDP other than DNS itself, and tells.
+	wg.Go(func() {
+		for {
+			dests, err := ls.RefusedUDP.Read()
+			if err != nil {
+				return // closed at stop
+			}
+			for _, d := range dests {
+				sn.proxy.Refused(netproxy.Event{Time: time.Now().UTC(), Kind: "udp", Dest: d.String(), Rule: "always",
+					Reason: d.String() + ": UDP is refused, but for DNS to the sandbox's resolver"})
+			}
+		}
+	})
+	return func() {
+		cancel()
+		for _, s := range servers {
+			_ = s.Shutdown() // closes its listener
+		}
+		_ = ls.Close()
+		wg.Wait()
+	}, nil
+}
+
+// Set changes a sandbox's network policy: its next connections and
+// lookups are decided by pol, running or not, without a restart.
+func (p *Plane) Set(ctx context.Context, id string, pol netpolicy.Policy) error {
+	checker, err := netpolicy.Compile(pol)
+	if err != nil {
+		return errdefs.InvalidArgument("network: %v", err)
+	}
+	rec, err := p.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.State == store.Deleting {
+		return errdefs.Conflict("sandbox %s is being deleted", id)
+	}
+	if err := p.cfg.Store.SetNetwork(ctx, id, pol, p.cfg.Now().UTC()); err != nil {
+		return err
+	}
+	// Made now if the sandbox has none yet: a resume racing with the
+	// change finds it, and serves the new policy.
+	p.netOf(id, pol).checker.Store(checker)
+	if rec, err := p.cfg.Store.GetSandbox(ctx, id); err != nil || rec.State == store.Deleting {
+		p.Deleted(id) // deleted meanwhile: nothing to keep
+	}
+	p.log.Info("network policy changed", attrSandbox, id, "mode", pol.Mode, "allow", len(pol.Allow), "deny", len(pol.Deny))
+	return nil
+}
+
+// Events returns the log of a sandbox's refused connections and lookups.
+func (p *Plane) Events(ctx context.Context, id string) (*netproxy.Log, error) {
+	rec, err := p.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &p.netOf(id, rec.Network).events, nil
+}
+
+// Log is the log of what sandbox id's policy refused, or nil if it has no
+// network served.
+func (p *Plane) Log(id string) *netproxy.Log {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sn := p.nets[id]; sn != nil {
+		return &sn.events
+	}
+	return nil
+}
+
+// Counters are what a sandbox's connections carried since the daemon
+// started.
+type Counters struct {
+	BytesOut, BytesIn, Connections int64
+}
+
+// Counters returns sandbox id's counters (zero if it has no network state
+// yet).
+func (p *Plane) Counters(id string) Counters {
+	p.mu.Lock()
+	sn := p.nets[id]
+	p.mu.Unlock()
+	if sn == nil {
+		return Counters{}
+	}
+	return Counters{BytesOut: sn.proxy.BytesOut.Load(), BytesIn: sn.proxy.BytesIn.Load(), Connections: sn.proxy.Connections.Load()}
+}
+
+// Default is the policy of a sandbox created without one.
+func (p *Plane) Default() netpolicy.Policy { return p.cfg.Default }
+
+// checkNetwork fills in and checks a create's network policy.
+func (p *Plane) checkNetwork(pol *netpolicy.Policy, ceiling netpolicy.Mode) (netpolicy.Policy, error) {
+	if pol == nil {
+		if ceiling != "" && !p.cfg.Default.Mode.AtMost(ceiling) {
+			return netpolicy.Policy{Mode: ceiling}, nil
+		}
+		return p.cfg.Default, nil
+	}
+	if _, err := netpolicy.Compile(*pol); err != nil {
+		return netpolicy.Policy{}, errdefs.InvalidArgument("network: %v", err)
+	}
+	if ceiling != "" && !pol.Mode.AtMost(ceiling) {
+		return netpolicy.Policy{}, errdefs.PermissionDenied("network mode %s is more than this key allows: its sandboxes may have mode %s at most", pol.Mode, ceiling)
+	}
+	return *pol, nil
+}
+
+// withDefaults fills in the default policy and how the daemon reaches the
+// outside.
+func (c Config) withDefaults() Config {
+	if c.Default.Mode == "" {
+		c.Default.Mode = netpolicy.Full
+	}
+	if c.Dial == nil {
+		c.Dial = (&net.Dialer{}).DialContext
+	}
+	if c.Lookup == nil {
+		c.Lookup = net.DefaultResolver.LookupNetIP
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
