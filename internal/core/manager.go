@@ -212,6 +212,9 @@ type Health struct {
 	Backends []backend.Health
 	// Pools say how full each warm pool is.
 	Pools []PoolStatus
+	// Deleting is how many deleted sandboxes' teardowns are under way or
+	// waiting for a slot.
+	Deleting int
 }
 
 // probeEvery is how long what the backends' probes found is told again
@@ -222,7 +225,7 @@ const probeEvery = 30 * time.Second
 
 // Health reports how the core is.
 func (m *Manager) Health(ctx context.Context) Health {
-	return Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools()}
+	return Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools(), Deleting: m.deleting()}
 }
 
 // probe returns what every backend's Probe found, at most probeEvery ago.

@@ -76,8 +76,8 @@ func (t *teardowns) waitBacklog(ctx context.Context) error {
 	}
 }
 
-// Deleting is how many deleted sandboxes are still being torn down.
-func (m *Manager) Deleting() int {
+// deleting is how many deleted sandboxes are still being torn down.
+func (m *Manager) deleting() int {
 	m.teardowns.mu.Lock()
 	defer m.teardowns.mu.Unlock()
 	return m.teardowns.pending

@@ -33,7 +33,7 @@ func TestDeleteAnswersBeforeTeardown(t *testing.T) {
 	if id := <-held; id != sb.ID {
 		t.Fatalf("teardown of %s, want %s", id, sb.ID)
 	}
-	if n := d.m.Deleting(); n != 1 {
+	if n := d.m.Health(t.Context()).Deleting; n != 1 {
 		t.Errorf("Deleting() = %d during the teardown, want 1", n)
 	}
 	if _, err := d.m.Get(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
@@ -56,7 +56,7 @@ func TestDeleteAnswersBeforeTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.stop(t)
-	if n := d.m.Deleting(); n != 0 {
+	if n := d.m.Health(t.Context()).Deleting; n != 0 {
 		t.Errorf("Deleting() = %d after Close, want 0", n)
 	}
 	for _, id := range []string{sb.ID, again.ID} {

@@ -16,8 +16,8 @@ import (
 // keys do not, as log records may name any workspace's sandboxes and the
 // host's disk is no workspace's business.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := client.Health{Status: "ok", Version: s.version, Deleting: s.m.Deleting(), Goroutines: runtime.NumGoroutine()}
 	core := s.m.Health(r.Context())
+	h := client.Health{Status: "ok", Version: s.version, Deleting: core.Deleting, Goroutines: runtime.NumGoroutine()}
 	h.DefaultRuntime, h.DefaultReason = core.Default, core.DefaultReason
 	for _, b := range core.Backends {
 		h.Backends = append(h.Backends, client.BackendHealth(b))
