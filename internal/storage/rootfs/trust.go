@@ -20,7 +20,7 @@ import (
 // build's own steps, variables that point those at the same store.
 //
 // None of them names a variable the daemon sets for a command given a
-// proxy-injected secret (internal/core's trustEnv: SSL_CERT_FILE,
+// proxy-injected secret (internal/core/secretenv's trustEnv: SSL_CERT_FILE,
 // REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS,
 // DENO_CERT): a sandbox's own environment wins over those, and would then
 // keep such a command from trusting the daemon's CA. Each of ours adds to

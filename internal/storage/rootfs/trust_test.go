@@ -76,14 +76,14 @@ func TestWithBundleTrust(t *testing.T) {
 }
 
 // TestBundleTrustLeavesTheDaemonsTrust guards the rule bundleTrust's
-// comment gives: none of its variables is one that internal/core sets
+// comment gives: none of its variables is one that internal/core/secretenv sets
 // for a command given a proxy-injected secret (trustEnv), since a
 // sandbox's own environment wins over those and would keep such a
 // command from trusting the daemon's CA. The names are read from the
 // source, so that a new one there is checked too.
 func TestBundleTrustLeavesTheDaemonsTrust(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "sandbox", "secrets.go"), nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "core", "secretenv", "secretenv.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestBundleTrustLeavesTheDaemonsTrust(t *testing.T) {
 		return false
 	})
 	if len(daemons) == 0 {
-		t.Fatal("no trustEnv in internal/core/secrets.go: where did the daemon's per-command trust go?")
+		t.Fatal("no trustEnv in internal/core/secretenv/secretenv.go: where did the daemon's per-command trust go?")
 	}
 	for _, name := range daemons {
 		if _, ok := bundleTrust[name]; ok {
