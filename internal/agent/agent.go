@@ -15,7 +15,8 @@
 // and the first command of a sandbox does not wait for a shim to start.
 //
 // The package imports nothing daemon-side (store, backends, errdefs, …): it is
-// small and it is what runs inside untrusted sandboxes. deps_test.go guards it.
+// small and it is what runs inside untrusted sandboxes. internal/layers_test.go
+// guards it.
 package agent
 
 import (
