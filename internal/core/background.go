@@ -14,7 +14,8 @@ import (
 // request (a dev server, a worker). The agent runs them under the tag
 // ProcessTag(name) and keeps their latest output (their logs); the store
 // keeps how to start them, so that a resume starts again those that ran
-// when the sandbox was suspended. A running one keeps its sandbox awake.
+// when the sandbox was suspended (the processes hook,
+// internal/core/processes). A running one keeps its sandbox awake.
 const (
 	processTagPrefix = "hutch-process:"
 	// processLogBytes is how much of a process's latest output is kept.
@@ -81,61 +82,4 @@ func (m *Manager) services(ctx context.Context, id string) (map[string]bool, err
 		}
 	}
 	return names, nil
-}
-
-// noteRunningProcesses records which background processes run, before a
-// suspend ends them: those a resume starts again. When the agent cannot
-// say, the records stay as they were.
-func (m *Manager) noteRunningProcesses(ctx context.Context, inst *instance) {
-	known, err := m.store.ListProcesses(ctx, inst.id)
-	if err != nil || len(known) == 0 {
-		return
-	}
-	running, err := m.runningProcesses(ctx, inst)
-	if err != nil {
-		m.log.Warn("list processes before suspend", attrSandbox, inst.id, "error", err)
-		return
-	}
-	for _, p := range known {
-		if _, ok := running[p.Name]; ok != p.Running {
-			p.Running = ok
-			if err := m.store.PutProcess(ctx, p); err != nil {
-				m.log.Warn("record process", attrSandbox, inst.id, "process", p.Name, "error", err)
-			}
-		}
-	}
-}
-
-// restartProcesses starts again, after a resume, the background processes
-// that ran when the sandbox was suspended and do not run now (a restored
-// checkpoint keeps them running). One that fails to start is logged and
-// marked not running; the sandbox is up regardless.
-func (m *Manager) restartProcesses(ctx context.Context, inst *instance) {
-	known, err := m.store.ListProcesses(ctx, inst.id)
-	if err != nil || len(known) == 0 {
-		if err != nil {
-			m.log.Error("list processes to restart", attrSandbox, inst.id, "error", err)
-		}
-		return
-	}
-	running, err := m.runningProcesses(ctx, inst)
-	if err != nil {
-		m.log.Error("list running processes after resume", attrSandbox, inst.id, "error", err)
-		return
-	}
-	for _, p := range known {
-		if _, ok := running[p.Name]; ok || !p.Running {
-			continue
-		}
-		pid, err := m.startProcess(ctx, inst, p)
-		if err != nil {
-			m.log.Warn("restart process after resume", attrSandbox, inst.id, "process", p.Name, "error", err)
-			p.Running = false
-			if err := m.store.PutProcess(ctx, p); err != nil {
-				m.log.Warn("record process", attrSandbox, inst.id, "process", p.Name, "error", err)
-			}
-			continue
-		}
-		m.log.Info("process restarted after resume", attrSandbox, inst.id, "process", p.Name, "pid", pid)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -30,7 +31,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if opts.Network != nil {
 		policy = *opts.Network
 	}
-	release, err := m.admit(ctx, Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
+	release, err := m.admit(ctx, hook.Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,11 @@
 // sandbox's life (create, recover after a restart, pause, suspend, resume,
 // stop, delete, the timers, the warm pool), every change of state going
 // through one transition under the sandbox's lock. Features attach to its
-// steps as hooks (hooks.go), each in a package of its own (quota, network,
-// secretenv). What is done in a sandbox is the services' beside it
-// (internal/core/exec, files, toolrun, template): they take a running
-// sandbox from Acquire and reach its agent through the Running it hands
-// them, never around the core.
+// steps as hooks (internal/core/hook), each in a package of its own
+// (quota, network, secretenv, processes). What is done in a sandbox is
+// the services' beside it (internal/core/exec, files, toolrun, template):
+// they take a running sandbox from Acquire and reach its agent through
+// the Running it hands them, never around the core.
 package core
 
 import (
@@ -25,6 +25,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/keylock"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -95,7 +96,7 @@ type Config struct {
 	Node string
 	// Hooks are the features attached to the kernel's steps, in the order
 	// they run (see hooks.go).
-	Hooks []Hook
+	Hooks []hook.Hook
 }
 
 // Manager owns the sandboxes.
@@ -126,7 +127,7 @@ type Manager struct {
 	// container) happens under the sandbox's lock, so that the backend sees
 	// one call at a time for a sandbox, as its contract asks.
 	locks keylock.Locks
-	hooks []Hook
+	hooks []hook.Hook
 
 	mu      sync.Mutex
 	live    map[string]*instance // sandboxes with a running container

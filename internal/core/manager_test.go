@@ -13,6 +13,8 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
+	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -60,7 +62,9 @@ type testDaemon struct {
 }
 
 // start makes a Manager over the state and recovers it, as `hutch serve`
-// does; it is stopped when the test ends.
+// does, with the hook that keeps background processes across suspends
+// (the other hooks are tested in their packages); it is stopped when the
+// test ends.
 func (s *daemonState) start(t *testing.T, configure ...func(*Config)) *testDaemon {
 	t.Helper()
 	db, err := sqlite.Open(t.Context(), s.dbPath)
@@ -68,7 +72,8 @@ func (s *daemonState) start(t *testing.T, configure ...func(*Config)) *testDaemo
 		t.Fatal(err)
 	}
 	d := &testDaemon{db: db, backend: fake.New(s.sandboxes)}
-	cfg := Config{Store: db, Backends: []backend.Backend{d.backend}, Default: fake.Name, Templates: s.templates}
+	cfg := Config{Store: db, Backends: []backend.Backend{d.backend}, Default: fake.Name, Templates: s.templates,
+		Hooks: []hook.Hook{processes.New(db, nil)}}
 	for _, f := range configure {
 		f(&cfg)
 	}

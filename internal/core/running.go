@@ -103,10 +103,6 @@ func (r *Running) Processes(ctx context.Context) (map[string]uint32, error) {
 	return r.m.runningProcesses(ctx, r.inst)
 }
 
-// RestartProcesses starts the stored background processes that should
-// run and do not, as a resume does (a fork's, for one).
-func (r *Running) RestartProcesses(ctx context.Context) { r.m.restartProcesses(ctx, r.inst) }
-
 // Acquire returns sandbox id running, for a call: thawed if it was paused,
 // started again if it was suspended or had failed. Call release when the
 // call ends.

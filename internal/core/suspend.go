@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -70,8 +71,8 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 		if !inst.close(false) {
 			return nil, errdefs.Conflict("sandbox %s has calls running; suspending or stopping would end them: wait for them, or delete the sandbox", id)
 		}
-		if !inst.isPaused() { // a frozen agent answers nothing: the records stand
-			m.noteRunningProcesses(sctx, inst)
+		if !inst.isPaused() { // a frozen agent answers nothing
+			m.suspendingHooks(sctx, inst)
 		}
 	}
 	// The change is recorded first: a daemon that dies half-way finishes
@@ -153,7 +154,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	was, why := rec.State, rec.StateReason
 	// It runs again: it is admitted as a create is, without its disk
 	// (counted already).
-	release, err := m.admit(ctx, Admission{Workspace: rec.Workspace, MemoryMB: rec.MemoryMB, CPUs: rec.CPUs})
+	release, err := m.admit(ctx, hook.Admission{Workspace: rec.Workspace, MemoryMB: rec.MemoryMB, CPUs: rec.CPUs})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	if err := m.startHooks(rctx, inst, rec.Network); err != nil {
 		m.log.Error("hooks of a resumed sandbox not started: without its network its connections are refused", attrSandbox, rec.ID, "error", err)
 	}
-	m.restartProcesses(rctx, inst)
+	m.resumedHooks(rctx, inst)
 	m.setLive(inst)
 	m.mustTransition(rctx, rec.ID, store.Running, reason, store.Resuming)
 	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))

@@ -31,7 +31,9 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/network"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/secretenv"
 	"github.com/hutchdev/hutch/internal/core/template"
@@ -174,11 +176,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		defer func() { _ = images.Close() }() // nothing is written through it by now
 	}
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
+	procs := processes.New(db, log)
 	mgr, err := core.New(ctx, core.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
 		Node: cfg.nodeNameOf(), Images: images,
-		Hooks: []core.Hook{quotas, secretHook, nets},
+		Hooks: []hook.Hook{quotas, secretHook, nets, procs},
 	})
 	if err != nil {
 		return err
@@ -206,7 +209,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	templateService := template.New(template.Config{
 		Core: mgr, Store: db, Templates: templateStore, BuildBackend: buildBackend, BuildUnusable: unusable[template.BuildRuntime],
-		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Logger: log,
+		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Processes: procs, Logger: log,
 	})
 
 	auditLog := audit.New(db, log)

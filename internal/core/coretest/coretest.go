@@ -2,8 +2,8 @@
 // services beside it (exec and processes, files, tools, templates) and of
 // its hooks: a Manager over a real SQLite store, a real template store and
 // the fake backend, whose sandboxes are real agents without isolation,
-// with the quota keeper and the network plane as its hooks, as the daemon
-// has them.
+// with the quota keeper, the network plane and the processes' keeper as
+// its hooks, as the daemon has them.
 //
 // A test package that uses it runs the fake's agent from its TestMain:
 //
@@ -26,6 +26,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/network"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
@@ -41,6 +42,7 @@ type Core struct {
 	Templates *rootfs.Store
 	Quotas    *quota.Keeper
 	Networks  *network.Plane
+	Processes *processes.Keeper
 }
 
 // Start starts a core whose state lives in the test's temporary
@@ -76,6 +78,8 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 			c.Quotas = h
 		case *network.Plane:
 			c.Networks = h
+		case *processes.Keeper:
+			c.Processes = h
 		}
 	}
 	if c.Quotas == nil {
@@ -85,6 +89,10 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 	if c.Networks == nil {
 		c.Networks = network.New(network.Config{Store: db, Now: now})
 		cfg.Hooks = append(cfg.Hooks, c.Networks)
+	}
+	if c.Processes == nil {
+		c.Processes = processes.New(db, nil)
+		cfg.Hooks = append(cfg.Hooks, c.Processes)
 	}
 	if c.M, err = core.New(t.Context(), cfg); err != nil {
 		t.Fatal(err)

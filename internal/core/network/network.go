@@ -1,6 +1,6 @@
 // Package network is the sandboxes' network plane, as the daemon serves
-// it: a hook of the lifecycle kernel (core.Preparer, core.Starter,
-// core.Claimer, core.Deleter), and what the API asks of the sandboxes'
+// it: a hook of the lifecycle kernel (hook.Preparer, hook.Starter,
+// hook.Claimer, hook.Deleter), and what the API asks of the sandboxes'
 // networks (their policies, refusals and counters).
 //
 // A backend that gives sandboxes a network (backend.Networked) sends all
@@ -25,7 +25,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/mitm"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
@@ -133,7 +133,7 @@ func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
 	return sn
 }
 
-// Deleted forgets a deleted sandbox's network state (core.Deleter).
+// Deleted forgets a deleted sandbox's network state (hook.Deleter).
 func (p *Plane) Deleted(id string) {
 	p.mu.Lock()
 	delete(p.nets, id)
@@ -142,8 +142,8 @@ func (p *Plane) Deleted(id string) {
 
 // Prepare fills in and checks a create's network policy: the default when
 // it asks for none, lowered to the caller's ceiling; one above the
-// ceiling is refused (core.Preparer).
-func (p *Plane) Prepare(_ context.Context, opts *core.CreateOptions) error {
+// ceiling is refused (hook.Preparer).
+func (p *Plane) Prepare(_ context.Context, opts *hook.Create) error {
 	pol, err := p.checkNetwork(opts.Network, opts.NetworkCeiling)
 	if err != nil {
 		return err
@@ -153,8 +153,8 @@ func (p *Plane) Prepare(_ context.Context, opts *core.CreateOptions) error {
 }
 
 // Claimed sets the policy of a warm pool's sandbox, served until now
-// refusing everything, to its taker's (core.Claimer).
-func (p *Plane) Claimed(_ context.Context, l core.Live) {
+// refusing everything, to its taker's (hook.Claimer).
+func (p *Plane) Claimed(_ context.Context, l hook.Live) {
 	checker, err := netpolicy.Compile(l.Network)
 	if err != nil { // checked by Prepare
 		p.log.Error("network policy does not compile: the sandbox reaches nothing", attrSandbox, l.ID, "error", err)
@@ -164,9 +164,9 @@ func (p *Plane) Claimed(_ context.Context, l core.Live) {
 }
 
 // Start opens the daemon's listeners in the sandbox's router namespace and
-// serves them until stop (core.Starter). A backend without networks has
+// serves them until stop (hook.Starter). A backend without networks has
 // nothing to serve.
-func (p *Plane) Start(ctx context.Context, l core.Live) (stop func(), err error) {
+func (p *Plane) Start(ctx context.Context, l hook.Live) (stop func(), err error) {
 	nb, ok := l.Backend.(backend.Networked)
 	if !ok {
 		return nil, nil

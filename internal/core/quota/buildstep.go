@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 )
 
 // Template build steps and the quotas. A build step runs in a sandbox of
@@ -39,19 +39,19 @@ type StepLimits struct {
 // buildHolds are the build steps in flight, by workspace.
 type buildHolds struct {
 	mu sync.Mutex
-	ws map[string][]*core.Admission
+	ws map[string][]*hook.Admission
 }
 
-func (h *buildHolds) add(n *core.Admission) {
+func (h *buildHolds) add(n *hook.Admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ws == nil {
-		h.ws = map[string][]*core.Admission{}
+		h.ws = map[string][]*hook.Admission{}
 	}
 	h.ws[n.Workspace] = append(h.ws[n.Workspace], n)
 }
 
-func (h *buildHolds) remove(n *core.Admission) {
+func (h *buildHolds) remove(n *hook.Admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	list := h.ws[n.Workspace]
@@ -150,7 +150,7 @@ func (k *Keeper) AdmitBuildStep(ctx context.Context, ws string, want StepLimits)
 	if q.SandboxHours > 0 && u.SandboxHours >= q.SandboxHours {
 		return StepLimits{}, nil, over("sandbox-hours", "%.2f of %g hours used on %s (UTC); it starts again at midnight UTC", u.SandboxHours, q.SandboxHours, u.Day)
 	}
-	n := &core.Admission{Workspace: ws, MemoryMB: got.MemoryMB, CPUs: got.CPUs, DiskMB: got.DiskMB}
+	n := &hook.Admission{Workspace: ws, MemoryMB: got.MemoryMB, CPUs: got.CPUs, DiskMB: got.DiskMB}
 	k.buildSteps.add(n)
 	return got, sync.OnceFunc(func() { k.buildSteps.remove(n) }), nil
 }

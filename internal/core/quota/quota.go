@@ -1,6 +1,6 @@
 // Package quota keeps the workspaces' quotas and tells what their
-// sandboxes use: a hook of the lifecycle kernel (core.Admitter,
-// core.Ticker), and the service the API's workspace routes and template
+// sandboxes use: a hook of the lifecycle kernel (hook.Admitter,
+// hook.Ticker), and the service the API's workspace routes and template
 // build steps ask.
 //
 // A create, and a resume or start of a sandbox that does not run, is
@@ -23,7 +23,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/keylock"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
 )
@@ -181,9 +181,9 @@ func (k *Keeper) SetQuota(ctx context.Context, ws string, q Quota) error {
 
 // Admit checks that sandbox a fits its workspace's quota, and holds the
 // workspace's lock until release is called, once the sandbox counts (or
-// its create or resume failed): the kernel's admission (core.Admitter).
+// its create or resume failed): the kernel's admission (hook.Admitter).
 // A workspace's first sandbox records the workspace.
-func (k *Keeper) Admit(ctx context.Context, n core.Admission) (release func(), err error) {
+func (k *Keeper) Admit(ctx context.Context, n hook.Admission) (release func(), err error) {
 	w, err := k.store.GetWorkspace(ctx, n.Workspace)
 	if errors.Is(err, errdefs.ErrNotFound) { // its first sandbox: a write only then
 		w, err = k.store.EnsureWorkspace(ctx, n.Workspace, k.now().UTC())
@@ -228,7 +228,7 @@ func (k *Keeper) Admit(ctx context.Context, n core.Admission) (release func(), e
 
 // Tick counts sandbox time, every UsageEvery: it adds the time since the
 // last count to the workspaces of the sandboxes that hold their resources
-// (core.Ticker).
+// (hook.Ticker).
 func (k *Keeper) Tick(ctx context.Context, now time.Time) {
 	k.mu.Lock()
 	last := k.lastCount

@@ -1,6 +1,6 @@
 // Package secretenv gives a sandbox's commands their secrets: a hook of
-// the lifecycle kernel (core.Preparer, core.Enver, core.Binder,
-// core.Deleter), and the swaps the sandbox's network proxy asks for.
+// the lifecycle kernel (hook.Preparer, hook.Enver, hook.Binder,
+// hook.Deleter), and the swaps the sandbox's network proxy asks for.
 //
 // Secrets reach a sandbox only as environment variables of each command
 // and background process it runs, resolved when the command starts: never
@@ -31,7 +31,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/mitm"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
@@ -98,8 +98,8 @@ func New(cfg Config) *Secrets {
 func (s *Secrets) Name() string { return "secrets" }
 
 // Prepare refuses a create that names secrets neither its workspace nor
-// its user has (core.Preparer).
-func (s *Secrets) Prepare(ctx context.Context, opts *core.CreateOptions) error {
+// its user has (hook.Preparer).
+func (s *Secrets) Prepare(ctx context.Context, opts *hook.Create) error {
 	if opts.Secrets == nil {
 		return nil
 	}
@@ -108,8 +108,8 @@ func (s *Secrets) Prepare(ctx context.Context, opts *core.CreateOptions) error {
 
 // CommandEnv puts c's secrets over env, and, when some are injected by
 // proxy, the trust of the proxy's CA under it; the sandbox's proxy learns
-// their swaps (core.Enver). A warm pool's sandbox, no one's yet, gets none.
-func (s *Secrets) CommandEnv(ctx context.Context, c core.Command, env map[string]string) (map[string]string, error) {
+// their swaps (hook.Enver). A warm pool's sandbox, no one's yet, gets none.
+func (s *Secrets) CommandEnv(ctx context.Context, c hook.Command, env map[string]string) (map[string]string, error) {
 	if c.Workspace == "" {
 		return env, nil
 	}
@@ -127,7 +127,7 @@ func (s *Secrets) CommandEnv(ctx context.Context, c core.Command, env map[string
 	return withEnv(env, sec.Env), nil
 }
 
-// Binds mount the proxy's CA read-only in every sandbox (core.Binder).
+// Binds mount the proxy's CA read-only in every sandbox (hook.Binder).
 func (s *Secrets) Binds() []backend.Bind {
 	if s.trust == "" {
 		return nil
@@ -135,7 +135,7 @@ func (s *Secrets) Binds() []backend.Bind {
 	return []backend.Bind{{Source: s.trust, Destination: TrustDir}}
 }
 
-// Deleted forgets a deleted sandbox's swaps (core.Deleter).
+// Deleted forgets a deleted sandbox's swaps (hook.Deleter).
 func (s *Secrets) Deleted(id string) {
 	s.mu.Lock()
 	delete(s.swaps, id)

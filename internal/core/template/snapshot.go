@@ -164,11 +164,14 @@ func (s *Service) forkProcesses(ctx context.Context, id string, procs []*store.P
 			return err
 		}
 	}
+	if s.processes == nil {
+		return nil
+	}
 	sb, release, err := s.core.Acquire(ctx, id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	sb.RestartProcesses(ctx)
+	s.processes.Restart(ctx, sb)
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -61,7 +62,10 @@ type Config struct {
 	// Quotas admit a workspace's build steps against its quota, as its
 	// sandboxes are; nil: no workspace has a quota.
 	Quotas *quota.Keeper
-	Logger *slog.Logger
+	// Processes start a fork's background processes that ran in its
+	// source (and did not come with its memory); nil: none are.
+	Processes *processes.Keeper
+	Logger    *slog.Logger
 }
 
 // Service lists, builds, imports, snapshots and removes templates.
@@ -74,6 +78,7 @@ type Service struct {
 	packageCache  string
 	withdraw      func(ctx context.Context, name string) error
 	quotas        *quota.Keeper
+	processes     *processes.Keeper
 	log           *slog.Logger
 }
 
@@ -81,7 +86,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{
 		core: cfg.Core, store: cfg.Store, templates: cfg.Templates, buildBackend: cfg.BuildBackend,
-		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, quotas: cfg.Quotas, log: cfg.Logger,
+		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, quotas: cfg.Quotas, processes: cfg.Processes, log: cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 func start(t *testing.T, configure ...func(*Config)) (*coretest.Core, *Service) {
 	t.Helper()
 	c := coretest.Start(t)
-	cfg := Config{Core: c.M, Store: c.DB, Templates: c.Templates, Quotas: c.Quotas}
+	cfg := Config{Core: c.M, Store: c.DB, Templates: c.Templates, Quotas: c.Quotas, Processes: c.Processes}
 	for _, f := range configure {
 		f(&cfg)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
@@ -58,7 +59,7 @@ func newStackTest(t *testing.T, rate float64, burst int) *stackTest {
 	}
 	quotas := quota.New(quota.Config{Store: db})
 	nets := network.New(network.Config{Store: db})
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []core.Hook{quotas, nets}})
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,157 @@
+// Package hook is what the lifecycle kernel (internal/core) and the
+// features attached to its steps agree on: the steps, as interfaces a
+// hook implements, and what each step hands it (HashiCorp Nomad's
+// allocrunner hooks are the model). A hook implements the interfaces of
+// the steps it attaches to; core.Config.Hooks lists them, and each step
+// runs its hooks in that order. Adding a capability adds a hook, not
+// methods on the kernel. The hooks import this package, not the kernel:
+// the kernel's own tests wire them as the daemon does.
+package hook
+
+import (
+	"context"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
+)
+
+// A Hook is a feature attached to the kernel. Name names it in logs.
+type Hook interface {
+	Name() string
+}
+
+// Admission is a sandbox about to hold resources: a create (with its
+// disk), or a resume or start of one whose files were kept (without).
+type Admission struct {
+	Workspace string
+	MemoryMB  int64
+	CPUs      float64
+	DiskMB    int64
+}
+
+// An Admitter admits sandboxes before they start to hold resources.
+// release is called once the sandbox counts (its record says it runs or
+// resumes) or its start failed; an error refuses the start, and is the
+// caller's answer.
+type Admitter interface {
+	Hook
+	Admit(ctx context.Context, a Admission) (release func(), err error)
+}
+
+// A Ticker runs with the kernel's timers, at each tick (see
+// core.Config's ReapInterval), at the kernel clock's time.
+type Ticker interface {
+	Hook
+	Tick(ctx context.Context, now time.Time)
+}
+
+// Create is a create's options as its Preparers see them.
+type Create struct {
+	Workspace string
+	// User is the product's user it is made for ("": none).
+	User string
+	// Secrets, when not nil, narrow its workspace's secrets to these
+	// names.
+	Secrets []string
+	// Network is its network policy, nil for the default: a Preparer
+	// fills it in. NetworkCeiling is the least isolated mode its caller
+	// may give a sandbox ("": any).
+	Network        *netpolicy.Policy
+	NetworkCeiling netpolicy.Mode
+}
+
+// A Preparer checks, and may fill in, a create's options before anything
+// is made for it: that the secrets it names exist, its network policy
+// (the default, the caller's ceiling). An error refuses the create.
+type Preparer interface {
+	Hook
+	Prepare(ctx context.Context, c *Create) error
+}
+
+// Live is a sandbox whose container runs, as its hooks see it.
+type Live struct {
+	ID      string
+	Backend backend.Backend
+	Handle  backend.Handle
+	// Network is its network policy; a warm pool's sandbox, no one's yet,
+	// has mode none until it is claimed.
+	Network netpolicy.Policy
+}
+
+// A Starter attaches to a sandbox's container each time it starts: a
+// create, a resume, a recovery after a restart, a warm pool's make. stop
+// is called when the container stops (a suspend, a stop, a delete, its
+// loss). An error fails a create; a resume or a recovery goes on without
+// what failed, and says so in the log.
+type Starter interface {
+	Hook
+	Start(ctx context.Context, l Live) (stop func(), err error)
+}
+
+// A Claimer learns that a warm pool's sandbox is a caller's now, with the
+// caller's network policy.
+type Claimer interface {
+	Hook
+	Claimed(ctx context.Context, l Live)
+}
+
+// A Deleter forgets a sandbox that is gone (deleted, or a warm pool's
+// that no one took).
+type Deleter interface {
+	Hook
+	Deleted(id string)
+}
+
+// Command is a command about to start in a sandbox, as hooks see it.
+type Command struct {
+	Sandbox string
+	// Workspace owns the sandbox; "" for a warm pool's, no one's yet.
+	Workspace string
+	// User is the product's user the command runs for ("": none).
+	User string
+	// Secrets are the names the sandbox's secrets were narrowed to at
+	// its create; nil: all of them.
+	Secrets []string
+}
+
+// An Enver adds to a command's environment: given env, the sandbox's and
+// what the Envers before it added, it returns env with its own additions;
+// the command's own env goes over the result. Never log what it returns.
+type Enver interface {
+	Hook
+	CommandEnv(ctx context.Context, c Command, env map[string]string) (map[string]string, error)
+}
+
+// A Binder mounts host directories into every sandbox it makes.
+type Binder interface {
+	Hook
+	Binds() []backend.Bind
+}
+
+// Sandbox is a running sandbox held for a hook's call (core.Running).
+type Sandbox interface {
+	ID() string
+	// Processes reports which background processes run: their pids by
+	// name.
+	Processes(ctx context.Context) (map[string]uint32, error)
+	// StartProcess starts background process p and returns its pid once
+	// it runs.
+	StartProcess(ctx context.Context, p *store.Process) (uint32, error)
+}
+
+// A Suspender runs before a sandbox is suspended or stopped, its agent
+// still answering (not when it is paused: a frozen agent answers
+// nothing).
+type Suspender interface {
+	Hook
+	Suspending(ctx context.Context, sb Sandbox)
+}
+
+// A Resumer runs once a suspended or stopped sandbox runs again, its
+// agent answering, before any call reaches it.
+type Resumer interface {
+	Hook
+	Resumed(ctx context.Context, sb Sandbox)
+}
