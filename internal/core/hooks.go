@@ -61,7 +61,7 @@ func (m *Manager) startHooks(ctx context.Context, inst *instance, policy netpoli
 		stop, err := s.Start(ctx, l)
 		if err != nil {
 			inst.stopHooks()
-			return fmt.Errorf("%s of sandbox %s: %w", h.Name(), inst.id, err)
+			return fmt.Errorf("%s: %w", h.Name(), err)
 		}
 		inst.addStop(stop)
 	}

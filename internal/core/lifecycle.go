@@ -121,6 +121,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	made = true
 	inst := newInstance(rec, be, h, m.clock)
 	if err := m.startHooks(ctx, inst, policy); err != nil {
+		m.deleted(rec.ID) // what the hooks keep of it
 		return nil, err
 	}
 	defer func() {
