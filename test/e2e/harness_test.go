@@ -457,19 +457,10 @@ func (d *daemon) assertNothingLeft() {
 		t.Errorf("mounts left behind:\n%s", strings.Join(mounts, "\n"))
 	}
 	// A disk's loop device goes when its last user does, which the kernel
-	// may finish a moment after the unmount: a while is allowed.
-	var attached []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		attached = attached[:0]
-		for _, image := range disk.Backing() {
-			if strings.HasPrefix(image, d.dataDir) && !pooled(strings.TrimSuffix(image, " (deleted)")) {
-				attached = append(attached, image)
-			}
-		}
-		if len(attached) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	// may finish a moment after the unmount (disk.Left waits for it).
+	attached := disk.Left(func(image string) bool {
+		return strings.HasPrefix(image, d.dataDir) && !pooled(strings.TrimSuffix(image, " (deleted)"))
+	})
 	for _, image := range attached {
 		t.Errorf("loop device left attached to %s", image)
 	}

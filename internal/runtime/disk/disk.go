@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -240,8 +241,25 @@ func unmount(path string) error {
 	}
 }
 
-// Backing lists the image files of every attached loop device, for tests
-// and checks that nothing leaked.
+// Settle bounds how long the kernel takes to detach an autoclear loop
+// device after its last close: it queues the work, so the device may
+// still show a moment after its disk was released.
+const Settle = 5 * time.Second
+
+// Left lists the image files of the attached loop devices that of says
+// are of interest, waiting up to Settle for those the kernel is still
+// detaching: what it returns stayed attached, a leak. For tests and
+// checks that nothing leaked.
+func Left(of func(image string) bool) []string {
+	for deadline := time.Now().Add(Settle); ; time.Sleep(20 * time.Millisecond) {
+		left := slices.DeleteFunc(Backing(), func(image string) bool { return !of(image) })
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+	}
+}
+
+// Backing lists the image files of every attached loop device, at once.
 func Backing() []string {
 	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
 	var out []string

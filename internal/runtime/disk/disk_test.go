@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func requireRoot(t *testing.T) {
@@ -33,16 +32,7 @@ func nothingLeft(t *testing.T, dir string) {
 	if strings.Contains(string(mounts), dir) {
 		t.Errorf("mounts under %s left behind", dir)
 	}
-	// The kernel detaches an autoclear loop device at its last close, in
-	// work it queues: it may still show a moment after the unmount.
-	var left []string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		left = slices.DeleteFunc(Backing(), func(f string) bool { return !strings.HasPrefix(f, dir) })
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
-	for _, f := range left {
+	for _, f := range Left(func(f string) bool { return strings.HasPrefix(f, dir) }) {
 		t.Errorf("loop device left attached to %s", f)
 	}
 }

@@ -196,10 +196,8 @@ func assertGone(t *testing.T, cfg Config, base string, ids []string) {
 	if images, _ := filepath.Glob(filepath.Join(base, "disks", "*.img")); len(images) > 0 {
 		t.Errorf("disks left behind: %v", images)
 	}
-	for _, f := range disk.Backing() {
-		if strings.HasPrefix(f, base) {
-			t.Errorf("loop device left on %s", f)
-		}
+	for _, f := range disk.Left(func(f string) bool { return strings.HasPrefix(f, base) }) {
+		t.Errorf("loop device left on %s", f)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
