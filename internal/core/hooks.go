@@ -104,8 +104,7 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 	}
 	for _, h := range m.hooks {
 		if e, ok := h.(hook.Enver); ok {
-			var err error
-			if out, err = e.CommandEnv(ctx, c, out); err != nil {
+			if err := e.CommandEnv(ctx, c, out); err != nil {
 				return nil, err
 			}
 		}

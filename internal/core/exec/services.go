@@ -98,6 +98,12 @@ type serviceState struct {
 	tail    string
 }
 
+// begin makes st about run pid, forgetting what was seen of the run
+// before.
+func (st *serviceState) begin(pid uint32) {
+	st.pid, st.ready, st.read, st.exit, st.tail = pid, false, false, nil, ""
+}
+
 // StartService starts a service in sandbox id (waking it) and returns it,
 // starting. With Replace, the sandbox's other services of its slot are
 // stopped and deleted first.
@@ -225,7 +231,7 @@ func (s *Service) state(id, name string, pid uint32, status string) (st *service
 		s.states.m[key] = st
 	}
 	if pid != 0 && pid != st.pid {
-		st.pid, st.ready, st.read, st.exit, st.tail = pid, false, false, nil, ""
+		st.begin(pid)
 	}
 	if status == ServiceError && !st.read {
 		st.read = true
@@ -242,7 +248,7 @@ func (s *Service) newRun(id, name string, pid uint32) {
 	s.states.mu.Lock()
 	defer s.states.mu.Unlock()
 	if st := s.states.m[id+"/"+name]; st != nil {
-		st.pid, st.ready, st.read, st.exit, st.tail = pid, false, false, nil, ""
+		st.begin(pid)
 	}
 }
 

@@ -116,12 +116,13 @@ type Command struct {
 	Secrets []string
 }
 
-// An Enver adds to a command's environment: given env, the sandbox's and
-// what the Envers before it added, it returns env with its own additions;
-// the command's own env goes over the result. Never log what it returns.
+// An Enver adds to a command's environment: env is the environment being
+// built, the kernel's own copy of the sandbox's with what the Envers
+// before it set, which it may change in place; the command's own env goes
+// over the result. Never log what it sets.
 type Enver interface {
 	Hook
-	CommandEnv(ctx context.Context, c Command, env map[string]string) (map[string]string, error)
+	CommandEnv(ctx context.Context, c Command, env map[string]string) error
 }
 
 // A Binder mounts host directories into every sandbox it makes.

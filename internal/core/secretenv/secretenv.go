@@ -109,22 +109,27 @@ func (s *Secrets) Prepare(ctx context.Context, opts *hook.Create) error {
 // CommandEnv puts c's secrets over env, and, when some are injected by
 // proxy, the trust of the proxy's CA under it; the sandbox's proxy learns
 // their swaps (hook.Enver). A warm pool's sandbox, no one's yet, gets none.
-func (s *Secrets) CommandEnv(ctx context.Context, c hook.Command, env map[string]string) (map[string]string, error) {
+func (s *Secrets) CommandEnv(ctx context.Context, c hook.Command, env map[string]string) error {
 	if c.Workspace == "" {
-		return env, nil
+		return nil
 	}
 	owner := owner{workspace: c.Workspace, user: c.User, names: c.Secrets}
 	sec, err := s.source.ForCommand(ctx, owner.workspace, owner.user, owner.names)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(sec.Swaps) > 0 {
 		s.swapsOf(c.Sandbox).add(s.source, owner, sec.Swaps)
 		if s.trust != "" {
-			env = withEnv(trustEnv, env) // the sandbox's own env may say otherwise
+			for k, v := range trustEnv { // the sandbox's own env may say otherwise
+				if _, set := env[k]; !set {
+					env[k] = v
+				}
+			}
 		}
 	}
-	return withEnv(env, sec.Env), nil
+	maps.Copy(env, sec.Env)
+	return nil
 }
 
 // Binds mount the proxy's CA read-only in every sandbox (hook.Binder).
@@ -171,16 +176,6 @@ type owner struct {
 	workspace string
 	user      string
 	names     []string // nil: all of them
-}
-
-// withEnv is env with over's variables over its own.
-func withEnv(env, over map[string]string) map[string]string {
-	out := maps.Clone(env)
-	if out == nil {
-		out = map[string]string{}
-	}
-	maps.Copy(out, over)
-	return out
 }
 
 // TrustDir is where a sandbox finds the certificate of the CA its
