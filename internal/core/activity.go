@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -37,10 +38,16 @@ type Activity struct {
 	// with it. ProcessesErr says why the agent could not tell.
 	Processes    map[string]uint32
 	ProcessesErr error
+	// Stats is what it uses now; StatsErr says why it could not be read:
+	// it is not live (it is not woken to be measured), or its runtime
+	// could not say.
+	Stats    backend.Stats
+	StatsErr error
 }
 
-// Activity reports a sandbox's activity without counting as activity and
-// without waking it.
+// Activity reports how a sandbox is now, what keeps it busy and what it
+// uses, without counting as activity and without waking it: a dashboard
+// that polls it does not keep a sandbox from its idle timeout.
 func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
@@ -51,6 +58,7 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst == nil {
+		a.StatsErr = notRunning(rec)
 		switch rec.State {
 		case store.Suspended, store.Suspending, store.Resuming:
 			a.Reasons = []string{fmt.Sprintf("%s: nothing runs; any call wakes it", rec.State)}
@@ -61,6 +69,7 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 		}
 		return a, nil
 	}
+	a.Stats, a.StatsErr = inst.backend.Stats(ctx, inst.handle)
 	now := m.clock.Now()
 	inst.mu.Lock()
 	a.LastActivity = inst.lastActive

@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // The kernel's steps run the hooks attached to them (internal/core/hook):
@@ -153,6 +154,61 @@ func (m *Manager) tickHooks(ctx context.Context, now time.Time) {
 	for _, h := range m.hooks {
 		if t, ok := h.(hook.Ticker); ok {
 			t.Tick(ctx, now)
+		}
+	}
+}
+
+// kernel is what the kernel lends its hooks (hook.Kernel).
+type kernel struct{ m *Manager }
+
+func (k kernel) Lock(ctx context.Context, id string) (func(), error) { return k.m.locks.Lock(ctx, id) }
+
+func (k kernel) Go(fn func()) {
+	k.m.reaps.Add(1)
+	go func() {
+		defer k.m.reaps.Done()
+		fn()
+	}()
+}
+
+// attachHooks gives every Attacher the kernel.
+func (m *Manager) attachHooks() {
+	for _, h := range m.hooks {
+		if a, ok := h.(hook.Attacher); ok {
+			a.Attach(kernel{m})
+		}
+	}
+}
+
+// suspendedHooks runs every Halter's Suspended for sandbox id.
+func (m *Manager) suspendedHooks(id string) {
+	for _, h := range m.hooks {
+		if s, ok := h.(hook.Halter); ok {
+			s.Suspended(id)
+		}
+	}
+}
+
+// importHooks has the Importers make suspended sandbox rec's files here
+// when they are elsewhere: the handle of what the first one made, or nil.
+func (m *Manager) importHooks(ctx context.Context, rec *store.Sandbox, spec backend.Spec) (*backend.Handle, error) {
+	for _, h := range m.hooks {
+		if i, ok := h.(hook.Importer); ok {
+			if made, err := i.Import(ctx, rec, spec); made != nil || err != nil {
+				return made, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// removedHooks runs every Remover's Removed for a torn-down sandbox.
+func (m *Manager) removedHooks(ctx context.Context, id string) {
+	for _, h := range m.hooks {
+		if r, ok := h.(hook.Remover); ok {
+			if err := r.Removed(ctx, id); err != nil {
+				m.log.Warn("remove what a hook kept of a deleted sandbox", attrSandbox, id, "hook", h.Name(), "error", err)
+			}
 		}
 	}
 }

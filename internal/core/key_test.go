@@ -24,7 +24,7 @@ func TestOpenByKey(t *testing.T) {
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("Create of the key again: %+v, %v, %v; want %s, not created", again, created, err, first.ID)
 	}
-	if _, err := d.m.Suspend(ctx, first.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, first.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	woken, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})

@@ -172,26 +172,43 @@ func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
 	return m.get(ctx, id)
 }
 
-// Workspace returns the workspace that owns sandbox id: from memory when
-// it runs (a check made on every call that names a sandbox), else from
-// its record.
-func (m *Manager) Workspace(ctx context.Context, id string) (string, error) {
-	m.mu.Lock()
-	inst := m.live[id]
-	m.mu.Unlock()
-	if inst != nil {
+// Place is where a sandbox belongs: the workspace that owns it and the
+// node that holds it.
+type Place struct {
+	ID, Workspace string
+	// Node holds it ("" on a single box); here is this daemon's node.
+	Node, here string
+}
+
+// Held is nil if this daemon holds the sandbox, and an
+// errdefs.HeldElsewhere naming the node that does otherwise: a node acts
+// only on its own sandboxes, whose files are on its disk.
+func (p Place) Held() error {
+	if p.Node != p.here {
+		return &errdefs.HeldElsewhere{ID: p.ID, Node: p.Node, Here: p.here}
+	}
+	return nil
+}
+
+// Locate says where sandbox id belongs: from memory when it runs here (a
+// check made on every call that names a sandbox), else from its record.
+func (m *Manager) Locate(ctx context.Context, id string) (Place, error) {
+	if inst := m.liveInstance(id); inst != nil {
 		inst.mu.Lock()
 		ws := inst.owner.workspace
 		inst.mu.Unlock()
 		if ws != "" {
-			return ws, nil
+			return Place{ID: id, Workspace: ws, Node: m.node, here: m.node}, nil
 		}
 	}
-	sb, err := m.get(ctx, id)
+	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
-		return "", err
+		return Place{}, err
 	}
-	return sb.Workspace, nil
+	if rec.State == store.Deleting {
+		return Place{}, deletedError(id)
+	}
+	return Place{ID: id, Workspace: rec.Workspace, Node: rec.Node, here: m.node}, nil
 }
 
 // held are the sandboxes this daemon holds: on a single box all of them,
@@ -204,20 +221,7 @@ func (m *Manager) held(ctx context.Context) ([]*store.Sandbox, error) {
 	return slices.DeleteFunc(recs, func(r *store.Sandbox) bool { return r.Node != m.node }), nil
 }
 
-// CheckHeld is nil if this daemon holds sandbox id, and an
-// errdefs.HeldElsewhere naming the node that does otherwise: a node acts
-// only on its own sandboxes, whose files are on its disk.
-func (m *Manager) CheckHeld(ctx context.Context, id string) error {
-	if m.liveInstance(id) != nil {
-		return nil
-	}
-	rec, err := m.store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
-	}
-	return m.checkHeld(rec)
-}
-
+// checkHeld is Place.Held of sandbox rec.
 func (m *Manager) checkHeld(rec *store.Sandbox) error {
 	if rec.Node != m.node {
 		return &errdefs.HeldElsewhere{ID: rec.ID, Node: rec.Node, Here: m.node}
@@ -233,16 +237,6 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	}
 	recs = slices.DeleteFunc(recs, func(r *store.Sandbox) bool { return r.State == store.Deleting })
 	return views(recs), nil
-}
-
-// Stats reads what a running sandbox uses. Reading it is not activity: a
-// dashboard that polls stats does not keep a sandbox from its idle timeout.
-func (m *Manager) Stats(ctx context.Context, id string) (backend.Stats, error) {
-	inst := m.liveInstance(id)
-	if inst == nil {
-		return backend.Stats{}, m.notLive(ctx, id) // a suspended sandbox is not woken to be measured
-	}
-	return inst.backend.Stats(ctx, inst.handle)
 }
 
 // wakes are the states a call brings a sandbox back from by itself: a
@@ -319,6 +313,15 @@ func (m *Manager) wake(ctx context.Context, id string) error {
 	}
 	_, err = m.resume(ctx, rec, reason)
 	return err
+}
+
+// NotRunning is the error of a call that needs sandbox sb live (running
+// or paused) when it is not.
+func NotRunning(sb *Sandbox) error {
+	if sb.State == store.Running || sb.State == store.Paused {
+		return nil
+	}
+	return notRunning(&store.Sandbox{ID: sb.ID, State: sb.State, StateReason: sb.StateReason})
 }
 
 // notRunning is the error of a call to a sandbox that is not running.

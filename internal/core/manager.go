@@ -29,7 +29,6 @@ import (
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
-	"github.com/hutchdev/hutch/internal/storage/imagestore"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
@@ -86,10 +85,6 @@ type Config struct {
 	VolumeDir string
 	// Clock tells the time of timers and records (the real one when nil).
 	Clock Clock
-	// Images is the image store the nodes share, where suspended
-	// sandboxes' images go so that another node can resume them (see
-	// move.go); nil: none, a sandbox resumes where it was suspended.
-	Images imagestore.Store
 	// Node names this daemon among the nodes sharing Store (scale-out,
 	// internal/cluster): it holds, recovers and times only the sandboxes
 	// of its name. "": a single box.
@@ -114,7 +109,6 @@ type Manager struct {
 	volumeDir string
 	clock     Clock
 	node      string
-	images    imagestore.Store
 
 	// probeMu guards the backends' last probes (see probe).
 	probeMu  sync.Mutex
@@ -145,7 +139,6 @@ type Manager struct {
 func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		node:      cfg.Node,
-		images:    cfg.Images,
 		store:     cfg.Store,
 		backends:  map[string]backend.Backend{},
 		def:       cfg.Default,
@@ -177,6 +170,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if _, ok := m.backends[m.def]; !ok {
 		return nil, fmt.Errorf("default runtime %q is not one of the configured backends", m.def)
 	}
+	m.attachHooks()
 	if err := m.recoverSandboxes(ctx); err != nil {
 		return nil, fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -209,8 +203,10 @@ type Health struct {
 	// DefaultReason why.
 	Default       string
 	DefaultReason string
-	// Backends are what every backend's Probe found.
+	// Backends are what every backend's Probe found; Usable names those
+	// sandboxes are made with now.
 	Backends []backend.Health
+	Usable   []string
 	// Pools say how full each warm pool is.
 	Pools []PoolStatus
 	// Deleting is how many deleted sandboxes' teardowns are under way or
@@ -226,7 +222,13 @@ const probeEvery = 30 * time.Second
 
 // Health reports how the core is.
 func (m *Manager) Health(ctx context.Context) Health {
-	return Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools(), Deleting: m.deleting()}
+	h := Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools(), Deleting: m.deleting()}
+	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
+		if !m.usable.broken(name) {
+			h.Usable = append(h.Usable, name)
+		}
+	}
+	return h
 }
 
 // probe returns what every backend's Probe found, at most probeEvery ago.

@@ -37,18 +37,6 @@ func (m *Manager) Pause(ctx context.Context, id string) (*Sandbox, error) {
 	return m.get(ctx, id)
 }
 
-// Unpause thaws a paused sandbox. Unpausing a running one does nothing.
-func (m *Manager) Unpause(ctx context.Context, id string) (*Sandbox, error) {
-	inst, _, err := m.pausable(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
-		return nil, err
-	}
-	return m.get(ctx, id)
-}
-
 // pausable returns a live sandbox and its backend's Pauser.
 func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.Pauser, error) {
 	inst := m.liveInstance(id)

@@ -45,16 +45,16 @@ func TestPauseAndWake(t *testing.T) {
 	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.Paused {
 		t.Fatalf("after a restart: %+v, %v; want paused", got, err)
 	}
-	if rec, err := d.m.Unpause(ctx, sb.ID); err != nil || rec.State != store.Running || rec.StateReason != "unpaused by request" {
-		t.Fatalf("Unpause: %+v, %v", rec, err)
+	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.Running || rec.StateReason != "unpaused by request" {
+		t.Fatalf("Resume of a paused sandbox: %+v, %v", rec, err)
 	}
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo again"}); err != nil || out != "again\n" {
-		t.Errorf("exec after Unpause: %q, %v", out, err)
+		t.Errorf("exec after Resume: %q, %v", out, err)
 	}
 	if _, err := d.m.Pause(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
+	if err := d.m.deleteAndWait(ctx, sb.ID); err != nil {
 		t.Fatalf("Delete of a paused sandbox: %v", err)
 	}
 	if d.listed(t, sb.ID) {
@@ -73,11 +73,11 @@ func TestSuspendAndResume(t *testing.T) {
 	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := d.m.Suspend(ctx, sb.ID, "suspended by request")
+	rec, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
 	if err != nil || rec.State != store.Suspended {
 		t.Fatalf("Suspend: %+v, %v", rec, err)
 	}
-	if _, err := d.m.Stats(ctx, sb.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if a, err := d.m.Activity(ctx, sb.ID); err != nil || !errors.Is(a.StatsErr, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Stats of a suspended sandbox: %v, want failed precondition", err)
 	}
 	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.Suspended {
@@ -91,7 +91,7 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Errorf("after the exec: %s (%s)", got.State, got.StateReason)
 	}
 
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t)
@@ -105,10 +105,10 @@ func TestSuspendAndResume(t *testing.T) {
 	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("after Resume: %q, %v", out, err)
 	}
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
+	if err := d.m.deleteAndWait(ctx, sb.ID); err != nil {
 		t.Fatalf("Delete of a suspended sandbox: %v", err)
 	}
 	if d.listed(t, sb.ID) {
@@ -142,7 +142,7 @@ func TestAcquireSaysWoken(t *testing.T) {
 	if woken() {
 		t.Error("a hold of a paused sandbox says it woke it: thawed, it listens where it did")
 	}
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	if !woken() {
@@ -151,7 +151,7 @@ func TestAcquireSaysWoken(t *testing.T) {
 	if woken() {
 		t.Error("the next hold says it woke the sandbox too")
 	}
-	if err := d.m.DeleteAndWait(ctx, sb.ID); err != nil {
+	if err := d.m.deleteAndWait(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -203,7 +203,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+			if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 				t.Fatal(err)
 			}
 			// What a daemon killed half-way through a resume leaves.
@@ -259,7 +259,7 @@ func TestMaxLifetime(t *testing.T) {
 	if got := running.ExpiresAt.Sub(running.CreatedAt); got != 2*time.Minute {
 		t.Errorf("expires %v after its creation, want 2m", got)
 	}
-	if _, err := d.m.Suspend(ctx, suspended.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, suspended.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.m.Keepalive(ctx, extended.ID, 0, "", time.Hour); err != nil {
@@ -333,7 +333,7 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.startProcess(t, sb.ID, store.Process{Name: "svc", Argv: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + rootfs.Workspace})
-	rec, err := d.m.Stop(ctx, sb.ID, "stopped by request")
+	rec, err := d.m.Halt(ctx, sb.ID, Halt{Stop: true, Reason: "stopped by request"})
 	if err != nil || rec.State != store.Stopped {
 		t.Fatalf("Stop: %+v, %v", rec, err)
 	}
@@ -344,10 +344,10 @@ func TestStopAndStart(t *testing.T) {
 	if a, err := d.m.Activity(ctx, sb.ID); err != nil || len(a.Reasons) != 1 || !strings.Contains(a.Reasons[0], "start") {
 		t.Errorf("activity of a stopped sandbox: %+v, %v", a, err)
 	}
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Suspend of a stopped sandbox: %v, want failed precondition", err)
 	}
-	if rec, err := d.m.Stop(ctx, sb.ID, "again"); err != nil || rec.State != store.Stopped || rec.StateReason != "stopped by request" {
+	if rec, err := d.m.Halt(ctx, sb.ID, Halt{Stop: true, Reason: "again"}); err != nil || rec.State != store.Stopped || rec.StateReason != "stopped by request" {
 		t.Errorf("Stop of a stopped sandbox: %+v, %v; want it as it was", rec, err)
 	}
 	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.Running || rec.StateReason != "started by request" {
@@ -361,10 +361,10 @@ func TestStopAndStart(t *testing.T) {
 	}
 
 	// Suspended, then stopped where it is.
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := d.m.Stop(ctx, sb.ID, "stopped by request"); err != nil || rec.State != store.Stopped {
+	if rec, err := d.m.Halt(ctx, sb.ID, Halt{Stop: true, Reason: "stopped by request"}); err != nil || rec.State != store.Stopped {
 		t.Fatalf("Stop of a suspended sandbox: %+v, %v", rec, err)
 	}
 	// A key's get-or-create starts it.

@@ -117,7 +117,7 @@ func TestBackgroundProcesses(t *testing.T) {
 
 	// A suspend ends it, noting that it ran; the resume starts it again
 	// with its env.
-	if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	if procs, err := d.db.ListProcesses(ctx, sb.ID); err != nil || len(procs) != 1 || !procs[0].Running {

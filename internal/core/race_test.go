@@ -75,7 +75,10 @@ func TestRaceKeepaliveSuspend(t *testing.T) {
 	for range raceRounds {
 		sb := d.create(t, CreateOptions{})
 		race(
-			func() { _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); expect(t, "Suspend", err) },
+			func() {
+				_, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
+				expect(t, "Suspend", err)
+			},
 			func() { _, err := d.m.Keepalive(ctx, sb.ID, time.Hour, "", 0); expect(t, "Keepalive", err) },
 		)
 		if got := d.settled(t, sb.ID); got != store.Suspended {
@@ -108,7 +111,7 @@ func TestRaceDelete(t *testing.T) {
 			for range raceRounds {
 				sb := d.create(t, CreateOptions{})
 				race(
-					func() { expect(t, "Delete", d.m.DeleteAndWait(ctx, sb.ID)) },
+					func() { expect(t, "Delete", d.m.deleteAndWait(ctx, sb.ID)) },
 					func() {
 						expect(t, name, other(sb.ID), errdefs.ErrNotFound, errdefs.ErrFailedPrecondition, errdefs.ErrConflict)
 					},
@@ -135,7 +138,7 @@ func TestRaceResumes(t *testing.T) {
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})
 	for range raceRounds {
-		if _, err := d.m.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+		if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 			t.Fatal(err)
 		}
 		race(
@@ -168,7 +171,7 @@ func TestRaceExecSuspend(t *testing.T) {
 	for range raceRounds {
 		race(
 			func() {
-				_, err := d.m.Suspend(ctx, sb.ID, "suspended by request")
+				_, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
 				expect(t, "Suspend", err, errdefs.ErrConflict)
 			},
 			func() {

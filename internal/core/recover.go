@@ -263,13 +263,13 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	}
 	if rec.IdleAction == store.IdleSuspend || rec.IdleAction == store.IdleStop {
 		why := fmt.Sprintf("idle for %s", rec.IdleTimeout)
-		if _, err := m.halt(ctx, id, why, rec.IdleAction == store.IdleSuspend); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
+		if _, err := m.Halt(ctx, id, Halt{Stop: rec.IdleAction != store.IdleSuspend, Reason: why}); err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrConflict) {
 			m.log.Error(rec.IdleAction+" idle sandbox", attrSandbox, id, "error", err)
 		}
 		return
 	}
 	m.log.Info("deleting idle sandbox", attrSandbox, id)
-	if err := m.DeleteAndWait(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := m.deleteAndWait(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("delete idle sandbox", attrSandbox, id, "error", err)
 	}
 }
@@ -288,7 +288,7 @@ func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 		}
 		m.inBackground(rec.ID, func() {
 			m.log.Info("deleting sandbox at the end of its max lifetime", attrSandbox, rec.ID, "expired_at", rec.ExpiresAt)
-			if err := m.DeleteAndWait(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			if err := m.deleteAndWait(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				m.log.Error("delete expired sandbox", attrSandbox, rec.ID, "error", err)
 			}
 		})

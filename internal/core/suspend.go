@@ -11,27 +11,28 @@ import (
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
-// Suspend stops a running (or paused) sandbox so that it uses no memory and
-// no CPU, keeping its files, and its memory and processes where the
-// runtime checkpoints (gVisor); elsewhere they are gone, and the resume
-// starts again the background processes that ran. Any call that needs it
-// (exec, code, files) resumes it first; Resume does so explicitly.
-// store.Suspending a suspended sandbox does nothing.
-func (m *Manager) Suspend(ctx context.Context, id, reason string) (*Sandbox, error) {
-	return m.halt(ctx, id, reason, true)
+// Halt says how a sandbox halts (Manager.Halt).
+type Halt struct {
+	// Stop ends its processes keeping its files only (no memory, even
+	// under gVisor, so no disk for it either). Unlike a suspended sandbox,
+	// a stopped one is not woken by calls: Resume starts it, with the
+	// background processes that ran. A suspended sandbox can be stopped:
+	// its kept memory goes.
+	//
+	// Otherwise it is suspended: it uses no memory and no CPU, keeping its
+	// files, and its memory and processes where the runtime checkpoints
+	// (gVisor); elsewhere they are gone, and the resume starts again the
+	// background processes that ran. Any call that needs it (exec, code,
+	// files) resumes it first; Resume does so explicitly. Suspending a
+	// suspended sandbox does nothing.
+	Stop bool
+	// Reason says why, in its state.
+	Reason string
 }
 
-// Stop ends a sandbox's processes, keeping its files only (no memory, even
-// under gVisor, so no disk for it either). Unlike a suspended sandbox, a
-// stopped one is not woken by calls: Resume starts it, with the background
-// processes that ran. A suspended sandbox can be stopped: its kept memory
-// goes.
-func (m *Manager) Stop(ctx context.Context, id, reason string) (*Sandbox, error) {
-	return m.halt(ctx, id, reason, false)
-}
-
-// halt suspends (keepMemory) or stops a sandbox.
-func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) (*Sandbox, error) {
+// Halt suspends or stops a running (or paused) sandbox (see Halt).
+func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*Sandbox, error) {
+	keepMemory, reason := !how.Stop, how.Reason
 	halting, halted := store.Suspending, store.Suspended
 	if !keepMemory {
 		halting, halted = store.Stopping, store.Stopped
@@ -92,15 +93,20 @@ func (m *Manager) halt(ctx context.Context, id, reason string, keepMemory bool) 
 	m.mustTransition(sctx, id, halted, reason, halting)
 	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
 	if keepMemory {
-		m.uploadImage(id) // once this lock is let go
+		m.suspendedHooks(id)
 	}
 	return m.get(sctx, id)
 }
 
 // Resume starts a suspended, stopped or failed sandbox again, with its
-// files as they were. store.Resuming a running one does nothing (a paused one is
-// thawed).
+// files as they were, and thaws a paused one. Resuming a running one does
+// nothing.
 func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
+	if inst := m.liveInstance(id); inst != nil {
+		if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
+			return nil, err
+		}
+	}
 	if err := m.start(ctx, id); err != nil {
 		return nil, err
 	}
@@ -165,14 +171,14 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	}
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
 	// Moved here from another node: made from its image first.
-	switch imported, err := m.importImage(rctx, rec, spec); {
+	switch imported, err := m.importHooks(rctx, rec, spec); {
 	case err != nil:
 		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
 		return nil, err
 	case imported != nil:
 		h = *imported
 		if err := m.store.ChangeState(rctx, store.StateChange{ID: rec.ID, From: []store.State{store.Resuming}, To: store.Resuming, Reason: reason, At: m.clock.Now().UTC(), Handle: h.State}); err != nil {
-			return nil, errors.Join(err, m.destroyImported(rctx, h))
+			return nil, errors.Join(err, be.Destroy(rctx, h))
 		}
 	}
 	if err := suspender.Resume(rctx, h, spec); err != nil {
@@ -187,7 +193,6 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	m.setLive(inst)
 	m.mustTransition(rctx, rec.ID, store.Running, reason, store.Resuming)
 	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))
-	m.forgetImage(rec)
 	return inst, nil
 }
 

@@ -92,9 +92,9 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// DeleteAndWait is Delete that returns when the teardown has ended too,
+// deleteAndWait is Delete that returns when the teardown has ended too,
 // with its error.
-func (m *Manager) DeleteAndWait(ctx context.Context, id string) error {
+func (m *Manager) deleteAndWait(ctx context.Context, id string) error {
 	done, err := m.delete(ctx, id)
 	if err != nil {
 		return err
@@ -108,7 +108,8 @@ func (m *Manager) DeleteAndWait(ctx context.Context, id string) error {
 }
 
 // AwaitTeardown returns once sandbox id, if it is being torn down, no
-// longer is: what it used (its template, its volumes) is free then.
+// longer is: what it used (its template, its volumes) is free then. A
+// teardown that failed (the sandbox is back, in state error) is its error.
 func (m *Manager) AwaitTeardown(ctx context.Context, id string) error {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil || rec.State != store.Deleting {
@@ -122,6 +123,9 @@ func (m *Manager) AwaitTeardown(ctx context.Context, id string) error {
 		return err
 	}
 	unlock()
+	if rec, err := m.store.GetSandbox(ctx, id); err == nil && rec.State == store.Error {
+		return fmt.Errorf("delete sandbox %s: %s", id, rec.StateReason)
+	}
 	return nil
 }
 
@@ -192,9 +196,7 @@ func (m *Manager) teardown(ctx context.Context, be backend.Backend, h backend.Ha
 			return fmt.Errorf("delete sandbox %s: %w", h.ID, err)
 		}
 	}
-	if err := m.dropImages(ctx, h.ID, ""); err != nil {
-		m.log.Warn("drop the images of a deleted sandbox", attrSandbox, h.ID, "error", err)
-	}
+	m.removedHooks(ctx, h.ID)
 	if err := m.store.DeleteSandbox(ctx, h.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("drop record of deleted sandbox", attrSandbox, h.ID, "error", err)
 		return err

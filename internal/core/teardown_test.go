@@ -51,8 +51,8 @@ func TestDeleteAnswersBeforeTeardown(t *testing.T) {
 		t.Fatalf("keyed create during the teardown: %v, created %v, same %v; want a new sandbox", err, created, again != nil && again.ID == sb.ID)
 	}
 	close(release)
-	// Close waits for teardowns; so does DeleteAndWait.
-	if err := d.m.DeleteAndWait(ctx, again.ID); err != nil {
+	// Close waits for teardowns; so does deleteAndWait.
+	if err := d.m.deleteAndWait(ctx, again.ID); err != nil {
 		t.Fatal(err)
 	}
 	d.stop(t)

@@ -32,6 +32,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/core/move"
 	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
@@ -177,11 +178,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	procs := processes.New(db, log)
+	hooks := []hook.Hook{quotas, secretHook, nets, procs}
+	if images != nil {
+		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
+	}
 	mgr, err := core.New(ctx, core.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
 		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
-		Node: cfg.nodeNameOf(), Images: images,
-		Hooks: []hook.Hook{quotas, secretHook, nets, procs},
+		Node: cfg.nodeNameOf(), Hooks: hooks,
 	})
 	if err != nil {
 		return err
@@ -253,7 +257,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// its callers' keys (internal/front/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Keys: keys, Domain: e2bInfo.Domain, Logger: log})
 	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
-	membership, err := member(cfg, db, mgr, e2bLn, node, log)
+	membership, err := member(cfg, db, mgr, templateStore, e2bLn, node, log)
 	if err != nil {
 		return err
 	}

@@ -147,7 +147,7 @@ func (t *nodeTrust) guard(h http.Handler, templates *rootfs.Store, log *slog.Log
 
 // member is a node's membership (--role node): nil for the other roles.
 // e2b is its E2B front's listener, nil when it has none.
-func member(cfg Config, db database, mgr *core.Manager, e2b net.Listener, trust *nodeTrust, log *slog.Logger) (*cluster.Member, error) {
+func member(cfg Config, db database, mgr *core.Manager, templates *rootfs.Store, e2b net.Listener, trust *nodeTrust, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Role != RoleNode {
 		return nil, nil
 	}
@@ -167,8 +167,9 @@ func member(cfg Config, db database, mgr *core.Manager, e2b net.Listener, trust 
 		}
 		e2bURL = "https://" + reachable(e2b.Addr(), u.Hostname())
 	}
+	reporter := cluster.Reporter{Store: db, Node: name, Health: mgr.Health, Templates: templates}
 	report := func(ctx context.Context) (store.NodeReport, error) {
-		r, err := mgr.NodeReport(ctx)
+		r, err := reporter.Report(ctx)
 		r.E2BURL = e2bURL
 		return r, err
 	}

@@ -78,7 +78,7 @@ func TestExecRefusesBeforeWaking(t *testing.T) {
 	c, s := start(t)
 	ctx := t.Context()
 	sb := c.Create(t, core.CreateOptions{})
-	if _, err := c.M.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := c.M.Halt(ctx, sb.ID, core.Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

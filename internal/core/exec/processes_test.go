@@ -74,7 +74,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	if got, _ := c.M.Get(ctx, sb.ID); got.State != store.Paused {
 		t.Errorf("listing the processes of a paused sandbox made it %s", got.State)
 	}
-	if _, err := c.M.Suspend(ctx, sb.ID, "suspended by request"); err != nil {
+	if _, err := c.M.Halt(ctx, sb.ID, core.Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
 	if p := processes(t, s, sb.ID)["web"]; p.Status != exec.ProcessSuspended {

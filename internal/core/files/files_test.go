@@ -169,13 +169,13 @@ func TestReadHoldsTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.M.Suspend(ctx, sb.ID, "test"); !errors.Is(err, errdefs.ErrConflict) {
+	if _, err := c.M.Halt(ctx, sb.ID, core.Halt{Reason: "test"}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Errorf("Suspend while a read is open: %v, want conflict", err)
 	}
 	if err := rc.Close(); err != nil {
 		t.Error(err)
 	}
-	if _, err := c.M.Suspend(ctx, sb.ID, "test"); err != nil {
+	if _, err := c.M.Halt(ctx, sb.ID, core.Halt{Reason: "test"}); err != nil {
 		t.Fatalf("Suspend after the read closed: %v", err)
 	}
 

@@ -156,3 +156,45 @@ type Resumer interface {
 	Hook
 	Resumed(ctx context.Context, sb Sandbox)
 }
+
+// Kernel is what the kernel lends the hooks that act on a sandbox outside
+// its steps (an upload once it is suspended): given once, to an Attacher,
+// when the kernel is made.
+type Kernel interface {
+	// Lock takes sandbox id's lock, which every change of its life
+	// holds: while a hook holds it, the sandbox stays as it is.
+	Lock(ctx context.Context, id string) (unlock func(), err error)
+	// Go runs fn in the background; the kernel's Close waits for it.
+	Go(fn func())
+}
+
+// An Attacher is given the Kernel when the kernel is made, before any
+// step runs.
+type Attacher interface {
+	Hook
+	Attach(k Kernel)
+}
+
+// A Halter runs once a sandbox is suspended (its memory kept where the
+// runtime can), its lock still held.
+type Halter interface {
+	Hook
+	Suspended(id string)
+}
+
+// An Importer makes a sandbox's files on this node before it resumes,
+// when they are elsewhere (it was moved here from another node): the
+// handle of what it made, or nil when the files are here already. An
+// error fails the resume, the sandbox staying as it was.
+type Importer interface {
+	Hook
+	Import(ctx context.Context, rec *store.Sandbox, spec backend.Spec) (*backend.Handle, error)
+}
+
+// A Remover removes what it kept of a deleted sandbox outside this host
+// (its images in a shared store) once its teardown has destroyed it, also
+// when a daemon finishes a teardown an earlier one began.
+type Remover interface {
+	Hook
+	Removed(ctx context.Context, id string) error
+}

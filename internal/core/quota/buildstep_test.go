@@ -32,7 +32,7 @@ func TestAdmitBuildStep(t *testing.T) {
 	}
 	sb := d.Create(t, core.CreateOptions{Workspace: "acme", MemoryMB: 1024, CPUs: 1, DiskMB: 2048})
 	t.Cleanup(func() {
-		if err := d.M.DeleteAndWait(context.WithoutCancel(ctx), sb.ID); err != nil {
+		if err := deleteAndWait(context.WithoutCancel(ctx), d.M, sb.ID); err != nil {
 			t.Error(err)
 		}
 	})

@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -65,7 +66,7 @@ func TestQuotas(t *testing.T) {
 		// Torn down before the next round's count of the backend's
 		// sandboxes (a Delete answers before its teardown ends).
 		for _, id := range []string{first.ID, sb.ID} {
-			if err := d.M.DeleteAndWait(ctx, id); err != nil {
+			if err := deleteAndWait(ctx, d.M, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -76,7 +77,7 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := d.Create(t, core.CreateOptions{Workspace: "suspending"})
-	if _, err := d.M.Suspend(ctx, sb.ID, "test"); err != nil {
+	if _, err := d.M.Halt(ctx, sb.ID, core.Halt{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	second := d.Create(t, core.CreateOptions{Workspace: "suspending"})
@@ -91,7 +92,7 @@ func TestQuotas(t *testing.T) {
 	if got, err := d.M.Get(ctx, sb.ID); err != nil || got.State != store.Suspended {
 		t.Errorf("the refused resume's sandbox: %+v, %v; want it suspended still", got, err)
 	}
-	if _, err := d.M.Stop(ctx, second.ID, "test"); err != nil {
+	if _, err := d.M.Halt(ctx, second.ID, core.Halt{Stop: true, Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := d.M.Resume(ctx, sb.ID); err != nil || got.State != store.Running {
@@ -204,4 +205,13 @@ func (d *daemon) tickAfter(t *testing.T, c *testclock.Clock, by time.Duration) {
 	t.Helper()
 	c.Advance(by)
 	d.k.Tick(t.Context(), c.Now())
+}
+
+// deleteAndWait deletes sandbox id and waits for its teardown: what it
+// held is free then.
+func deleteAndWait(ctx context.Context, m *core.Manager, id string) error {
+	if err := m.Delete(ctx, id); err != nil {
+		return err
+	}
+	return m.AwaitTeardown(ctx, id)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/console"
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
 )
@@ -194,11 +195,11 @@ func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 		}
 		defer done()
 		if namesSandbox {
-			err := s.mayReach(r.Context(), c, r.PathValue("id"))
+			p, err := s.reach(r.Context(), c, r.PathValue("id"))
 			if err == nil && rt.pattern != "GET /v1/sandboxes/{id}" {
 				// Among nodes, only the one holding it acts on it; its
 				// record any node can tell.
-				err = s.m.CheckHeld(r.Context(), r.PathValue("id"))
+				err = p.Held()
 			}
 			if err != nil {
 				writeError(rec, r, s.log, err)
@@ -212,14 +213,20 @@ func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 // mayReach says whether c may see sandbox id: not found otherwise, as for
 // a sandbox that does not exist.
 func (s *Server) mayReach(ctx context.Context, c caller, id string) error {
-	ws, err := s.m.Workspace(ctx, id)
+	_, err := s.reach(ctx, c, id)
+	return err
+}
+
+// reach is where sandbox id is, if c may see it (see mayReach).
+func (s *Server) reach(ctx context.Context, c caller, id string) (core.Place, error) {
+	p, err := s.m.Locate(ctx, id)
 	if err != nil {
-		return err
+		return core.Place{}, err
 	}
-	if !c.sees(ws) {
-		return errdefs.NotFound("sandbox %s not found", id)
+	if !c.sees(p.Workspace) {
+		return core.Place{}, errdefs.NotFound("sandbox %s not found", id)
 	}
-	return nil
+	return p, nil
 }
 
 // ownerOnly refuses callers other than the administrator.

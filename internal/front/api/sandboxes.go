@@ -143,11 +143,15 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
-	st, err := s.m.Stats(r.Context(), r.PathValue("id"))
+	a, err := s.m.Activity(r.Context(), r.PathValue("id"))
+	if err == nil {
+		err = a.StatsErr
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
+	st := a.Stats
 	net := s.nets.Counters(r.PathValue("id"))
 	writeJSON(w, http.StatusOK, client.SandboxStats{
 		CPUTimeMS: st.CPUTime.Milliseconds(), MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
@@ -164,7 +168,12 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	} else if wait {
-		del = s.m.DeleteAndWait
+		del = func(ctx context.Context, id string) error {
+			if err := s.m.Delete(ctx, id); err != nil {
+				return err
+			}
+			return s.m.AwaitTeardown(ctx, id)
+		}
 	}
 	if err := del(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, s.log, err)
@@ -177,19 +186,30 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, s.m.Pause)
 }
 
+// unpauseSandbox thaws a paused sandbox; unlike a resume, it starts none
+// that is not live.
 func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, s.m.Unpause)
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
+		sb, err := s.m.Get(ctx, id)
+		if err == nil {
+			err = core.NotRunning(sb)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.m.Resume(ctx, id)
+	})
 }
 
 func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
-		return s.m.Suspend(ctx, id, "suspended by request")
+		return s.m.Halt(ctx, id, core.Halt{Reason: "suspended by request"})
 	})
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
-		return s.m.Stop(ctx, id, "stopped by request")
+		return s.m.Halt(ctx, id, core.Halt{Stop: true, Reason: "stopped by request"})
 	})
 }
 

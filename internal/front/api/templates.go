@@ -54,14 +54,14 @@ func (s *Server) snapshotName(ctx context.Context, c caller, id, name string) (s
 	case name == rootfs.HostName:
 		return "", errdefs.InvalidArgument("a snapshot cannot be named %s", rootfs.HostName)
 	}
-	ws, err := s.m.Workspace(ctx, id)
+	p, err := s.m.Locate(ctx, id)
 	if err != nil {
 		return "", err
 	}
 	if _, err := s.templates.Get(ctx, name); err == nil {
 		return "", errdefs.AlreadyExists("template %s is a shared one; give the snapshot another name", name)
 	}
-	return workspace.Qualify(name, ws), nil
+	return workspace.Qualify(name, p.Workspace), nil
 }
 
 // templateOwned is the stored name of the template c names to change or
