@@ -30,14 +30,14 @@ func ProcessTag(name string) string { return processTagPrefix + name }
 func (m *Manager) startProcess(ctx context.Context, inst *instance, p *store.Process) (uint32, error) {
 	cwd := rootfs.Workspace
 	if p.Cwd != "" {
-		cwd = WorkspacePath(p.Cwd)
+		cwd = rootfs.WorkspacePath(p.Cwd)
 	}
 	env, err := m.commandEnv(ctx, inst, p.ForUser, p.Env)
 	if err != nil {
 		return 0, err
 	}
 	cmd := agentclient.Command{
-		Argv: p.Argv, Env: env, Cwd: cwd, User: UserOr(p.User),
+		Argv: p.Argv, Env: env, Cwd: cwd, User: rootfs.UserOr(p.User),
 		Tag: ProcessTag(p.Name), KeepOutput: processLogBytes, StdinOpen: p.Stdin,
 	}
 	// Only the start is awaited: leaving the stream does not stop the

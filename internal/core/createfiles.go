@@ -47,7 +47,7 @@ type workspaceTree map[string]backend.File
 // add places f at p (in the workspace), as the sandbox user's, and makes
 // the directories above it.
 func (ws workspaceTree) add(p string, f backend.File) error {
-	abs := WorkspacePath(p)
+	abs := rootfs.WorkspacePath(p)
 	if p == "" || !strings.HasPrefix(abs, rootfs.Workspace+"/") {
 		return fmt.Errorf("%q is not a path in %s", p, rootfs.Workspace)
 	}
@@ -119,7 +119,7 @@ func (ws workspaceTree) addTar(tarball []byte) error {
 		case tar.TypeSymlink:
 			err = ws.add(name, backend.File{Link: hdr.Linkname, Mode: 0o777})
 		case tar.TypeLink:
-			target, ok := ws[WorkspacePath(strings.TrimPrefix(path.Clean(hdr.Linkname), "./"))]
+			target, ok := ws[rootfs.WorkspacePath(strings.TrimPrefix(path.Clean(hdr.Linkname), "./"))]
 			if !ok || target.Dir || target.Link != "" {
 				return fmt.Errorf("%s: a hard link to %q, which is not a regular file before it", hdr.Name, hdr.Linkname)
 			}

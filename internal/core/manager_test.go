@@ -15,6 +15,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/processes"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -96,25 +97,57 @@ func (d *testDaemon) stop(t *testing.T) {
 	}
 }
 
-// exec runs a shell command in the sandbox's workspace and returns its
-// stdout. The fake's agent sees the workspace in the sandbox's root on the
-// host.
-func (d *testDaemon) exec(t *testing.T, id string, req ExecRequest) (string, ExecResult, error) {
+// execRequest is a command for exec: an argv, or a shell command.
+type execRequest struct {
+	Cmd     []string
+	Command string
+	Stdin   *string
+}
+
+// execResult is how it ended.
+type execResult struct{ ExitCode int }
+
+// exec runs a command in the sandbox's workspace, as a service beside the
+// core runs one (internal/core/exec: through Acquire, in the environment
+// CommandEnv makes, the agent's errors through Running.Err), and returns
+// its stdout. The fake's agent sees the workspace in the sandbox's root
+// on the host.
+func (d *testDaemon) exec(t *testing.T, id string, req execRequest) (string, execResult, error) {
 	t.Helper()
-	req.Cwd = d.backend.Root(id) + rootfs.Workspace
-	r, release, err := d.m.Acquire(t.Context(), id)
+	ctx := t.Context()
+	r, release, err := d.m.Acquire(ctx, id)
 	if err != nil {
-		return "", ExecResult{}, err
+		return "", execResult{}, err
 	}
 	defer release()
+	env, err := r.CommandEnv(ctx, "", nil)
+	if err != nil {
+		return "", execResult{}, err
+	}
+	cmd := agentclient.Command{Argv: req.Cmd, Env: env, Cwd: d.backend.Root(id) + rootfs.Workspace, User: rootfs.UserName}
+	if req.Command != "" {
+		cmd.Argv = []string{"/bin/sh", "-c", req.Command}
+	}
+	if req.Stdin != nil {
+		cmd.Stdin = []byte(*req.Stdin)
+	}
+	exe, err := r.Agent().Start(ctx, cmd)
+	if err != nil {
+		return "", execResult{}, r.Err(ctx, err)
+	}
+	defer func() { _ = exe.Close() }()
 	var stdout strings.Builder
-	res, err := r.Exec(t.Context(), req, func(s Stream, data []byte) error {
-		if s == Stdout {
-			stdout.Write(data)
+	for {
+		ev, err := exe.Recv()
+		switch {
+		case err != nil:
+			return "", execResult{}, r.Lost(ctx, err)
+		case ev.Exit != nil:
+			return stdout.String(), execResult{ExitCode: ev.Exit.Code}, nil
+		case ev.Stream == agentclient.Stdout:
+			stdout.Write(ev.Data)
 		}
-		return nil
-	})
-	return stdout.String(), res, err
+	}
 }
 
 // listed reports whether the backend still has sandbox id.
@@ -149,12 +182,12 @@ func TestCreateExecDelete(t *testing.T) {
 		t.Errorf("/etc/hostname of the sandbox: %q, %v", b, err)
 	}
 
-	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: `echo "$GREETING from $(id -u)"; exit 3`})
+	out, res, err := d.exec(t, sb.ID, execRequest{Command: `echo "$GREETING from $(id -u)"; exit 3`})
 	if err != nil || out != "hello from 1000\n" || res.ExitCode != 3 {
 		t.Errorf("exec: %q, %+v, %v; want the create's env, the sandbox user and exit 3", out, res, err)
 	}
 	stdin := "piped in"
-	if out, _, err := d.exec(t, sb.ID, ExecRequest{Cmd: []string{"cat"}, Stdin: &stdin}); err != nil || out != stdin {
+	if out, _, err := d.exec(t, sb.ID, execRequest{Cmd: []string{"cat"}, Stdin: &stdin}); err != nil || out != stdin {
 		t.Errorf("cat of stdin: %q, %v", out, err)
 	}
 
@@ -164,7 +197,7 @@ func TestCreateExecDelete(t *testing.T) {
 	if _, err := d.m.Get(ctx, sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Get after Delete: %v, want not found", err)
 	}
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "true"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "true"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Exec after Delete: %v, want not found", err)
 	}
 	if d.listed(t, sb.ID) {
@@ -179,13 +212,13 @@ func TestDeadSandboxKeepsItsFiles(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	sb := d.create(t, CreateOptions{})
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.backend.Kill(sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo hi"})
+	_, _, err := d.exec(t, sb.ID, execRequest{Command: "echo hi"})
 	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "stopped") || !strings.Contains(err.Error(), "files are kept") {
 		t.Errorf("exec with the agent dead: %v, want unavailable, saying the sandbox stopped and its files are kept", err)
 	}
@@ -196,7 +229,7 @@ func TestDeadSandboxKeepsItsFiles(t *testing.T) {
 	if rec.State != store.Error || !strings.Contains(rec.StateReason, "agent stopped") {
 		t.Errorf("sandbox is %s (%s), want error saying its agent stopped", rec.State, rec.StateReason)
 	}
-	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"})
+	out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"})
 	if err != nil || out != "kept\n" {
 		t.Fatalf("exec after the error: %q, %v; want the file kept", out, err)
 	}
@@ -218,7 +251,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	d := state.start(t)
 	ctx := t.Context()
 	live := d.create(t, CreateOptions{})
-	if _, _, err := d.exec(t, live.ID, ExecRequest{Command: "echo kept > kept.txt"}); err != nil {
+	if _, _, err := d.exec(t, live.ID, execRequest{Command: "echo kept > kept.txt"}); err != nil {
 		t.Fatal(err)
 	}
 	crashed := d.create(t, CreateOptions{})
@@ -240,7 +273,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	}
 
 	d = state.start(t)
-	if out, _, err := d.exec(t, live.ID, ExecRequest{Command: "cat kept.txt"}); err != nil || out != "kept\n" {
+	if out, _, err := d.exec(t, live.ID, execRequest{Command: "cat kept.txt"}); err != nil || out != "kept\n" {
 		t.Errorf("exec in the recovered sandbox: %q, %v", out, err)
 	}
 	rec, err := d.m.Get(ctx, crashed.ID)
@@ -256,7 +289,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	// The crashed one keeps its files: a start brings it back.
 	if _, err := d.m.Resume(ctx, crashed.ID); err != nil {
 		t.Errorf("start of the crashed sandbox: %v", err)
-	} else if out, _, err := d.exec(t, crashed.ID, ExecRequest{Command: "echo back"}); err != nil || out != "back\n" {
+	} else if out, _, err := d.exec(t, crashed.ID, execRequest{Command: "echo back"}); err != nil || out != "back\n" {
 		t.Errorf("exec in the started crashed sandbox: %q, %v", out, err)
 	}
 	for _, id := range []string{halfMade.ID, "unrecorded"} {
@@ -299,7 +332,7 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 	idle := d.create(t, CreateOptions{IdleTimeout: time.Minute})
 	slept := make(chan error, 1)
 	go func() {
-		_, _, err := d.exec(t, busy.ID, ExecRequest{Command: "while [ ! -e release ]; do sleep 0.05; done"})
+		_, _, err := d.exec(t, busy.ID, execRequest{Command: "while [ ! -e release ]; do sleep 0.05; done"})
 		slept <- err
 	}()
 	waitFor(t, "the command to run", func() bool {
@@ -320,7 +353,7 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 	if got, _ := d.m.Get(t.Context(), busy.ID); got.State != store.Running {
 		t.Errorf("the sandbox running a command is %s", got.State)
 	}
-	if _, _, err := d.exec(t, busy.ID, ExecRequest{Command: "touch release"}); err != nil {
+	if _, _, err := d.exec(t, busy.ID, execRequest{Command: "touch release"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-slept; err != nil {

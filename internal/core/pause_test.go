@@ -28,7 +28,7 @@ func TestPauseAndWake(t *testing.T) {
 	if again, err := d.m.Pause(ctx, sb.ID); err != nil || again.State != store.Paused {
 		t.Errorf("Pause of a paused sandbox: %+v, %v", again, err)
 	}
-	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: "echo awake"})
+	out, res, err := d.exec(t, sb.ID, execRequest{Command: "echo awake"})
 	if err != nil || out != "awake\n" || res.ExitCode != 0 {
 		t.Fatalf("exec in a paused sandbox: %q, %+v, %v", out, res, err)
 	}
@@ -48,7 +48,7 @@ func TestPauseAndWake(t *testing.T) {
 	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.Running || rec.StateReason != "unpaused by request" {
 		t.Fatalf("Resume of a paused sandbox: %+v, %v", rec, err)
 	}
-	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo again"}); err != nil || out != "again\n" {
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "echo again"}); err != nil || out != "again\n" {
 		t.Errorf("exec after Resume: %q, %v", out, err)
 	}
 	if _, err := d.m.Pause(ctx, sb.ID); err != nil {
@@ -70,7 +70,7 @@ func TestSuspendAndResume(t *testing.T) {
 	d := state.start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Env: map[string]string{"KEPT": "env"}})
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
@@ -83,7 +83,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if got, _ := d.m.Get(ctx, sb.ID); got.State != store.Suspended {
 		t.Fatalf("Stats woke the sandbox: %s", got.State)
 	}
-	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: `cat note; echo "$KEPT"`})
+	out, _, err := d.exec(t, sb.ID, execRequest{Command: `cat note; echo "$KEPT"`})
 	if err != nil || out != "kept\nenv\n" {
 		t.Fatalf("exec in a suspended sandbox: %q, %v", out, err)
 	}
@@ -102,7 +102,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.Running {
 		t.Fatalf("Resume: %+v, %v", rec, err)
 	}
-	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("after Resume: %q, %v", out, err)
 	}
 	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
@@ -164,7 +164,7 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	d := state.start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{})
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
 	// What a daemon killed right after deciding to suspend leaves.
@@ -181,7 +181,7 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	if err != nil || got.State != store.Suspended || got.StateReason != "idle for 1s" {
 		t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
 	}
-	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("the woken sandbox: %q, %v", out, err)
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
@@ -200,7 +200,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			d := state.start(t)
 			ctx := t.Context()
 			sb := d.create(t, CreateOptions{})
-			if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+			if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
@@ -233,7 +233,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Runtime}); !errors.Is(err, errdefs.ErrNotFound) {
 				t.Errorf("the half-resumed sandbox's agent after the restart: %v, want it gone", err)
 			}
-			if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+			if out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 				t.Errorf("the woken sandbox: %q, %v", out, err)
 			}
 			if got, _ := d.m.Get(ctx, sb.ID); got.State != store.Running {
@@ -329,7 +329,7 @@ func TestStopAndStart(t *testing.T) {
 	d := state.start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Key: "conversation-1"})
-	if _, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo kept > note"}); err != nil {
+	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
 	d.startProcess(t, sb.ID, store.Process{Name: "svc", Argv: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + rootfs.Workspace})
@@ -337,7 +337,7 @@ func TestStopAndStart(t *testing.T) {
 	if err != nil || rec.State != store.Stopped {
 		t.Fatalf("Stop: %+v, %v", rec, err)
 	}
-	_, _, err = d.exec(t, sb.ID, ExecRequest{Command: "true"})
+	_, _, err = d.exec(t, sb.ID, execRequest{Command: "true"})
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "hutch start "+sb.ID) {
 		t.Errorf("exec in a stopped sandbox: %v, want failed precondition saying how to start it", err)
 	}
@@ -353,7 +353,7 @@ func TestStopAndStart(t *testing.T) {
 	if rec, err := d.m.Resume(ctx, sb.ID); err != nil || rec.State != store.Running || rec.StateReason != "started by request" {
 		t.Fatalf("start: %+v, %v", rec, err)
 	}
-	if out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "cat note"}); err != nil || out != "kept\n" {
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"}); err != nil || out != "kept\n" {
 		t.Errorf("after the start: %q, %v", out, err)
 	}
 	if _, ok := d.running(t, sb.ID)["svc"]; !ok {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -164,11 +166,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	}
 	// A first command warms what the caller's first would pay for: the
 	// connection to the agent, and the agent's spare process starters.
-	res, err := m.run(ctx, sb.inst, []string{"true"}, ExecRequest{Cwd: "/"}, 30*time.Second, func(Stream, []byte) error { return nil })
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("true exited %d in a new sandbox", res.ExitCode)
-	}
-	if err != nil {
+	if err := warmUp(ctx, sb.inst.agent); err != nil {
 		m.destroyPooled(sb)
 		return pooled{}, fmt.Errorf("warm up sandbox %s: %w", id, err)
 	}
@@ -354,4 +352,26 @@ func orDefault(v, fallback string) string {
 		return fallback
 	}
 	return v
+}
+
+// warmUp runs true in a new sandbox through its agent.
+func warmUp(ctx context.Context, agent *agentclient.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	exe, err := agent.Start(ctx, agentclient.Command{Argv: []string{"true"}, Cwd: "/", User: rootfs.UserName})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = exe.Close() }()
+	for {
+		ev, err := exe.Recv()
+		switch {
+		case err != nil:
+			return err
+		case ev.Exit != nil && ev.Exit.Code != 0:
+			return fmt.Errorf("true exited %d in a new sandbox", ev.Exit.Code)
+		case ev.Exit != nil:
+			return nil
+		}
+	}
 }

@@ -63,7 +63,7 @@ func TestWarmPool(t *testing.T) {
 	if !slices.Contains(pooled, sb.ID) {
 		t.Errorf("sandbox %s is not one of the pool's %v", sb.ID, pooled)
 	}
-	out, res, err := d.exec(t, sb.ID, ExecRequest{Command: `echo "$FROM"`})
+	out, res, err := d.exec(t, sb.ID, execRequest{Command: `echo "$FROM"`})
 	if err != nil || res.ExitCode != 0 || out != "the create\n" {
 		t.Errorf("exec in the taken sandbox: %q, %+v, %v", out, res, err)
 	}

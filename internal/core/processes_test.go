@@ -205,7 +205,7 @@ func TestCreateWithFiles(t *testing.T) {
 		rootfs.Workspace + "/data/absolute.json": "{}",
 	}})
 	root := d.backend.Root(sb.ID) + rootfs.Workspace
-	out, _, err := d.exec(t, sb.ID, ExecRequest{Command: `cat notes.txt src/app/main.py data/absolute.json; echo; stat -c '%u %a %n' src src/app src/app/main.py`})
+	out, _, err := d.exec(t, sb.ID, execRequest{Command: `cat notes.txt src/app/main.py data/absolute.json; echo; stat -c '%u %a %n' src src/app src/app/main.py`})
 	want := "hello\nprint(1)\n{}\n1000 755 src\n1000 755 src/app\n1000 644 src/app/main.py\n"
 	if err != nil || out != want {
 		t.Errorf("in the workspace %s: %q, %v; want %q", root, out, err, want)
@@ -218,7 +218,7 @@ func TestCreateWithFiles(t *testing.T) {
 		tar.Header{Name: "bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Linkname: "echo from the tar\n"},
 		tar.Header{Name: "bin/tool", Typeflag: tar.TypeSymlink, Linkname: "run.sh"},
 	)})
-	out, _, err = d.exec(t, sb.ID, ExecRequest{Command: `cat notes.txt; sh bin/tool; stat -c '%u %a %F' bin/run.sh bin/tool`})
+	out, _, err = d.exec(t, sb.ID, execRequest{Command: `cat notes.txt; sh bin/tool; stat -c '%u %a %F' bin/run.sh bin/tool`})
 	want = "from the map\nfrom the tar\n1000 755 regular file\n1000 777 symbolic link\n"
 	if err != nil || out != want {
 		t.Errorf("from the tar: %q, %v; want %q", out, err, want)

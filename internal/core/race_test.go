@@ -145,7 +145,7 @@ func TestRaceResumes(t *testing.T) {
 			func() { _, err := d.m.Resume(ctx, sb.ID); expect(t, "Resume", err) },
 			func() { _, err := d.m.Resume(ctx, sb.ID); expect(t, "Resume", err) },
 			func() {
-				out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo up"})
+				out, _, err := d.exec(t, sb.ID, execRequest{Command: "echo up"})
 				if err != nil || out != "up\n" {
 					t.Errorf("exec beside the resumes: %q, %v", out, err)
 				}
@@ -175,7 +175,7 @@ func TestRaceExecSuspend(t *testing.T) {
 				expect(t, "Suspend", err, errdefs.ErrConflict)
 			},
 			func() {
-				out, _, err := d.exec(t, sb.ID, ExecRequest{Command: "echo ran"})
+				out, _, err := d.exec(t, sb.ID, execRequest{Command: "echo ran"})
 				if err != nil || out != "ran\n" {
 					t.Errorf("exec beside a suspend: %q, %v", out, err)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -43,25 +44,46 @@ func (r *Running) Agent() *agentclient.Client { return r.inst.agent }
 // started in it gets. It may hold secrets: never log it.
 func (r *Running) Env(env map[string]string) map[string]string { return withEnv(r.inst.env, env) }
 
-// Exec runs a command in the sandbox, sending its output to out as it
-// comes, and returns how it ended. The command's whole process tree is
-// killed when it times out, when out fails, or when ctx ends (the caller
-// went away). A Timeout of zero is DefaultExecTimeout.
-func (r *Running) Exec(ctx context.Context, req ExecRequest, out Output) (ExecResult, error) {
-	argv, timeout, err := req.check()
-	if err != nil {
-		return ExecResult{}, err
-	}
-	res, err := r.m.run(ctx, r.inst, argv, req, timeout, out)
-	return res, r.m.callErr(ctx, r.inst, err)
-}
-
 // CommandEnv is the environment of a command run for forUser ("": the
 // sandbox's user) with env of its own: the sandbox's, its secrets, env.
 // A terminal's command and a code context's kernel start with it.
 func (r *Running) CommandEnv(ctx context.Context, forUser string, env map[string]string) (map[string]string, error) {
 	return r.m.commandEnv(ctx, r.inst, forUser, env)
 }
+
+// Lost is what a call whose connection to the agent broke with err
+// returns: when a fresh connection finds the agent gone, the sandbox is
+// marked error (keeping its files) and the error says so; when the
+// sandbox was deleted under the call, that is what it says; otherwise
+// err.
+func (r *Running) Lost(ctx context.Context, err error) error {
+	return r.m.callErr(ctx, r.inst, r.m.lostAgent(ctx, r.inst, err))
+}
+
+// LimitHits are the counts of the limits the sandbox hit at the last look
+// (prev) and now, which become the last look: what a command that failed
+// meanwhile is put down to. A memory reclaim under way (see
+// Manager.reclaimMemory) is waited for: the command's end can come back
+// before the agent's answer does.
+func (r *Running) LimitHits(ctx context.Context) (prev, now backend.LimitHits, err error) {
+	inst := r.inst
+	inst.reclaiming.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for a reclaim under way
+	inst.reclaiming.Unlock()
+	now, err = inst.backend.LimitHits(ctx, inst.handle)
+	if err != nil {
+		r.m.log.Warn("read limit hits", attrSandbox, inst.id, "error", err)
+		return prev, now, err
+	}
+	now.OOMKills += inst.reclaims.Load()
+	inst.mu.Lock()
+	prev, inst.limitHits = inst.limitHits, now
+	inst.mu.Unlock()
+	return prev, now, nil
+}
+
+// Logger is the kernel's log, for what a call sees go wrong in passing.
+func (r *Running) Logger() *slog.Logger { return r.m.log }
 
 // Err is what a call whose request to the agent failed with err returns:
 // when the agent is gone, the sandbox is marked error (keeping its files)

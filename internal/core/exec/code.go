@@ -20,7 +20,7 @@ type CodeRequest struct {
 	Env      map[string]string
 	Timeout  time.Duration
 	// ForUser is the product's user it runs for (see
-	// core.ExecRequest).
+	// Request).
 	ForUser string
 }
 
@@ -75,14 +75,14 @@ exit $status`
 // output to out as it comes, the same result. A language whose program the
 // sandbox's template lacks is a FailedPrecondition naming the templates
 // that have it.
-func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out core.Output) (core.ExecResult, error) {
+func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out Output) (Result, error) {
 	name := strings.ToLower(req.Language)
 	if alias, ok := languageAliases[name]; ok {
 		name = alias
 	}
 	lang, ok := languages[name]
 	if !ok {
-		return core.ExecResult{}, errdefs.InvalidArgument("language must be one of %s, got %q",
+		return Result{}, errdefs.InvalidArgument("language must be one of %s, got %q",
 			strings.Join(slices.Sorted(maps.Keys(languages)), ", "), req.Language)
 	}
 	args := slices.Clone(lang.args)
@@ -93,11 +93,11 @@ func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out c
 	marker := "hutch: missing runtime " + core.NewID()
 	code := req.Code
 	cmd := append([]string{"/bin/sh", "-c", codeScript, "hutch-code", marker, lang.ext, lang.program}, args...)
-	exec := core.ExecRequest{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout, ForUser: req.ForUser}
+	exec := Request{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout, ForUser: req.ForUser}
 
 	first, missing := true, false
-	res, err := s.Exec(ctx, id, exec, func(st core.Stream, data []byte) error {
-		if first && st == core.Stderr && string(data) == marker+"\n" {
+	res, err := s.Exec(ctx, id, exec, func(st Stream, data []byte) error {
+		if first && st == Stderr && string(data) == marker+"\n" {
 			missing = true
 			return nil
 		}
@@ -108,7 +108,7 @@ func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out c
 		return res, err
 	}
 	if missing && res.ExitCode == 127 {
-		return core.ExecResult{}, s.missingRuntime(ctx, id, name, lang.program)
+		return Result{}, s.missingRuntime(ctx, id, name, lang.program)
 	}
 	return res, nil
 }

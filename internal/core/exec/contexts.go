@@ -8,6 +8,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // Code contexts: kernels in the sandbox that keep the state of the code
@@ -66,7 +67,7 @@ type ContextRequest struct {
 	Cwd      string // default: the workspace
 	Env      map[string]string
 	User     string // the Linux user the kernel runs as; default: the sandbox user
-	ForUser  string // the product's user it runs for (see core.ExecRequest)
+	ForUser  string // the product's user it runs for (see Request)
 	// ID, when set, names the context: the running one of that id and
 	// language is returned instead of a new one.
 	ID string
@@ -93,7 +94,7 @@ func (s *Service) CreateContext(ctx context.Context, id string, req ContextReque
 			return err
 		}
 		c, err := r.Agent().CreateContext(ctx, agentclient.NewContext{
-			Language: req.Language, Cwd: cwd, User: core.UserOr(req.User), Env: env, ID: req.ID,
+			Language: req.Language, Cwd: cwd, User: rootfs.UserOr(req.User), Env: env, ID: req.ID,
 		})
 		out = contextOf(c)
 		return err
@@ -182,7 +183,7 @@ func (s *Service) withAgent(ctx context.Context, id string, fn func(r *core.Runn
 // the workspace.
 func contextDir(cwd string) string {
 	if cwd == "" {
-		return core.WorkspacePath(".")
+		return rootfs.WorkspacePath(".")
 	}
-	return core.WorkspacePath(cwd)
+	return rootfs.WorkspacePath(cwd)
 }

@@ -1,6 +1,8 @@
 // Package exec runs commands and code in sandboxes and keeps their
 // background processes: a service beside the lifecycle core, reaching each
-// sandbox through the core's Acquire. What the core must do itself for
+// sandbox through the core's Acquire. Its Request, Result and Run are how
+// every service runs a command in a sandbox it holds (files, tools,
+// template builds and snapshots). What the core must do itself for
 // background processes (note those that run before a suspend, start them
 // again after a resume) stays in the core, behind core.Running; this
 // package starts, lists, signals, restarts and forgets them on request.
@@ -48,16 +50,16 @@ func New(core *core.Manager, st Store, log *slog.Logger) *Service {
 // attrSandbox is the log attribute of a sandbox's id, as the core's.
 const attrSandbox = "sandbox_id"
 
-// Exec runs a command in sandbox id: see core.Running.Exec. A command
+// Exec runs a command in sandbox id: see Run. A command
 // the sandbox would refuse is refused before the sandbox is woken for it.
-func (s *Service) Exec(ctx context.Context, id string, req core.ExecRequest, out core.Output) (core.ExecResult, error) {
+func (s *Service) Exec(ctx context.Context, id string, req Request, out Output) (Result, error) {
 	if err := req.Validate(); err != nil {
-		return core.ExecResult{}, err
+		return Result{}, err
 	}
 	r, release, err := s.core.Acquire(ctx, id)
 	if err != nil {
-		return core.ExecResult{}, err
+		return Result{}, err
 	}
 	defer release()
-	return r.Exec(ctx, req, out)
+	return Run(ctx, r, req, out)
 }

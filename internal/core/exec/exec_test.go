@@ -37,10 +37,10 @@ func start(t *testing.T) (*coretest.Core, *exec.Service) {
 	return c, exec.New(c.M, c.DB, nil)
 }
 
-// stdoutOf is an Output that keeps stdout in b.
-func stdoutOf(b *strings.Builder) core.Output {
-	return func(s core.Stream, data []byte) error {
-		if s == core.Stdout {
+// stdoutOf is an exec.Output that keeps stdout in b.
+func stdoutOf(b *strings.Builder) exec.Output {
+	return func(s exec.Stream, data []byte) error {
+		if s == exec.Stdout {
 			b.Write(data)
 		}
 		return nil
@@ -56,7 +56,7 @@ func TestExec(t *testing.T) {
 	sb := c.Create(t, core.CreateOptions{Env: map[string]string{"GREETING": "hello", "WHO": "sandbox"}})
 	stdin := "piped in"
 	var out strings.Builder
-	res, err := s.Exec(ctx, sb.ID, core.ExecRequest{
+	res, err := s.Exec(ctx, sb.ID, exec.Request{
 		Command: `echo "$GREETING $WHO from $(id -u) in $(basename "$PWD")"; cat; exit 3`,
 		Cwd:     c.Workspace(sb.ID), Env: map[string]string{"WHO": "command"}, Stdin: &stdin,
 	}, stdoutOf(&out))
@@ -66,7 +66,7 @@ func TestExec(t *testing.T) {
 	if err := c.M.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Exec(ctx, sb.ID, core.ExecRequest{Command: "true"}, stdoutOf(&out)); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Exec(ctx, sb.ID, exec.Request{Command: "true"}, stdoutOf(&out)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("exec after delete: %v, want not found", err)
 	}
 }
@@ -83,14 +83,14 @@ func TestExecRefusesBeforeWaking(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		req  core.ExecRequest
+		req  exec.Request
 	}{
-		{"neither cmd nor command", core.ExecRequest{}},
-		{"both cmd and command", core.ExecRequest{Cmd: []string{"true"}, Command: "true"}},
-		{"an empty program", core.ExecRequest{Cmd: []string{""}}},
-		{"a timeout past the most", core.ExecRequest{Command: "true", Timeout: core.MaxExecTimeout + time.Second}},
-		{"a negative timeout", core.ExecRequest{Command: "true", Timeout: -time.Second}},
-		{"a bad env name", core.ExecRequest{Command: "true", Env: map[string]string{"A=B": "c"}}},
+		{"neither cmd nor command", exec.Request{}},
+		{"both cmd and command", exec.Request{Cmd: []string{"true"}, Command: "true"}},
+		{"an empty program", exec.Request{Cmd: []string{""}}},
+		{"a timeout past the most", exec.Request{Command: "true", Timeout: exec.MaxTimeout + time.Second}},
+		{"a negative timeout", exec.Request{Command: "true", Timeout: -time.Second}},
+		{"a bad env name", exec.Request{Command: "true", Env: map[string]string{"A=B": "c"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

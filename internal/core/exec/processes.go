@@ -99,7 +99,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 // startProcess is StartProcess; service, when not nil, says what makes the
 // process a service (store.Process's Public and Slot).
 func (s *Service) startProcess(ctx context.Context, id string, req ProcessRequest, service *ServiceRequest) (ProcessInfo, error) {
-	argv, err := core.ExecRequest{Cmd: req.Cmd, Command: req.Command}.Argv()
+	argv, err := Request{Cmd: req.Cmd, Command: req.Command}.Argv()
 	if err != nil {
 		return ProcessInfo{}, err
 	}
@@ -225,7 +225,7 @@ func (s *Service) processes(ctx context.Context, id string) (*store.Sandbox, []*
 // It wakes a suspended sandbox; after a resume under runc the logs start
 // with the process's new run. While it follows, the call holds the
 // sandbox awake, as any call does.
-func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool, out core.Output) error {
+func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool, out Output) error {
 	r, release, p, err := s.process(ctx, id, name)
 	if err != nil {
 		return err
@@ -252,7 +252,7 @@ func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool,
 		if ev.Exit != nil {
 			return nil
 		}
-		if err := core.Deliver(out, ev); err != nil {
+		if err := Deliver(out, ev); err != nil {
 			return err
 		}
 	}

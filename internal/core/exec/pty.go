@@ -30,7 +30,7 @@ type TerminalRequest struct {
 	Env     map[string]string
 	User    string // default: the sandbox user
 	// ForUser is the product's user it runs for (see
-	// core.ExecRequest).
+	// Request).
 	ForUser string
 	// TTY gives the command a terminal of Cols columns and Rows rows;
 	// without, its stdin, stdout and stderr are pipes.
@@ -51,10 +51,10 @@ func (r TerminalRequest) validate() error {
 }
 
 // TerminalEvent is what a session's command did: wrote Data (to Stream,
-// core.Stdout or core.Stderr, without a terminal; "" with one, whose
+// Stdout or Stderr, without a terminal; "" with one, whose
 // output is one stream), or, in the last event, ended.
 type TerminalEvent struct {
-	Stream core.Stream
+	Stream Stream
 	Data   []byte
 	Exit   *TerminalExit
 }
@@ -62,7 +62,7 @@ type TerminalEvent struct {
 // TerminalExit is how a session's command ended: as an exec's, and the
 // name of the signal that killed it, if one did ("SIGKILL").
 type TerminalExit struct {
-	core.ExecResult
+	Result
 	Signal string
 }
 
@@ -108,10 +108,10 @@ func (s *Service) openTerminal(ctx context.Context, r *core.Running, req Termina
 	}
 	cwd := rootfs.Workspace
 	if req.Cwd != "" {
-		cwd = core.WorkspacePath(req.Cwd)
+		cwd = rootfs.WorkspacePath(req.Cwd)
 	}
 	session, err := r.Agent().StartSession(ctx, agentclient.SessionCommand{
-		Command: req.Command, Env: env, Cwd: cwd, User: core.UserOr(req.User),
+		Command: req.Command, Env: env, Cwd: cwd, User: rootfs.UserOr(req.User),
 		TTY: req.TTY, Cols: req.Cols, Rows: req.Rows,
 	})
 	if err != nil {
@@ -130,7 +130,7 @@ func (t *Terminal) Recv() (TerminalEvent, error) {
 	}
 	if ev.Exit != nil {
 		t.ended.Store(true)
-		exit := &TerminalExit{ExecResult: core.ResultOf(*ev.Exit, time.Since(t.began))}
+		exit := &TerminalExit{Result: ResultOf(*ev.Exit, time.Since(t.began))}
 		if ev.Exit.Signal != 0 {
 			exit.Signal = unix.SignalName(ev.Exit.Signal)
 		}
@@ -139,9 +139,9 @@ func (t *Terminal) Recv() (TerminalEvent, error) {
 	out := TerminalEvent{Data: ev.Data}
 	switch ev.Stream {
 	case agentclient.Stdout:
-		out.Stream = core.Stdout
+		out.Stream = Stdout
 	case agentclient.Stderr:
-		out.Stream = core.Stderr
+		out.Stream = Stderr
 	}
 	return out, nil
 }

@@ -36,7 +36,7 @@ const UploadDir = rootfs.Workspace + "/user-uploads"
 // Service is the file calls on the core's sandboxes. Each call holds its
 // sandbox running (waking it if need be) until it returns, or, for a read,
 // until the stream is closed. Paths are absolute or in the workspace (see
-// core.WorkspacePath); user is who the agent acts as, the sandbox user
+// rootfs.WorkspacePath); user is who the agent acts as, the sandbox user
 // when empty. It is safe for concurrent use.
 type Service struct {
 	core *core.Manager
@@ -58,7 +58,7 @@ func (s *Service) target(ctx context.Context, id, p string) (r *core.Running, re
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return r, release, core.WorkspacePath(p), nil
+	return r, release, rootfs.WorkspacePath(p), nil
 }
 
 // ReadFile streams a file's content. The caller closes it.
@@ -67,7 +67,7 @@ func (s *Service) ReadFile(ctx context.Context, id, p, user string) (io.ReadClos
 	if err != nil {
 		return nil, err
 	}
-	rc, err := r.Agent().ReadFile(ctx, abs, core.UserOr(user))
+	rc, err := r.Agent().ReadFile(ctx, abs, rootfs.UserOr(user))
 	return core.Holding(rc, r.Err(ctx, err), release)
 }
 
@@ -79,7 +79,7 @@ func (s *Service) WriteFile(ctx context.Context, id, p, user string, content io.
 		return Entry{}, err
 	}
 	defer release()
-	u := core.UserOr(user)
+	u := rootfs.UserOr(user)
 	if _, err := r.Agent().WriteFile(ctx, abs, u, content); err != nil {
 		return Entry{}, r.Err(ctx, err)
 	}
@@ -102,7 +102,7 @@ func (s *Service) Stat(ctx context.Context, id, p, user string) (Entry, error) {
 		return Entry{}, err
 	}
 	defer release()
-	e, err := r.Agent().Stat(ctx, abs, core.UserOr(user))
+	e, err := r.Agent().Stat(ctx, abs, rootfs.UserOr(user))
 	return e, r.Err(ctx, err)
 }
 
@@ -113,7 +113,7 @@ func (s *Service) Remove(ctx context.Context, id, p, user string) error {
 		return err
 	}
 	defer release()
-	return r.Err(ctx, r.Agent().Remove(ctx, abs, core.UserOr(user)))
+	return r.Err(ctx, r.Agent().Remove(ctx, abs, rootfs.UserOr(user)))
 }
 
 // ListDir lists a directory, depth levels deep (1 to 64).
@@ -126,7 +126,7 @@ func (s *Service) ListDir(ctx context.Context, id, p, user string, depth int) ([
 		return nil, err
 	}
 	defer release()
-	entries, err := r.Agent().ListDir(ctx, abs, core.UserOr(user), depth)
+	entries, err := r.Agent().ListDir(ctx, abs, rootfs.UserOr(user), depth)
 	return entries, r.Err(ctx, err)
 }
 
@@ -137,7 +137,7 @@ func (s *Service) MakeDir(ctx context.Context, id, p, user string) (Entry, error
 		return Entry{}, err
 	}
 	defer release()
-	e, err := r.Agent().MakeDir(ctx, abs, core.UserOr(user))
+	e, err := r.Agent().MakeDir(ctx, abs, rootfs.UserOr(user))
 	return e, r.Err(ctx, err)
 }
 
@@ -151,6 +151,6 @@ func (s *Service) Move(ctx context.Context, id, src, dst, user string) (Entry, e
 		return Entry{}, err
 	}
 	defer release()
-	e, err := r.Agent().Move(ctx, core.WorkspacePath(src), core.WorkspacePath(dst), core.UserOr(user))
+	e, err := r.Agent().Move(ctx, rootfs.WorkspacePath(src), rootfs.WorkspacePath(dst), rootfs.UserOr(user))
 	return e, r.Err(ctx, err)
 }

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"path"
 
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // Watch operations, as WatchEvent.Op says them.
@@ -45,7 +45,7 @@ func (s *Service) Watch(ctx context.Context, id, p, user string, recursive bool,
 		return err
 	}
 	defer release()
-	u := core.UserOr(user)
+	u := rootfs.UserOr(user)
 	for {
 		err := r.Agent().Watch(ctx, abs, u, recursive, func(ev agentclient.FileEvent) error {
 			return fn(WatchEvent{Path: path.Join(abs, ev.Name), Op: ev.Op})

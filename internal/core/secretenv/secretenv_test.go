@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
@@ -80,17 +82,17 @@ func TestCommandSecrets(t *testing.T) {
 	tests := []struct {
 		name string
 		id   string
-		req  core.ExecRequest
+		req  exec.Request
 		want string
 	}{
-		{"the sandbox's user", sb.ID, core.ExecRequest{}, "mine o"},
-		{"another user of the call", sb.ID, core.ExecRequest{ForUser: "u-2"}, "team o"},
-		{"the command's own env wins", sb.ID, core.ExecRequest{Env: map[string]string{"TOKEN": "own"}}, "own o"},
-		{"narrowed at create", narrow.ID, core.ExecRequest{}, " o"},
+		{"the sandbox's user", sb.ID, exec.Request{}, "mine o"},
+		{"another user of the call", sb.ID, exec.Request{ForUser: "u-2"}, "team o"},
+		{"the command's own env wins", sb.ID, exec.Request{Env: map[string]string{"TOKEN": "own"}}, "own o"},
+		{"narrowed at create", narrow.ID, exec.Request{}, " o"},
 	}
 	for _, tt := range tests {
 		tt.req.Command = `printf '%s %s' "$TOKEN" "$OTHER"`
-		got, err := exec(t, d, tt.id, tt.req)
+		got, err := run(t, d, tt.id, tt.req)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
 		}
@@ -130,8 +132,8 @@ func waitPool(t *testing.T, d *coretest.Core) []string {
 	return nil
 }
 
-// exec runs req in sandbox id, in its workspace, and returns its stdout.
-func exec(t *testing.T, d *coretest.Core, id string, req core.ExecRequest) (string, error) {
+// run runs req in sandbox id, in its workspace, and returns its stdout.
+func run(t *testing.T, d *coretest.Core, id string, req exec.Request) (string, error) {
 	t.Helper()
 	req.Cwd = d.Workspace(id)
 	r, release, err := d.M.Acquire(t.Context(), id)
@@ -140,8 +142,8 @@ func exec(t *testing.T, d *coretest.Core, id string, req core.ExecRequest) (stri
 	}
 	defer release()
 	var stdout strings.Builder
-	_, err = r.Exec(t.Context(), req, func(s core.Stream, data []byte) error {
-		if s == core.Stdout {
+	_, err = exec.Run(t.Context(), r, req, func(s exec.Stream, data []byte) error {
+		if s == exec.Stdout {
 			stdout.Write(data)
 		}
 		return nil

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/quota"
@@ -119,7 +121,7 @@ func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.Run
 	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) { return be.DialAgent(ctx, h) })
 	defer agent.CloseIdleConnections()
 	cmd := agentclient.Command{
-		Argv: step.Argv, Env: env, Cwd: core.WorkspacePath(orDefault(step.Cwd, "/")), User: orDefault(step.User, "root"),
+		Argv: step.Argv, Env: env, Cwd: rootfs.WorkspacePath(orDefault(step.Cwd, "/")), User: orDefault(step.User, "root"),
 		Timeout: buildTimeout,
 	}
 	if step.Stdin != nil {
@@ -157,23 +159,23 @@ func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.Run
 // to out, and returns how it ended, as the core's Exec says it. A step
 // whose caller went away is not killed here: its sandbox is destroyed
 // right after, the command with it.
-func runStep(ctx context.Context, id string, agent *agentclient.Client, cmd agentclient.Command, out func([]byte)) (core.ExecResult, error) {
+func runStep(ctx context.Context, id string, agent *agentclient.Client, cmd agentclient.Command, out func([]byte)) (exec.Result, error) {
 	began := time.Now()
 	exe, err := agent.Start(ctx, cmd)
 	if err != nil {
-		return core.ExecResult{}, err
+		return exec.Result{}, err
 	}
 	defer func() { _ = exe.Close() }() // the result is already decided
 	for {
 		ev, err := exe.Recv()
 		if err != nil {
 			if ctx.Err() != nil {
-				return core.ExecResult{}, ctx.Err()
+				return exec.Result{}, ctx.Err()
 			}
-			return core.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
+			return exec.Result{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 		}
 		if ev.Exit != nil {
-			return core.ResultOf(*ev.Exit, time.Since(began)), nil
+			return exec.ResultOf(*ev.Exit, time.Since(began)), nil
 		}
 		if ev.Stream == agentclient.Stdout || ev.Stream == agentclient.Stderr {
 			out(ev.Data)

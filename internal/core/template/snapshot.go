@@ -6,6 +6,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
@@ -57,8 +59,8 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (rootfs.Info, e
 	}
 	// What the sandbox wrote may still be in its kernel's cache (gVisor's
 	// sentry keeps file data): flushed, it is in the writable layer.
-	res, err := sb.Exec(ctx, core.ExecRequest{Cmd: []string{"sync"}, User: "root", Cwd: "/", Timeout: 30 * time.Second},
-		func(core.Stream, []byte) error { return nil })
+	res, err := exec.Run(ctx, sb, exec.Request{Cmd: []string{"sync"}, User: "root", Cwd: "/", Timeout: 30 * time.Second},
+		func(exec.Stream, []byte) error { return nil })
 	if err != nil {
 		return rootfs.Info{}, err
 	}

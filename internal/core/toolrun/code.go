@@ -155,7 +155,7 @@ func (s *Service) defaultContext(ctx context.Context, r *core.Running, language 
 		return agentclient.CodeContext{}, err
 	}
 	return r.Agent().CreateContext(ctx, agentclient.NewContext{
-		Language: language, Cwd: rootfs.Workspace, User: core.UserOr(call.User), Env: env,
+		Language: language, Cwd: rootfs.Workspace, User: rootfs.UserOr(call.User), Env: env,
 		ID: "default-" + strings.ToLower(language),
 	})
 }

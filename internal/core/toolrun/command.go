@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
@@ -38,11 +40,11 @@ type runCommandResult struct {
 }
 
 // runCommandTool is sandbox_run_command in sandbox r: bash, run as any
-// command is (Running.Exec).
+// command is (exec.Run).
 // What the sandbox's network policy refused while the command ran follows
 // its stderr, a line each, so that a model can ask for the permission it
 // lacks instead of guessing: log is where the refusals are (nil: not told).
-func runCommandTool(ctx context.Context, r *core.Running, log *netproxy.Log, call Call, out core.Output) (Outcome, error) {
+func runCommandTool(ctx context.Context, r *core.Running, log *netproxy.Log, call Call, out exec.Output) (Outcome, error) {
 	var refusals func() []string
 	if log != nil {
 		cursor := log.Last()
@@ -55,8 +57,8 @@ func runCommandTool(ctx context.Context, r *core.Running, log *netproxy.Log, cal
 			return lines
 		}
 	}
-	return commandTool(call.Args, out, refusals, func(a runCommandArgs, timeout time.Duration, capture core.Output) (core.ExecResult, error) {
-		return r.Exec(ctx, core.ExecRequest{Cmd: []string{"/bin/bash", "-c", a.Command}, Cwd: a.Cwd, User: call.User, Timeout: timeout, ForUser: call.ForUser}, capture)
+	return commandTool(call.Args, out, refusals, func(a runCommandArgs, timeout time.Duration, capture exec.Output) (exec.Result, error) {
+		return exec.Run(ctx, r, exec.Request{Cmd: []string{"/bin/bash", "-c", a.Command}, Cwd: a.Cwd, User: call.User, Timeout: timeout, ForUser: call.ForUser}, capture)
 	})
 }
 
@@ -64,7 +66,7 @@ func runCommandTool(ctx context.Context, r *core.Running, log *netproxy.Log, cal
 // arguments, has run run the command with an Output that keeps the start
 // of each stream (and passes it on to out), and tells how it ended, with
 // the lines refusals returns (if not nil) after its stderr.
-func commandTool(raw json.RawMessage, out core.Output, refusals func() []string, run func(a runCommandArgs, timeout time.Duration, capture core.Output) (core.ExecResult, error)) (Outcome, error) {
+func commandTool(raw json.RawMessage, out exec.Output, refusals func() []string, run func(a runCommandArgs, timeout time.Duration, capture exec.Output) (exec.Result, error)) (Outcome, error) {
 	var a runCommandArgs
 	var failed *tools.Error
 	if errors.As(tools.DecodeArgs(raw, &a), &failed) {
@@ -80,8 +82,8 @@ func commandTool(raw json.RawMessage, out core.Output, refusals func() []string,
 		return toolFailure(tools.KindInvalidArgument, "timeout_s must be between 1 and %d", int(maxToolTimeout.Seconds())), nil
 	}
 	var stdout, stderr cappedBuffer
-	res, err := run(a, timeout, func(s core.Stream, data []byte) error {
-		if s == core.Stdout {
+	res, err := run(a, timeout, func(s exec.Stream, data []byte) error {
+		if s == exec.Stdout {
 			stdout.write(data)
 		} else {
 			stderr.write(data)

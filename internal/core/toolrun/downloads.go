@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // Download URLs (sandbox_download_url): a signed URL of the daemon that
@@ -61,8 +62,8 @@ func (s *Service) downloadTool(ctx context.Context, r *core.Running, raw json.Ra
 	if a.Format != "" && a.Format != tools.FormatTarGz && a.Format != tools.FormatZip {
 		return toolFailure(tools.KindInvalidArgument, "format must be %s or %s", tools.FormatTarGz, tools.FormatZip), nil
 	}
-	abs := core.WorkspacePath(a.Path)
-	entry, err := r.Agent().Stat(ctx, abs, core.UserOr(user))
+	abs := rootfs.WorkspacePath(a.Path)
+	entry, err := r.Agent().Stat(ctx, abs, rootfs.UserOr(user))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return toolFailure(tools.KindNotFound, "%s: no such file or directory", abs), nil
 	}

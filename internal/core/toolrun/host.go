@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -14,11 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 )
 
 // Sandbox modes (tools.ModeAll, ModeSelective, ModeOff) are for hosts that
@@ -73,11 +74,11 @@ func (s *Service) toolOnHost(call Call) (onHost bool, why string, err error) {
 var hostEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 
 // runOnHost runs a tool call on the host, in the host tools directory.
-func (s *Service) runOnHost(ctx context.Context, call Call, out core.Output) (Outcome, error) {
+func (s *Service) runOnHost(ctx context.Context, call Call, out exec.Output) (Outcome, error) {
 	s.log.Warn("tool call on the host, outside any sandbox", "tool", call.Name, "dir", s.hostDir, "uid", s.hostUser.UID)
 	switch call.Name {
 	case tools.RunCommand:
-		return commandTool(call.Args, out, nil, func(a runCommandArgs, timeout time.Duration, capture core.Output) (core.ExecResult, error) {
+		return commandTool(call.Args, out, nil, func(a runCommandArgs, timeout time.Duration, capture exec.Output) (exec.Result, error) {
 			return hostCommand(ctx, s.hostDir, s.hostUser, a, timeout, capture)
 		})
 	case tools.DownloadURL:
@@ -104,7 +105,7 @@ var errCwdOutside = errors.New("cwd is out of the tools directory")
 // hostCommand runs a command with bash on the host, as u, in dir (or its
 // cwd, which must be in dir), in its own process group, killed whole at
 // its timeout.
-func hostCommand(ctx context.Context, dir string, u HostUser, a runCommandArgs, timeout time.Duration, capture core.Output) (core.ExecResult, error) {
+func hostCommand(ctx context.Context, dir string, u HostUser, a runCommandArgs, timeout time.Duration, capture exec.Output) (exec.Result, error) {
 	home := dir
 	if a.Cwd != "" {
 		cwd, err := cwdIn(dir, a.Cwd)
@@ -113,14 +114,14 @@ func hostCommand(ctx context.Context, dir string, u HostUser, a runCommandArgs, 
 			if errors.Is(err, errCwdOutside) {
 				kind = tools.KindBlockedByPolicy
 			}
-			return core.ExecResult{}, &tools.Error{Kind: kind, Message: err.Error()}
+			return exec.Result{}, &tools.Error{Kind: kind, Message: err.Error()}
 		}
 		dir = cwd
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// #nosec G204 -- mode off or selective: the daemon's owner let calls run on the host (--tools-host-dir), as u
-	cmd := exec.CommandContext(ctx, "/bin/bash", "-c", a.Command)
+	cmd := osexec.CommandContext(ctx, "/bin/bash", "-c", a.Command)
 	cmd.Dir, cmd.Env = dir, append(hostEnv, "HOME="+home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if os.Geteuid() == 0 {
@@ -129,14 +130,14 @@ func hostCommand(ctx context.Context, dir string, u HostUser, a runCommandArgs, 
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}} // #nosec G115 -- ids from ResolveHostUser, not negative
 	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.Stdout, cmd.Stderr = outputWriter{core.Stdout, capture}, outputWriter{core.Stderr, capture}
+	cmd.Stdout, cmd.Stderr = outputWriter{exec.Stdout, capture}, outputWriter{exec.Stderr, capture}
 	began := time.Now()
 	if err := startNoNewPrivs(cmd); err != nil {
-		return core.ExecResult{}, &tools.Error{Kind: tools.KindFailed, Message: fmt.Sprintf("start the command on the host as %s: %v", u, err)}
+		return exec.Result{}, &tools.Error{Kind: tools.KindFailed, Message: fmt.Sprintf("start the command on the host as %s: %v", u, err)}
 	}
 	err := cmd.Wait()
-	res := core.ExecResult{Duration: time.Since(began)}
-	var ee *exec.ExitError
+	res := exec.Result{Duration: time.Since(began)}
+	var ee *osexec.ExitError
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		res.TimedOut, res.KilledBy, res.ExitCode = true, "timeout", -1
@@ -146,15 +147,15 @@ func hostCommand(ctx context.Context, dir string, u HostUser, a runCommandArgs, 
 			res.KilledBy = "signal"
 		}
 	case err != nil:
-		return core.ExecResult{}, err
+		return exec.Result{}, err
 	}
 	return res, nil
 }
 
 // outputWriter is an io.Writer into an Output stream.
 type outputWriter struct {
-	stream core.Stream
-	out    core.Output
+	stream exec.Stream
+	out    exec.Output
 }
 
 func (w outputWriter) Write(p []byte) (int, error) {
@@ -199,14 +200,14 @@ func cwdIn(dir, cwd string) (string, error) {
 // capabilities). os/exec has no such option; the flag is a thread's, and a
 // child inherits it from the thread that forks it, so every such command
 // is started from one thread that has it (noNewPrivsThread).
-func startNoNewPrivs(cmd *exec.Cmd) error {
+func startNoNewPrivs(cmd *osexec.Cmd) error {
 	req := startRequest{cmd: cmd, done: make(chan error, 1)}
 	noNewPrivsStarts() <- req
 	return <-req.done
 }
 
 type startRequest struct {
-	cmd  *exec.Cmd
+	cmd  *osexec.Cmd
 	done chan error
 }
 

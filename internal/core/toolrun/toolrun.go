@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hutchdev/hutch/internal/core/exec"
+
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/base/download"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -140,7 +142,7 @@ const (
 // its mode says (host.go). out, when not nil, gets a command's output as
 // it comes. The error is the call's (no such sandbox or tool, a mode this
 // daemon refuses); a tool's own failure is in the outcome.
-func (s *Service) RunTool(ctx context.Context, id string, call Call, out core.Output) (Outcome, error) {
+func (s *Service) RunTool(ctx context.Context, id string, call Call, out exec.Output) (Outcome, error) {
 	tool, ok := tools.Lookup(call.Name)
 	if !ok {
 		return Outcome{}, errdefs.NotFound("no tool %q (GET /v1/tools lists them)", call.Name)
@@ -162,7 +164,7 @@ func (s *Service) RunTool(ctx context.Context, id string, call Call, out core.Ou
 	return outcome, err
 }
 
-func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, call Call, out core.Output) (Outcome, error) {
+func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, call Call, out exec.Output) (Outcome, error) {
 	r, release, err := s.sandboxes.Acquire(ctx, id) // busy while it runs, as a command is
 	if err != nil {
 		return Outcome{}, err
@@ -178,7 +180,7 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 	case !tool.InSandbox:
 		return Outcome{}, errdefs.NotImplemented("tool %s runs nowhere", tool.Name)
 	}
-	res, err := r.Agent().RunTool(ctx, tool.Name, call.Args, rootfs.Workspace, core.UserOr(call.User))
+	res, err := r.Agent().RunTool(ctx, tool.Name, call.Args, rootfs.Workspace, rootfs.UserOr(call.User))
 	var failed *tools.Error
 	if errors.As(err, &failed) {
 		return Outcome{Error: failed}, nil

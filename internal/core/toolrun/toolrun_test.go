@@ -19,6 +19,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
@@ -93,7 +94,7 @@ func TestRunToolInSandbox(t *testing.T) {
 
 	var mu sync.Mutex
 	var streamed strings.Builder
-	out := func(st core.Stream, data []byte) error {
+	out := func(st exec.Stream, data []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		streamed.WriteString(string(st) + ":" + string(data))
@@ -222,33 +223,33 @@ func TestCommandTool(t *testing.T) {
 	tests := []struct {
 		name          string
 		args          string
-		res           core.ExecResult
+		res           exec.Result
 		wantRun       bool
 		wantKind      string
 		wantTruncated bool
 	}{
-		{"success", `{"command": "echo"}`, core.ExecResult{}, true, "", true},
-		{"an exit code", `{"command": "false"}`, core.ExecResult{ExitCode: 1}, true, tools.KindCommandFailed, true},
-		{"killed", `{"command": "x"}`, core.ExecResult{ExitCode: 137, KilledBy: "oom"}, true, tools.KindCommandFailed, true},
-		{"timed out", `{"command": "x"}`, core.ExecResult{ExitCode: 124, TimedOut: true, KilledBy: "timeout"}, true, tools.KindTimeout, true},
-		{"no command", `{}`, core.ExecResult{}, false, tools.KindInvalidArgument, false},
-		{"a negative timeout", `{"command": "x", "timeout_s": -1}`, core.ExecResult{}, false, tools.KindInvalidArgument, false},
-		{"too long a timeout", `{"command": "x", "timeout_s": 1801}`, core.ExecResult{}, false, tools.KindInvalidArgument, false},
-		{"not an object", `[]`, core.ExecResult{}, false, tools.KindInvalidArgument, false},
+		{"success", `{"command": "echo"}`, exec.Result{}, true, "", true},
+		{"an exit code", `{"command": "false"}`, exec.Result{ExitCode: 1}, true, tools.KindCommandFailed, true},
+		{"killed", `{"command": "x"}`, exec.Result{ExitCode: 137, KilledBy: "oom"}, true, tools.KindCommandFailed, true},
+		{"timed out", `{"command": "x"}`, exec.Result{ExitCode: 124, TimedOut: true, KilledBy: "timeout"}, true, tools.KindTimeout, true},
+		{"no command", `{}`, exec.Result{}, false, tools.KindInvalidArgument, false},
+		{"a negative timeout", `{"command": "x", "timeout_s": -1}`, exec.Result{}, false, tools.KindInvalidArgument, false},
+		{"too long a timeout", `{"command": "x", "timeout_s": 1801}`, exec.Result{}, false, tools.KindInvalidArgument, false},
+		{"not an object", `[]`, exec.Result{}, false, tools.KindInvalidArgument, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ran, streamed := false, 0
-			outcome, err := commandTool(json.RawMessage(tc.args), func(_ core.Stream, data []byte) error {
+			outcome, err := commandTool(json.RawMessage(tc.args), func(_ exec.Stream, data []byte) error {
 				streamed += len(data)
 				return nil
-			}, nil, func(_ runCommandArgs, _ time.Duration, capture core.Output) (core.ExecResult, error) {
+			}, nil, func(_ runCommandArgs, _ time.Duration, capture exec.Output) (exec.Result, error) {
 				ran = true
-				if err := capture(core.Stdout, []byte(big)); err != nil {
-					return core.ExecResult{}, err
+				if err := capture(exec.Stdout, []byte(big)); err != nil {
+					return exec.Result{}, err
 				}
-				return tc.res, capture(core.Stderr, []byte("e"))
+				return tc.res, capture(exec.Stderr, []byte("e"))
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -287,8 +288,8 @@ func TestCommandResultTellsRefusals(t *testing.T) {
 		func() []string {
 			return []string{"blocked_by_policy: registry.example.com:443 is not in the allow-list"}
 		},
-		func(_ runCommandArgs, _ time.Duration, capture core.Output) (core.ExecResult, error) {
-			return core.ExecResult{ExitCode: 35}, capture(core.Stderr, []byte("curl: (35) connection reset"))
+		func(_ runCommandArgs, _ time.Duration, capture exec.Output) (exec.Result, error) {
+			return exec.Result{ExitCode: 35}, capture(exec.Stderr, []byte("curl: (35) connection reset"))
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 
@@ -87,9 +86,9 @@ func (s *Server) runInContext(w http.ResponseWriter, r *http.Request, req client
 			case ev.Error != nil:
 				return sse.event("error", codeError(ev.Error))
 			case ev.Stderr != "":
-				return text.send(core.Stderr, []byte(ev.Stderr))
+				return text.send(exec.Stderr, []byte(ev.Stderr))
 			default:
-				return text.send(core.Stdout, []byte(ev.Stdout))
+				return text.send(exec.Stdout, []byte(ev.Stdout))
 			}
 		})
 		if err == nil {

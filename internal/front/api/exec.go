@@ -13,7 +13,6 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/redact"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 
@@ -27,7 +26,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	sreq := core.ExecRequest{
+	sreq := exec.Request{
 		Cmd: req.Cmd, Command: req.Command, Cwd: req.Cwd, Env: req.Env, User: req.User,
 		Timeout: time.Duration(req.TimeoutS) * time.Second, ForUser: callerOf(r.Context()).user,
 	}
@@ -35,7 +34,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		sreq.Stdin = &req.Stdin
 	}
 	id := r.PathValue("id")
-	s.answerExec(w, r, func(ctx context.Context, out core.Output) (core.ExecResult, error) {
+	s.answerExec(w, r, func(ctx context.Context, out exec.Output) (exec.Result, error) {
 		return s.execs.Exec(ctx, id, sreq, out)
 	})
 }
@@ -56,7 +55,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 		Timeout: time.Duration(req.TimeoutS) * time.Second, ForUser: callerOf(r.Context()).user,
 	}
 	id := r.PathValue("id")
-	s.answerExec(w, r, func(ctx context.Context, out core.Output) (core.ExecResult, error) {
+	s.answerExec(w, r, func(ctx context.Context, out exec.Output) (exec.Result, error) {
 		return s.execs.RunCode(ctx, id, creq, out)
 	})
 }
@@ -64,7 +63,7 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request) {
 // answerExec runs a command with run and answers with its result: server-
 // sent events as it writes when the client accepts them, else one JSON
 // result at the end.
-func (s *Server) answerExec(w http.ResponseWriter, r *http.Request, run func(context.Context, core.Output) (core.ExecResult, error)) {
+func (s *Server) answerExec(w http.ResponseWriter, r *http.Request, run func(context.Context, exec.Output) (exec.Result, error)) {
 	if acceptsEvents(r) {
 		s.execStream(w, r, run)
 		return
@@ -89,9 +88,9 @@ type capped struct {
 }
 
 // collect is an Output into stdout and stderr.
-func collect(stdout, stderr *capped) core.Output {
-	return func(st core.Stream, data []byte) error {
-		if st == core.Stdout {
+func collect(stdout, stderr *capped) exec.Output {
+	return func(st exec.Stream, data []byte) error {
+		if st == exec.Stdout {
 			stdout.Write(data)
 		} else {
 			stderr.Write(data)
@@ -111,7 +110,7 @@ func (c *capped) Write(p []byte) {
 // execStream answers with server-sent events as the command writes. Errors
 // before the first event are plain JSON errors; later ones are an "error"
 // event.
-func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, core.Output) (core.ExecResult, error)) {
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, run func(context.Context, exec.Output) (exec.Result, error)) {
 	sse := &sseWriter{w: w}
 	text := s.outputEvents(sse)
 	res, err := run(r.Context(), text.send)
@@ -133,15 +132,15 @@ func acceptsEvents(r *http.Request) bool {
 // daemon knows of redacted (a secret cut between two chunks too), holding
 // back a character cut between two chunks until the rest of it comes.
 type utf8Carry struct {
-	emit    func(st core.Stream, text []byte) error
-	held    map[core.Stream][]byte
+	emit    func(st exec.Stream, text []byte) error
+	held    map[exec.Stream][]byte
 	secrets *redact.Set
-	redact  map[core.Stream]*redact.Stream
+	redact  map[exec.Stream]*redact.Stream
 }
 
-func (c *utf8Carry) send(st core.Stream, data []byte) error {
+func (c *utf8Carry) send(st exec.Stream, data []byte) error {
 	if c.held == nil {
-		c.held, c.redact = map[core.Stream][]byte{}, map[core.Stream]*redact.Stream{}
+		c.held, c.redact = map[exec.Stream][]byte{}, map[exec.Stream]*redact.Stream{}
 	}
 	if c.secrets.Len() > 0 {
 		if c.redact[st] == nil {
@@ -161,14 +160,14 @@ func (c *utf8Carry) send(st core.Stream, data []byte) error {
 // redacted.
 func (s *Server) outputEvents(sse *sseWriter) *utf8Carry {
 	return &utf8Carry{
-		emit:    func(st core.Stream, text []byte) error { return sse.event(string(st), outputEvent(text)) },
+		emit:    func(st exec.Stream, text []byte) error { return sse.event(string(st), outputEvent(text)) },
 		secrets: s.redactor.Set(),
 	}
 }
 
 // flush passes on what was held back.
 func (c *utf8Carry) flush() error {
-	for _, st := range []core.Stream{core.Stdout, core.Stderr} {
+	for _, st := range []exec.Stream{exec.Stdout, exec.Stderr} {
 		if r := c.redact[st]; r != nil {
 			c.held[st] = append(c.held[st], r.End()...)
 		}

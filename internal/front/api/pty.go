@@ -14,7 +14,6 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/redact"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 
@@ -272,7 +271,7 @@ func (p *ptySession) sendJSON(ctx context.Context, v any) error {
 // redacted of the secrets the daemon knows of (see redaction.go). What
 // redaction holds back goes out after redactFlush without more output.
 type ptyOutput struct {
-	writers map[core.Stream]*redact.Writer
+	writers map[exec.Stream]*redact.Writer
 	timer   *time.Timer
 }
 
@@ -283,21 +282,21 @@ func newPtyOutput(ctx context.Context, conn *websocket.Conn, r *redact.Redactor,
 			return conn.Write(ctx, websocket.MessageBinary, append([]byte{b}, data...))
 		}))
 	}
-	o := &ptyOutput{writers: map[core.Stream]*redact.Writer{}}
+	o := &ptyOutput{writers: map[exec.Stream]*redact.Writer{}}
 	if tty {
 		o.writers[""] = r.Writer(frameWriter(func(data []byte) error {
 			return conn.Write(ctx, websocket.MessageBinary, data)
 		}))
 	} else {
-		o.writers[core.Stdout] = stream(client.PtyStdout)
-		o.writers[core.Stderr] = stream(client.PtyStderr)
+		o.writers[exec.Stdout] = stream(client.PtyStdout)
+		o.writers[exec.Stderr] = stream(client.PtyStderr)
 	}
 	o.timer = time.AfterFunc(time.Hour, func() { _ = o.flush() })
 	o.timer.Stop()
 	return o
 }
 
-func (o *ptyOutput) write(st core.Stream, data []byte) error {
+func (o *ptyOutput) write(st exec.Stream, data []byte) error {
 	w, ok := o.writers[st]
 	if !ok {
 		return nil

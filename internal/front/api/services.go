@@ -27,11 +27,11 @@ import (
 // Execs runs commands and code in sandboxes and keeps their background
 // processes (internal/core/exec).
 type Execs interface {
-	Exec(ctx context.Context, id string, req core.ExecRequest, out core.Output) (core.ExecResult, error)
-	RunCode(ctx context.Context, id string, req exec.CodeRequest, out core.Output) (core.ExecResult, error)
+	Exec(ctx context.Context, id string, req exec.Request, out exec.Output) (exec.Result, error)
+	RunCode(ctx context.Context, id string, req exec.CodeRequest, out exec.Output) (exec.Result, error)
 	StartProcess(ctx context.Context, id string, req exec.ProcessRequest) (exec.ProcessInfo, error)
 	ListProcesses(ctx context.Context, id string) ([]exec.ProcessInfo, error)
-	ProcessLogs(ctx context.Context, id, name string, follow bool, out core.Output) error
+	ProcessLogs(ctx context.Context, id, name string, follow bool, out exec.Output) error
 	SignalProcess(ctx context.Context, id, name, signal string) error
 	ProcessInput(ctx context.Context, id, name string, data []byte, end bool) error
 	RestartProcess(ctx context.Context, id, name string) (exec.ProcessInfo, error)
@@ -71,7 +71,7 @@ type Files interface {
 // Tools runs the tool catalogue's calls, and serves the downloads its
 // sandbox_download_url signs.
 type Tools interface {
-	RunTool(ctx context.Context, id string, call toolrun.Call, out core.Output) (toolrun.Outcome, error)
+	RunTool(ctx context.Context, id string, call toolrun.Call, out exec.Output) (toolrun.Outcome, error)
 	Download(ctx context.Context, token string, may func(sandboxID string) error, secrets *redact.Set) (name string, body io.ReadCloser, err error)
 	// DownloadURL signs a URL of one file of sandbox id, valid for an hour.
 	DownloadURL(id, path string) (string, error)

@@ -10,7 +10,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 )
 
@@ -92,7 +92,7 @@ func (s *Server) runTool(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	text := utf8Carry{emit: func(st core.Stream, b []byte) error {
+	text := utf8Carry{emit: func(st exec.Stream, b []byte) error {
 		return sse.event("tool.output", toolOutput{Stream: string(st), outputData: outputEvent(b)})
 	}}
 	outcome, err := s.tools.RunTool(r.Context(), r.PathValue("id"), call, text.send)

@@ -19,11 +19,11 @@ package oci
 // before the sentry, while the agent's stub, made before, keeps its score.
 // The process dies with 137, the sandbox goes on, and the cgroup's oom_kill
 // count goes up by one, which is how a command's OOM kill is told under
-// runc too (see the Manager's blameLimits). Now and then, under load, the
-// stub dies while gVisor's kernel is handling a page fault of its process:
-// the fault fails before the stub is found dead, and the process ends with
-// SIGSEGV instead, which LimitHits.OOMMayFault tells the Manager to count
-// as the OOM kill it is.
+// runc too (see internal/core/exec's Result.Blame). Now and then, under
+// load, the stub dies while gVisor's kernel is handling a page fault of its
+// process: the fault fails before the stub is found dead, and the process
+// ends with SIGSEGV instead, which LimitHits.OOMMayFault tells the core to
+// count as the OOM kill it is.
 //
 // Where the daemon may lower scores (CAP_SYS_RESOURCE, which some hosts'
 // root lacks: runsc then fails to start), the sentry and gofer are also

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -113,6 +114,23 @@ const (
 	UserHome  = "/home/user"
 	Workspace = UserHome + "/workspace"
 )
+
+// WorkspacePath makes p absolute, relative paths meaning the workspace:
+// how every call names a sandbox's files and working directories.
+func WorkspacePath(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(Workspace, p)
+}
+
+// UserOr is the user a call acts as: u, or the sandbox user.
+func UserOr(u string) string {
+	if u == "" {
+		return UserName
+	}
+	return u
+}
 
 // validName is what a template may be called: it is a directory name and
 // part of the CLI, so lower case, digits and . _ - only; a workspace's own

@@ -1,4 +1,4 @@
-package core
+package exec
 
 import (
 	"syscall"
@@ -15,11 +15,11 @@ func TestResultOf(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		exit agentclient.ExitStatus
-		want ExecResult
+		want Result
 	}{
-		{"exited", agentclient.ExitStatus{Code: 3, Exited: true}, ExecResult{ExitCode: 3}},
-		{"timed out", agentclient.ExitStatus{Code: -1, TimedOut: true}, ExecResult{ExitCode: 124, TimedOut: true, KilledBy: "timeout"}},
-		{"killed", agentclient.ExitStatus{Code: -1, Signal: syscall.SIGKILL}, ExecResult{ExitCode: 137, KilledBy: "signal"}},
+		{"exited", agentclient.ExitStatus{Code: 3, Exited: true}, Result{ExitCode: 3}},
+		{"timed out", agentclient.ExitStatus{Code: -1, TimedOut: true}, Result{ExitCode: 124, TimedOut: true, KilledBy: "timeout"}},
+		{"killed", agentclient.ExitStatus{Code: -1, Signal: syscall.SIGKILL}, Result{ExitCode: 137, KilledBy: "signal"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -56,7 +56,7 @@ func TestBlame(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			res := ExecResult{ExitCode: tc.exit}
+			res := Result{ExitCode: tc.exit}
 			if tc.exit == 137 {
 				res.KilledBy = "signal"
 			}
