@@ -104,7 +104,7 @@ attack: build
 # every JSON body of the API; the redaction stream. make fuzz runs each for
 # FUZZTIME and keeps what it found in the package's testdata/fuzz (go test
 # runs that corpus every time); make test runs each for FUZZTIME_SHORT.
-FUZZ := ./internal/core:FuzzWorkspaceFiles ./internal/storage/rootfs:FuzzUntar \
+FUZZ := ./internal/storage/rootfs:FuzzWorkspaceFiles ./internal/storage/rootfs:FuzzUntar \
 	./internal/agent:FuzzResolvePath ./internal/agent/tools:FuzzLinkStaysInside \
 	./internal/agent/tools:FuzzPatch ./internal/storage/rootfs:FuzzParseHutchfile \
 	./internal/front/api:FuzzDecodeBodies ./internal/base/redact:FuzzStream \

@@ -376,7 +376,7 @@ func (o CreateOptions) withDefaults() (CreateOptions, error) {
 		errs = append(errs, err)
 	}
 	var err error
-	if o.files, err = workspaceFiles(o.Files, o.FilesTar); err != nil {
+	if o.files, err = rootfs.WorkspaceFiles(o.Files, o.FilesTar); err != nil {
 		errs = append(errs, err)
 	}
 	for k := range o.Env {

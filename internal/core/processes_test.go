@@ -2,6 +2,8 @@ package core
 
 import (
 	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"slices"
@@ -214,10 +216,7 @@ func TestCreateWithFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A tar, unpacked before the map is laid over it.
-	sb = d.create(t, CreateOptions{Files: map[string]string{"notes.txt": "from the map\n"}, FilesTar: tarOf(t, true,
-		tar.Header{Name: "bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Linkname: "echo from the tar\n"},
-		tar.Header{Name: "bin/tool", Typeflag: tar.TypeSymlink, Linkname: "run.sh"},
-	)})
+	sb = d.create(t, CreateOptions{Files: map[string]string{"notes.txt": "from the map\n"}, FilesTar: scriptTar(t)})
 	out, _, err = d.exec(t, sb.ID, execRequest{Command: `cat notes.txt; sh bin/tool; stat -c '%u %a %F' bin/run.sh bin/tool`})
 	want = "from the map\nfrom the tar\n1000 755 regular file\n1000 777 symbolic link\n"
 	if err != nil || out != want {
@@ -236,4 +235,31 @@ func TestCreateWithFiles(t *testing.T) {
 			t.Errorf("files %v: %v, want invalid argument", bad, err)
 		}
 	}
+}
+
+// scriptTar is a gzipped tar of bin/run.sh, a script, and bin/tool, a
+// symlink to it.
+func scriptTar(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	script := "echo from the tar\n"
+	for _, h := range []tar.Header{
+		{Name: "bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))},
+		{Name: "bin/tool", Typeflag: tar.TypeSymlink, Linkname: "run.sh"},
+	} {
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			if _, err := tw.Write([]byte(script)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := errors.Join(tw.Close(), zw.Close()); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

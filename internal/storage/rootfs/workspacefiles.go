@@ -1,4 +1,4 @@
-package core
+package rootfs
 
 import (
 	"archive/tar"
@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/hutchdev/hutch/internal/runtime/backend"
-	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // Bounds of the files a create places in the workspace, map and tar
@@ -21,12 +20,12 @@ const (
 	maxCreateFileBytes = 32 << 20
 )
 
-// workspaceFiles turns the files of a create into files of the sandbox's
+// WorkspaceFiles turns the files of a create into files of the sandbox's
 // writable layer, owned by the sandbox user, with the directories between
 // made too. tarball (a tar, gzipped or not) is unpacked first, then files
 // (paths to their text) are laid over it. Paths are in the workspace or
 // absolute under it; one that leaves it is refused.
-func workspaceFiles(files map[string]string, tarball []byte) (map[string]backend.File, error) {
+func WorkspaceFiles(files map[string]string, tarball []byte) (map[string]backend.File, error) {
 	ws := workspaceTree{}
 	if len(tarball) > 0 {
 		if err := ws.addTar(tarball); err != nil {
@@ -47,17 +46,17 @@ type workspaceTree map[string]backend.File
 // add places f at p (in the workspace), as the sandbox user's, and makes
 // the directories above it.
 func (ws workspaceTree) add(p string, f backend.File) error {
-	abs := rootfs.WorkspacePath(p)
-	if p == "" || !strings.HasPrefix(abs, rootfs.Workspace+"/") {
-		return fmt.Errorf("%q is not a path in %s", p, rootfs.Workspace)
+	abs := WorkspacePath(p)
+	if p == "" || !strings.HasPrefix(abs, Workspace+"/") {
+		return fmt.Errorf("%q is not a path in %s", p, Workspace)
 	}
-	f.UID, f.GID = rootfs.UserUID, rootfs.UserGID
+	f.UID, f.GID = UserUID, UserGID
 	f.Mode &= 0o777 // no setuid, setgid or sticky bits from outside
 	if old, ok := ws[abs]; ok && old.Dir && !f.Dir {
 		return fmt.Errorf("%q is both a file and a directory", abs)
 	}
 	ws[abs] = f
-	for dir := path.Dir(abs); dir != rootfs.Workspace; dir = path.Dir(dir) {
+	for dir := path.Dir(abs); dir != Workspace; dir = path.Dir(dir) {
 		if old, ok := ws[dir]; ok {
 			switch {
 			case old.Link != "":
@@ -67,7 +66,7 @@ func (ws workspaceTree) add(p string, f backend.File) error {
 			}
 			continue
 		}
-		ws[dir] = backend.File{Dir: true, Mode: 0o755, UID: rootfs.UserUID, GID: rootfs.UserGID}
+		ws[dir] = backend.File{Dir: true, Mode: 0o755, UID: UserUID, GID: UserGID}
 	}
 	if len(ws) > maxCreateFiles {
 		return fmt.Errorf("more than %d files and directories", maxCreateFiles)
@@ -119,7 +118,7 @@ func (ws workspaceTree) addTar(tarball []byte) error {
 		case tar.TypeSymlink:
 			err = ws.add(name, backend.File{Link: hdr.Linkname, Mode: 0o777})
 		case tar.TypeLink:
-			target, ok := ws[rootfs.WorkspacePath(strings.TrimPrefix(path.Clean(hdr.Linkname), "./"))]
+			target, ok := ws[WorkspacePath(strings.TrimPrefix(path.Clean(hdr.Linkname), "./"))]
 			if !ok || target.Dir || target.Link != "" {
 				return fmt.Errorf("%s: a hard link to %q, which is not a regular file before it", hdr.Name, hdr.Linkname)
 			}

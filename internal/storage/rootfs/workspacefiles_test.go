@@ -1,4 +1,4 @@
-package core
+package rootfs
 
 import (
 	"archive/tar"
@@ -8,12 +8,11 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/runtime/backend"
-	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // tarOf makes a tar of the given headers; a regular file's body is its
 // Linkname field's text (so one literal describes both).
-func tarOf(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
+func workspaceTar(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	var zw *gzip.Writer
@@ -48,11 +47,11 @@ func tarOf(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
 
 func TestWorkspaceFilesFromTar(t *testing.T) {
 	t.Parallel()
-	ws := rootfs.Workspace
-	user := func(f backend.File) backend.File { f.UID, f.GID = rootfs.UserUID, rootfs.UserGID; return f }
+	ws := Workspace
+	user := func(f backend.File) backend.File { f.UID, f.GID = UserUID, UserGID; return f }
 	dir := user(backend.File{Dir: true, Mode: 0o755})
 	for _, gz := range []bool{false, true} {
-		tb := tarOf(t, gz,
+		tb := workspaceTar(t, gz,
 			tar.Header{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
 			tar.Header{Name: "./bin/", Typeflag: tar.TypeDir, Mode: 0o750},
 			tar.Header{Name: "./bin/run.sh", Typeflag: tar.TypeReg, Mode: 0o4755, Linkname: "#!/bin/sh\n", Uid: 0},
@@ -61,7 +60,7 @@ func TestWorkspaceFilesFromTar(t *testing.T) {
 			tar.Header{Name: "etc-link", Typeflag: tar.TypeSymlink, Linkname: "/etc"},
 			tar.Header{Name: "notes.txt", Typeflag: tar.TypeReg, Mode: 0o644, Linkname: "from the tar"},
 		)
-		got, err := workspaceFiles(map[string]string{"notes.txt": "from the map"}, tb)
+		got, err := WorkspaceFiles(map[string]string{"notes.txt": "from the map"}, tb)
 		if err != nil {
 			t.Fatalf("gzip %v: %v", gz, err)
 		}
@@ -116,19 +115,19 @@ func TestWorkspaceFilesRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tb []byte
 			if tc.tar != nil {
-				tb = tarOf(t, false, tc.tar...)
+				tb = workspaceTar(t, false, tc.tar...)
 			}
-			_, err := workspaceFiles(tc.files, tb)
+			_, err := WorkspaceFiles(tc.files, tb)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := workspaceFiles(nil, []byte("not a tar at all, just text that is long enough to be read as a header block")); err == nil || !strings.Contains(err.Error(), "files_tar") {
+	if _, err := WorkspaceFiles(nil, []byte("not a tar at all, just text that is long enough to be read as a header block")); err == nil || !strings.Contains(err.Error(), "files_tar") {
 		t.Errorf("garbage: %v, want a files_tar error", err)
 	}
-	big := tarOf(t, true, tar.Header{Name: "big", Typeflag: tar.TypeReg, Linkname: strings.Repeat("x", maxCreateFileBytes+1)})
-	if _, err := workspaceFiles(nil, big); err == nil || !strings.Contains(err.Error(), "MiB together") {
+	big := workspaceTar(t, true, tar.Header{Name: "big", Typeflag: tar.TypeReg, Linkname: strings.Repeat("x", maxCreateFileBytes+1)})
+	if _, err := WorkspaceFiles(nil, big); err == nil || !strings.Contains(err.Error(), "MiB together") {
 		t.Errorf("a tar over the bound: %v", err)
 	}
 }

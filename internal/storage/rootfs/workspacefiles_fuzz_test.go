@@ -1,4 +1,4 @@
-package core
+package rootfs
 
 import (
 	"archive/tar"
@@ -7,8 +7,6 @@ import (
 	"path"
 	"strings"
 	"testing"
-
-	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // seedTar is a tar of headers for the fuzzer to start from, gzipped when
@@ -65,19 +63,19 @@ func FuzzWorkspaceFiles(f *testing.F) {
 		if name != "" {
 			files[name] = text
 		}
-		placed, err := workspaceFiles(files, tarball)
+		placed, err := WorkspaceFiles(files, tarball)
 		if err != nil {
 			return
 		}
 		total := 0
 		for p, file := range placed {
-			if path.Clean(p) != p || !strings.HasPrefix(p, rootfs.Workspace+"/") {
+			if path.Clean(p) != p || !strings.HasPrefix(p, Workspace+"/") {
 				t.Fatalf("%q placed outside the workspace", p)
 			}
-			if file.Mode&^0o777 != 0 || file.UID != rootfs.UserUID || file.GID != rootfs.UserGID {
+			if file.Mode&^0o777 != 0 || file.UID != UserUID || file.GID != UserGID {
 				t.Fatalf("%q placed with mode %o, owner %d:%d", p, file.Mode, file.UID, file.GID)
 			}
-			for dir := path.Dir(p); dir != rootfs.Workspace; dir = path.Dir(dir) {
+			for dir := path.Dir(p); dir != Workspace; dir = path.Dir(dir) {
 				if placed[dir].Link != "" {
 					t.Fatalf("%q placed under the symlink %q -> %q", p, dir, placed[dir].Link)
 				}
