@@ -37,7 +37,7 @@ func (m *Manager) resumedHooks(ctx context.Context, inst *instance) {
 // prepare runs every Preparer's Prepare on opts, and takes the network
 // policy they filled in.
 func (m *Manager) prepare(ctx context.Context, opts *CreateOptions) error {
-	c := hook.Create{Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Network: opts.Network, NetworkCeiling: opts.NetworkCeiling}
+	c := opts.hookCreate()
 	for _, h := range m.hooks {
 		if p, ok := h.(hook.Preparer); ok {
 			if err := p.Prepare(ctx, &c); err != nil {
@@ -45,8 +45,13 @@ func (m *Manager) prepare(ctx context.Context, opts *CreateOptions) error {
 			}
 		}
 	}
-	opts.Network = c.Network
+	opts.Network, opts.Volumes = c.Network, c.Volumes
 	return nil
+}
+
+// hookCreate is a create's options as its hooks see them.
+func (o *CreateOptions) hookCreate() hook.Create {
+	return hook.Create{Workspace: o.Workspace, User: o.User, Secrets: o.Secrets, Network: o.Network, NetworkCeiling: o.NetworkCeiling, Volumes: o.Volumes}
 }
 
 // startHooks runs every Starter's Start for inst, whose network policy is
@@ -114,12 +119,13 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 	return out, nil
 }
 
-// hookBinds are the binds every Binder adds.
-func (m *Manager) hookBinds() []backend.Bind {
+// hookBinds are the binds every Binder adds to a sandbox made with opts.
+func (m *Manager) hookBinds(opts *CreateOptions) []backend.Bind {
+	c := opts.hookCreate()
 	var binds []backend.Bind
 	for _, h := range m.hooks {
 		if b, ok := h.(hook.Binder); ok {
-			binds = append(binds, b.Binds()...)
+			binds = append(binds, b.Binds(c)...)
 		}
 	}
 	return binds

@@ -56,9 +56,6 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 	if err != nil {
 		return nil, err
 	}
-	if opts.Volumes, err = m.volumeMounts(ctx, opts.Volumes); err != nil {
-		return nil, err
-	}
 	// A pool's sandboxes run already: files and volumes go in before the
 	// start, and a snapshot's memory is the start.
 	if len(opts.files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
@@ -74,7 +71,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 		ID: NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
-		Volumes: storedMounts(opts.Volumes), Network: policy, Node: m.node,
+		Volumes: slices.Clip(slices.Clone(opts.Volumes)), Network: policy, Node: m.node,
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
 	// list waits for the create to end.

@@ -80,9 +80,6 @@ type Config struct {
 	ReapInterval time.Duration
 	// Pools are the warm pools to keep full (see pool.go).
 	Pools []PoolSpec
-	// VolumeDir holds the volumes' files (internal/core/volume keeps them;
-	// VolumePath says where each one's are).
-	VolumeDir string
 	// Clock tells the time of timers and records (the real one when nil).
 	Clock Clock
 	// Node names this daemon among the nodes sharing Store (scale-out,
@@ -106,7 +103,6 @@ type Manager struct {
 	unobserve func()
 	log       *slog.Logger
 	reapEvery time.Duration
-	volumeDir string
 	clock     Clock
 	node      string
 
@@ -147,7 +143,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		templates: cfg.Templates,
 		log:       cfg.Logger,
 		reapEvery: cfg.ReapInterval,
-		volumeDir: cfg.VolumeDir,
 		clock:     cfg.Clock,
 		live:      map[string]*instance{},
 		reaping:   map[string]bool{},
@@ -275,8 +270,9 @@ type CreateOptions struct {
 	FilesTar []byte
 	// FromSnapshot, instead of Template, names the snapshot to start from.
 	FromSnapshot string
-	// Volumes are mounted into the sandbox (see volumes.go).
-	Volumes []VolumeMount
+	// Volumes are mounted into the sandbox (the volumes hook,
+	// internal/core/volume, checks and binds them).
+	Volumes []store.VolumeMount
 	// Network is its network policy; nil: the daemon's default (the
 	// network hook's Prepare fills it in; without that hook, mode full).
 	Network *netpolicy.Policy
@@ -414,7 +410,7 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts CreateOpti
 		ID:       id,
 		Hostname: id,
 		RootDir:  rootDir,
-		Binds:    append(append(slices.Clone(binds), m.volumeBinds(opts.Volumes)...), m.hookBinds()...),
+		Binds:    append(slices.Clone(binds), m.hookBinds(&opts)...),
 		Files:    identityFiles(id),
 		Limits: backend.Limits{
 			CPUs:        opts.CPUs,

@@ -34,7 +34,7 @@ type Sandbox struct {
 	IdleAction  string
 	Key         string
 	ExpiresAt   time.Time
-	Volumes     []VolumeMount
+	Volumes     []store.VolumeMount
 	Metadata    map[string]string
 	Network     netpolicy.Policy
 	// Secrets, when not nil, are the names of its workspace's secrets its
@@ -47,14 +47,6 @@ type Sandbox struct {
 	UpdatedAt time.Time
 }
 
-// VolumeMount is a volume a sandbox sees at Path, read-only or writable
-// (Access "ro" or "rw").
-type VolumeMount struct {
-	Name   string
-	Path   string
-	Access string
-}
-
 // view is what callers see of a stored sandbox: a copy.
 func view(rec *store.Sandbox) *Sandbox {
 	sb := &Sandbox{
@@ -62,10 +54,7 @@ func view(rec *store.Sandbox) *Sandbox {
 		State: rec.State, StateReason: rec.StateReason, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Key: rec.Key,
 		ExpiresAt: rec.ExpiresAt, Metadata: maps.Clone(rec.Metadata), CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt,
-		Network: rec.Network, Node: rec.Node,
-	}
-	for _, v := range rec.Volumes {
-		sb.Volumes = append(sb.Volumes, VolumeMount(v))
+		Network: rec.Network, Node: rec.Node, Volumes: slices.Clone(rec.Volumes),
 	}
 	return sb
 }
@@ -77,15 +66,6 @@ func views(recs []*store.Sandbox) []*Sandbox {
 		out = append(out, view(r))
 	}
 	return out
-}
-
-// storedMounts are mounts as the store keeps them.
-func storedMounts(vols []VolumeMount) []store.VolumeMount {
-	out := make([]store.VolumeMount, 0, len(vols))
-	for _, v := range vols {
-		out = append(out, store.VolumeMount(v))
-	}
-	return slices.Clip(out)
 }
 
 // get returns a sandbox as callers see it.

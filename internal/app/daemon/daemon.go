@@ -178,13 +178,13 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	procs := processes.New(db, log)
-	hooks := []hook.Hook{quotas, secretHook, nets, procs}
+	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
 	}
 	mgr, err := core.New(ctx, core.Config{
 		Store: db, Backends: backends, Default: def, DefaultReason: why, Unusable: unusable, Pending: pending,
-		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(), VolumeDir: volumeDir,
+		Templates: templateStore, Logger: log, Pools: cfg.poolSpecs(),
 		Node: cfg.nodeNameOf(), Hooks: hooks,
 	})
 	if err != nil {

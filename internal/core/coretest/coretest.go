@@ -20,14 +20,17 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
+	"github.com/hutchdev/hutch/internal/core/volume"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -93,6 +96,9 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 	if c.Processes == nil {
 		c.Processes = processes.New(db, nil)
 		cfg.Hooks = append(cfg.Hooks, c.Processes)
+	}
+	if !slices.ContainsFunc(cfg.Hooks, func(h hook.Hook) bool { _, ok := h.(*volume.Mounts); return ok }) {
+		cfg.Hooks = append(cfg.Hooks, &volume.Mounts{Store: db, Dir: filepath.Join(t.TempDir(), "volumes")})
 	}
 	if c.M, err = core.New(t.Context(), cfg); err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ type Create struct {
 	// may give a sandbox ("": any).
 	Network        *netpolicy.Policy
 	NetworkCeiling netpolicy.Mode
+	// Volumes are the volumes it mounts: a Preparer checks them and fills
+	// in their defaults.
+	Volumes []store.VolumeMount
 }
 
 // A Preparer checks, and may fill in, a create's options before anything
@@ -125,10 +128,12 @@ type Enver interface {
 	CommandEnv(ctx context.Context, c Command, env map[string]string) error
 }
 
-// A Binder mounts host directories into every sandbox it makes.
+// A Binder mounts host directories into a sandbox made with c: at its
+// create, and again at each resume (c then from its record). A warm
+// pool's sandbox, no one's yet, is made with a zero Create.
 type Binder interface {
 	Hook
-	Binds() []backend.Bind
+	Binds(c Create) []backend.Bind
 }
 
 // Sandbox is a running sandbox held for a hook's call (core.Running).

@@ -133,7 +133,7 @@ func (s *Secrets) CommandEnv(ctx context.Context, c hook.Command, env map[string
 }
 
 // Binds mount the proxy's CA read-only in every sandbox (hook.Binder).
-func (s *Secrets) Binds() []backend.Bind {
+func (s *Secrets) Binds(hook.Create) []backend.Bind {
 	if s.trust == "" {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/exec"
@@ -120,14 +121,10 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	}
 	meta["forked_from"] = id
 	network := rec.Network
-	var vols []core.VolumeMount
-	for _, v := range rec.Volumes {
-		vols = append(vols, core.VolumeMount(v))
-	}
 	opts := core.CreateOptions{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
-		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: vols,
+		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: slices.Clone(rec.Volumes),
 		Workspace: rec.Workspace, User: rec.User, Secrets: rec.Secrets,
 		// The source's network policy, which the caller's key must allow.
 		Network: &network, NetworkCeiling: ceiling,

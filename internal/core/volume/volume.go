@@ -1,8 +1,8 @@
 // Package volume keeps the volumes: named directories on the host that
 // outlive sandboxes, mounted into those that ask for them, read-only or
-// writable. A service beside the sandbox core: the core checks and binds
-// the volumes a create asks for (at Path), this package makes, lists and
-// removes them.
+// writable. A service beside the sandbox core, which makes, lists and
+// removes them, and a hook of the core (Mounts), which checks the volumes
+// a create asks for and binds them.
 //
 // The layout, under the daemon's volume directory:
 //
@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -77,7 +76,7 @@ func (s *Service) Create(ctx context.Context, name string) (Info, error) {
 	if err := s.store.CreateVolume(ctx, v); err != nil {
 		return Info{}, err
 	}
-	dir, data := filepath.Join(s.dir, name), core.VolumePath(s.dir, name)
+	dir, data := filepath.Join(s.dir, name), Path(s.dir, name)
 	err := func() error {
 		// #nosec G301 -- sandboxes' users reach the data through it
 		if err := os.MkdirAll(dir, 0o711); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/storage/store/sqlite"
@@ -43,7 +42,7 @@ func TestVolumes(t *testing.T) {
 	if err != nil || made.Name != "data" || made.CreatedAt.IsZero() {
 		t.Fatalf("Create: %+v, %v", made, err)
 	}
-	fi, err := os.Stat(core.VolumePath(dir, "data"))
+	fi, err := os.Stat(Path(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
 	}

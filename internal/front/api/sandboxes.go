@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/volume"
+	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
 )
 
@@ -299,10 +300,10 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func volumeMounts(vols []client.VolumeMount) []core.VolumeMount {
-	var out []core.VolumeMount
+func volumeMounts(vols []client.VolumeMount) []store.VolumeMount {
+	var out []store.VolumeMount
 	for _, v := range vols {
-		out = append(out, core.VolumeMount(v))
+		out = append(out, store.VolumeMount(v))
 	}
 	return out
 }

@@ -67,7 +67,9 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	be := fake.New(fake.TempDir(t))
 	quotas := quota.New(quota.Config{Store: db})
 	nets := network.New(network.Config{Store: db})
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets}})
+	volumeDir := t.TempDir()
+	mounts := &volume.Mounts{Store: db, Dir: volumeDir}
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, mounts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
 	cfg := Config{
 		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
-		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, t.TempDir(), nil),
+		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, volumeDir, nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",
 	}
