@@ -100,7 +100,7 @@ func TestPendingBackendBecomesUsable(t *testing.T) {
 		t.Fatalf("create once ready: %v", err)
 	}
 	t.Cleanup(func() { _ = d.m.Delete(context.Background(), sb.ID) })
-	if sb.Runtime != be.Name() {
-		t.Errorf("runtime %q, want %q", sb.Runtime, be.Name())
+	if sb.Backend != be.Name() {
+		t.Errorf("runtime %q, want %q", sb.Backend, be.Name())
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
-func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, err error) {
+func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
 	opts, err = opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *Sandbox, 
 }
 
 // adopt makes a pool sandbox the caller's: one insert into the store.
-func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, policy netpolicy.Policy) (*Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, policy netpolicy.Policy) (*store.Sandbox, error) {
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.Running,
@@ -165,7 +165,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 }
 
 // Get returns a sandbox's record.
-func (m *Manager) Get(ctx context.Context, id string) (*Sandbox, error) {
+func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
 	return m.get(ctx, id)
 }
 
@@ -227,7 +227,7 @@ func (m *Manager) checkHeld(rec *store.Sandbox) error {
 }
 
 // List returns every sandbox's record.
-func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
+func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
 	recs, err := m.store.ListSandboxes(ctx)
 	if err != nil {
 		return nil, err
@@ -314,7 +314,7 @@ func (m *Manager) wake(ctx context.Context, id string) error {
 
 // NotRunning is the error of a call that needs sandbox sb live (running
 // or paused) when it is not.
-func NotRunning(sb *Sandbox) error {
+func NotRunning(sb *store.Sandbox) error {
 	if sb.State == store.Running || sb.State == store.Paused {
 		return nil
 	}

@@ -160,7 +160,7 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 	return slices.Contains(ids, id)
 }
 
-func (d *testDaemon) create(t *testing.T, opts CreateOptions) *Sandbox {
+func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
 	t.Helper()
 	sb, err := d.m.create(t.Context(), opts)
 	if err != nil {
@@ -174,8 +174,8 @@ func TestCreateExecDelete(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
-	if sb.State != store.Running || sb.Runtime != fake.Name {
-		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Runtime)
+	if sb.State != store.Running || sb.Backend != fake.Name {
+		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Backend)
 	}
 	// The sandbox's own files reached the backend.
 	if b, err := os.ReadFile(d.backend.Root(sb.ID) + "/etc/hostname"); err != nil || string(b) != sb.ID+"\n" {

@@ -13,7 +13,7 @@ import (
 // Pause freezes a running sandbox: its processes keep their memory and get
 // no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
 // so explicitly. Pausing a paused sandbox does nothing.
-func (m *Manager) Pause(ctx context.Context, id string) (*Sandbox, error) {
+func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err

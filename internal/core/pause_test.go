@@ -230,7 +230,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			if err != nil || got.State != store.Suspended || !strings.Contains(got.StateReason, "cut short by a daemon restart") {
 				t.Fatalf("after the restart: %+v, %v; want suspended", got, err)
 			}
-			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Runtime}); !errors.Is(err, errdefs.ErrNotFound) {
+			if err := d.backend.Recover(ctx, backend.Handle{ID: sb.ID, Backend: sb.Backend}); !errors.Is(err, errdefs.ErrNotFound) {
 				t.Errorf("the half-resumed sandbox's agent after the restart: %v, want it gone", err)
 			}
 			if out, _, err := d.exec(t, sb.ID, execRequest{Command: "cat note"}); err != nil || out != "kept\n" {

@@ -31,7 +31,7 @@ type Halt struct {
 }
 
 // Halt suspends or stops a running (or paused) sandbox (see Halt).
-func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*Sandbox, error) {
+func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox, error) {
 	keepMemory, reason := !how.Stop, how.Reason
 	halting, halted := store.Suspending, store.Suspended
 	if !keepMemory {
@@ -101,7 +101,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*Sandbox, erro
 // Resume starts a suspended, stopped or failed sandbox again, with its
 // files as they were, and thaws a paused one. Resuming a running one does
 // nothing.
-func (m *Manager) Resume(ctx context.Context, id string) (*Sandbox, error) {
+func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
 	if inst := m.liveInstance(id); inst != nil {
 		if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, err
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: view(rec).Volumes}
+	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: rec.Volumes}
 	// The resume finishes even if the caller goes: half-resumed helps no one.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
@@ -202,7 +202,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 // that long from now. It does not wake a suspended sandbox. A timeout of 0
 // leaves the idle timeout as it was. It changes the timers only, so it
 // never undoes a change of state made meanwhile.
-func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*Sandbox, error) {
+func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
 	if timeout == 0 && lifetime == 0 {
 		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/storage/store/sqlite"
 )
 
@@ -114,7 +115,7 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 
 // Create makes a sandbox with opts, failing the test if it cannot; it is
 // deleted when the test ends, unless the test deleted it.
-func (c *Core) Create(t *testing.T, opts core.CreateOptions) *core.Sandbox {
+func (c *Core) Create(t *testing.T, opts core.CreateOptions) *store.Sandbox {
 	t.Helper()
 	sb, _, err := c.M.Create(t.Context(), opts)
 	if err != nil {

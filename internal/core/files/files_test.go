@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // create makes a sandbox, deleted when the test ends.
-func create(t *testing.T, c *coretest.Core) *core.Sandbox {
+func create(t *testing.T, c *coretest.Core) *store.Sandbox {
 	t.Helper()
 	sb := c.Create(t, core.CreateOptions{})
 	t.Cleanup(func() {

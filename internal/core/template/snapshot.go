@@ -101,7 +101,7 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (rootfs.Info, e
 // their network policy the source's, which ceiling (the caller's key's, ""
 // for any) must allow. On failure none
 // of them is left.
-func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*core.Sandbox, error) {
+func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*store.Sandbox, error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
@@ -133,7 +133,7 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	if err != nil {
 		return nil, err
 	}
-	var made []*core.Sandbox
+	var made []*store.Sandbox
 	for range count {
 		sb, _, err := s.core.Create(ctx, opts) // no key: always a new one
 		if err == nil {

@@ -26,13 +26,14 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Sandboxes is what the service needs of the lifecycle core
 // (*core.Manager has it): a sandbox's record, and a sandbox held
 // running for one call.
 type Sandboxes interface {
-	Get(ctx context.Context, id string) (*core.Sandbox, error)
+	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Acquire(ctx context.Context, id string) (r *core.Running, release func(), err error)
 }
 

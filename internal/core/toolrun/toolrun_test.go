@@ -22,6 +22,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 func TestMain(m *testing.M) {
@@ -48,7 +49,7 @@ func run(t *testing.T, s *Service, id string, call Call) Outcome {
 
 // create makes a sandbox, deleted when the test ends (before the core
 // closes: a closed core keeps its sandboxes, as a stopped daemon does).
-func create(t *testing.T, c *coretest.Core) *core.Sandbox {
+func create(t *testing.T, c *coretest.Core) *store.Sandbox {
 	t.Helper()
 	sb := c.Create(t, core.CreateOptions{})
 	t.Cleanup(func() {

@@ -18,7 +18,7 @@ import (
 // what goes over the wire.
 
 // sandboxJSON is sb as c reads it: its template's and volumes' plain names.
-func sandboxJSON(c caller, sb *core.Sandbox) client.Sandbox {
+func sandboxJSON(c caller, sb *store.Sandbox) client.Sandbox {
 	meta := sb.Metadata
 	if meta == nil {
 		meta = map[string]string{}
@@ -30,7 +30,7 @@ func sandboxJSON(c caller, sb *core.Sandbox) client.Sandbox {
 	}
 	return client.Sandbox{
 		ID: sb.ID, Workspace: sb.Workspace, User: sb.User, Secrets: sb.Secrets,
-		Template: c.shown(sb.Template), Runtime: sb.Runtime, State: string(sb.State),
+		Template: c.shown(sb.Template), Runtime: sb.Backend, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
 		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
@@ -190,7 +190,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 // unpauseSandbox thaws a paused sandbox; unlike a resume, it starts none
 // that is not live.
 func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
 		sb, err := s.m.Get(ctx, id)
 		if err == nil {
 			err = core.NotRunning(sb)
@@ -203,13 +203,13 @@ func (s *Server) unpauseSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
 		return s.m.Halt(ctx, id, core.Halt{Reason: "suspended by request"})
 	})
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
 		return s.m.Halt(ctx, id, core.Halt{Stop: true, Reason: "stopped by request"})
 	})
 }
@@ -220,7 +220,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerSandbox answers with the sandbox an action on it left.
-func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*core.Sandbox, error)) {
+func (s *Server) answerSandbox(w http.ResponseWriter, r *http.Request, action func(context.Context, string) (*store.Sandbox, error)) {
 	sb, err := action(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -236,7 +236,7 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	s.answerSandbox(w, r, func(ctx context.Context, id string) (*core.Sandbox, error) {
+	s.answerSandbox(w, r, func(ctx context.Context, id string) (*store.Sandbox, error) {
 		if req.Network != nil {
 			p, err := s.keyAllows(r, *req.Network)
 			if err != nil {

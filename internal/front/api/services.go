@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/hutchdev/hutch/internal/base/redact"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/network"
@@ -18,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // The services beside the lifecycle core, as the API consumes them. Each
@@ -88,7 +88,7 @@ type Templates interface {
 	Snapshot(ctx context.Context, id, name string) (rootfs.Info, error)
 	// Fork gives the copies the source's network policy, which ceiling
 	// (the caller's key's network mode, "" for any) must allow.
-	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*core.Sandbox, error)
+	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*store.Sandbox, error)
 	Resolve(ws, name string, admin bool) (string, error)
 	// Builds lists the template builds under way.
 	Builds() []rootfs.BuildUnderWay

@@ -20,6 +20,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/front/preview"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // The sandbox front (E2B_SANDBOX_URL): one listener for every sandbox and
@@ -177,7 +178,7 @@ func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveCall serves a call of envd's (port EnvdPort) or the code
 // interpreter's on sb from c: recorded, limited, then checked.
-func (f *Front) serveCall(w http.ResponseWriter, r *http.Request, sb *core.Sandbox, port int, c caller) {
+func (f *Front) serveCall(w http.ResponseWriter, r *http.Request, sb *store.Sandbox, port int, c caller) {
 	w, done := f.auditing(w, r, sb, port, c)
 	defer done()
 	if !f.limiter.allow(w, c.bucket(sb)) {
@@ -237,7 +238,7 @@ func openRoute(port int, method, path string) bool {
 // mayCall says whether r, from c, may make its call of port (envd's or
 // the code interpreter's) on sb: with sb's access token, or an open
 // route's call by a caller who may reach sb.
-func (f *Front) mayCall(r *http.Request, sb *core.Sandbox, port int, c caller) bool {
+func (f *Front) mayCall(r *http.Request, sb *store.Sandbox, port int, c caller) bool {
 	return c.access != nil || openRoute(port, r.Method, r.URL.Path) && f.mayReach(sb, c)
 }
 
@@ -251,7 +252,7 @@ type caller struct {
 
 // callerOf finds whose tokens r carries, among the keys that may reach
 // sb now.
-func (f *Front) callerOf(r *http.Request, sb *core.Sandbox) (caller, error) {
+func (f *Front) callerOf(r *http.Request, sb *store.Sandbox) (caller, error) {
 	var c caller
 	access, traffic := r.Header.Get(headerAccessToken), r.Header.Get(headerTrafficToken)
 	signature := r.URL.Path == "/files" && r.URL.Query().Get("signature") != ""
@@ -320,7 +321,7 @@ func (f *Front) route(r *http.Request) (id string, port int, ok bool) {
 
 // mayReach reports whether c may reach sb's ports: its traffic is
 // public, or c carries its traffic or access token.
-func (f *Front) mayReach(sb *core.Sandbox, c caller) bool {
+func (f *Front) mayReach(sb *store.Sandbox, c caller) bool {
 	if sb.Metadata[metaTemplate] != "" && sb.Metadata[metaPrivate] != "true" {
 		return true
 	}
@@ -330,7 +331,7 @@ func (f *Front) mayReach(sb *core.Sandbox, c caller) bool {
 // serveEnvd serves envd's API: /health to a caller who may reach sb
 // (anyone else is answered as for a sandbox that does not exist), /files
 // with the token or a signature, the rest with the token.
-func (f *Front) serveEnvd(w http.ResponseWriter, r *http.Request, sb *core.Sandbox, c caller) {
+func (f *Front) serveEnvd(w http.ResponseWriter, r *http.Request, sb *store.Sandbox, c caller) {
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
 		if !f.mayCall(r, sb, EnvdPort, c) {
 			writeNotFound(w, sb.ID)

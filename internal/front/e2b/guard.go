@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/audit"
 )
 
@@ -67,7 +67,7 @@ func auditedCall(port int, method, path string) bool {
 // route's call that it may. A call refused for want of a token is not
 // recorded, as Hutch's API records no call without a valid key: the log
 // is of what keys did, and anyone may send calls.
-func (f *Front) auditing(w http.ResponseWriter, r *http.Request, sb *core.Sandbox, port int, c caller) (http.ResponseWriter, func()) {
+func (f *Front) auditing(w http.ResponseWriter, r *http.Request, sb *store.Sandbox, port int, c caller) (http.ResponseWriter, func()) {
 	if f.cfg.Audit == nil || !auditedCall(port, r.Method, r.URL.Path) || c.key() == nil && !f.mayCall(r, sb, port, c) {
 		return w, func() {}
 	}
@@ -207,7 +207,7 @@ func (l *limiter) allow(w http.ResponseWriter, name string) bool {
 
 // bucket names the rate a call of c's on sb is taken from: its key's, as
 // Hutch's API's, or the sandbox's when it carries no token.
-func (c caller) bucket(sb *core.Sandbox) string {
+func (c caller) bucket(sb *store.Sandbox) string {
 	if h := c.key(); h != nil {
 		if h.name == "" {
 			return "the daemon's own key"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/apikeys"
 )
 
@@ -92,7 +92,7 @@ func TestKeyring(t *testing.T) {
 func BenchmarkFrontCheck(b *testing.B) {
 	const n = 20
 	f := NewFront(FrontConfig{DaemonKey: attackDaemonKey, Keys: newFakeKeys("acme", n)})
-	sb := &core.Sandbox{ID: "sbx-bench", Workspace: "acme"}
+	sb := &store.Sandbox{ID: "sbx-bench", Workspace: "acme"}
 	last := holder{name: fmt.Sprintf("k%d", n-1), made: n}
 	token := f.keyring.tokens.token("envd", sb.ID, last)
 	b.Run("access token", func(b *testing.B) {
