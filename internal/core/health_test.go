@@ -25,7 +25,7 @@ func (b *countingBackend) Probe(ctx context.Context) backend.Health {
 }
 
 // A health check tells what the backends' last probe found: they are
-// probed again only once that is probeEvery old.
+// probed again only once that is backend.ProbeEvery old.
 func TestHealthProbesAtMostEveryInterval(t *testing.T) {
 	t.Parallel()
 	clock := testclock.New()
@@ -43,12 +43,12 @@ func TestHealthProbesAtMostEveryInterval(t *testing.T) {
 		d.m.Health(ctx)
 	}
 	if n := counted.probes.Load(); n != 1 {
-		t.Errorf("6 health checks within %v probed %d times, want 1", probeEvery, n)
+		t.Errorf("6 health checks within %v probed %d times, want 1", backend.ProbeEvery, n)
 	}
-	clock.Advance(probeEvery + time.Second)
+	clock.Advance(backend.ProbeEvery + time.Second)
 	d.m.Health(ctx)
 	if n := counted.probes.Load(); n != 2 {
-		t.Errorf("a health check after %v probed %d times in all, want 2", probeEvery, n)
+		t.Errorf("a health check after %v probed %d times in all, want 2", backend.ProbeEvery, n)
 	}
 }
 
@@ -69,7 +69,7 @@ func (b *settingUp) Probe(ctx context.Context) backend.Health {
 
 // A backend pending at start (./setup building runsc) answers creates
 // unavailable, saying why, and is probed again at most every
-// pendingProbeEvery; once its probe finds it usable, creates get it, with
+// backend.PendingProbeEvery; once its probe finds it usable, creates get it, with
 // no restart.
 func TestPendingBackendBecomesUsable(t *testing.T) {
 	t.Parallel()
@@ -88,13 +88,13 @@ func TestPendingBackendBecomesUsable(t *testing.T) {
 		}
 	}
 	if n := be.probes.Load(); n != 1 {
-		t.Errorf("3 creates within %v probed %d times, want 1", pendingProbeEvery, n)
+		t.Errorf("3 creates within %v probed %d times, want 1", backend.PendingProbeEvery, n)
 	}
 	be.ready.Store(true)
 	if _, err := d.m.create(ctx, CreateOptions{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("create before the next probe is due: %v; want still unavailable", err)
 	}
-	clock.Advance(pendingProbeEvery)
+	clock.Advance(backend.PendingProbeEvery)
 	sb, err := d.m.create(ctx, CreateOptions{})
 	if err != nil {
 		t.Fatalf("create once ready: %v", err)

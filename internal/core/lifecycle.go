@@ -52,7 +52,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err := m.teardowns.waitBacklog(ctx); err != nil {
 		return nil, err
 	}
-	be, err := m.backendFor(ctx, opts.Runtime)
+	be, err := m.runtimes.For(ctx, opts.Runtime, m.clock.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -94,10 +93,7 @@ type Config struct {
 // Manager owns the sandboxes.
 type Manager struct {
 	store     store.Store
-	backends  map[string]backend.Backend
-	def       string
-	defReason string
-	usable    *usability
+	runtimes  *backend.Set
 	templates *rootfs.Store
 	// unobserve ends the core's observation of templates (Close).
 	unobserve func()
@@ -105,11 +101,6 @@ type Manager struct {
 	reapEvery time.Duration
 	clock     Clock
 	node      string
-
-	// probeMu guards the backends' last probes (see probe).
-	probeMu  sync.Mutex
-	probes   []backend.Health
-	probedAt time.Time
 
 	pool *warmPool
 	// locks serialise each sandbox's changes of state: every change
@@ -136,10 +127,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		node:      cfg.Node,
 		store:     cfg.Store,
-		backends:  map[string]backend.Backend{},
-		def:       cfg.Default,
-		defReason: cfg.DefaultReason,
-		usable:    newUsability(cfg.Unusable, cfg.Pending),
 		templates: cfg.Templates,
 		log:       cfg.Logger,
 		reapEvery: cfg.ReapInterval,
@@ -159,11 +146,11 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if m.reapEvery == 0 {
 		m.reapEvery = time.Second
 	}
-	for _, b := range cfg.Backends {
-		m.backends[b.Name()] = b
-	}
-	if _, ok := m.backends[m.def]; !ok {
-		return nil, fmt.Errorf("default runtime %q is not one of the configured backends", m.def)
+	var err error
+	m.runtimes, err = backend.NewSet(backend.SetConfig{Backends: cfg.Backends, Default: cfg.Default, DefaultReason: cfg.DefaultReason,
+		Unusable: cfg.Unusable, Pending: cfg.Pending, Logger: m.log})
+	if err != nil {
+		return nil, err
 	}
 	m.attachHooks()
 	if err := m.recoverSandboxes(ctx); err != nil {
@@ -171,25 +158,6 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	}
 	m.unobserve = m.templates.Observe(m.templateChanged)
 	return m, nil
-}
-
-// backendFor is the backend a create asks for by name ("": the default).
-func (m *Manager) backendFor(ctx context.Context, name string) (backend.Backend, error) {
-	if name == "" {
-		name = m.def
-	}
-	be, ok := m.backends[name]
-	if !ok {
-		return nil, errdefs.InvalidArgument("runtime must be one of %s, got %q",
-			strings.Join(slices.Sorted(maps.Keys(m.backends)), ", "), name)
-	}
-	switch why, pending := m.usable.check(ctx, be, m.clock.Now(), m.log); {
-	case pending:
-		return nil, errdefs.Unavailable("runtime %s is not ready yet: %s", name, why)
-	case why != "":
-		return nil, errdefs.FailedPrecondition("runtime %s is not usable on this host: %s", name, why)
-	}
-	return be, nil
 }
 
 // Health is how the core is: its runtimes and its warm pools.
@@ -209,37 +177,11 @@ type Health struct {
 	Deleting int
 }
 
-// probeEvery is how long what the backends' probes found is told again
-// before they are probed anew. A probe runs the runtimes' binaries: a
-// health check polled every second (a load balancer's, a console's) must
-// not fork them every time, nor wait for them on a loaded host.
-const probeEvery = 30 * time.Second
-
 // Health reports how the core is.
 func (m *Manager) Health(ctx context.Context) Health {
-	h := Health{Default: m.def, DefaultReason: m.defReason, Backends: m.probe(ctx), Pools: m.pools(), Deleting: m.deleting()}
-	for _, name := range slices.Sorted(maps.Keys(m.backends)) {
-		if !m.usable.broken(name) {
-			h.Usable = append(h.Usable, name)
-		}
-	}
-	return h
-}
-
-// probe returns what every backend's Probe found, at most probeEvery ago.
-func (m *Manager) probe(ctx context.Context) []backend.Health {
-	m.probeMu.Lock()
-	defer m.probeMu.Unlock()
-	// While a backend is being set up its probe is taken afresh: a
-	// create waiting for it looks here to know when to try again.
-	if now := m.clock.Now(); m.probes == nil || now.Sub(m.probedAt) >= probeEvery || m.usable.settingUp("") {
-		m.probes = m.probes[:0]
-		for _, name := range slices.Sorted(maps.Keys(m.backends)) {
-			m.probes = append(m.probes, m.backends[name].Probe(ctx))
-		}
-		m.probedAt = now
-	}
-	return slices.Clone(m.probes)
+	def, why := m.runtimes.Default()
+	return Health{Default: def, DefaultReason: why, Backends: m.runtimes.Probe(ctx, m.clock.Now()), Usable: m.runtimes.Usable(),
+		Pools: m.pools(), Deleting: m.deleting()}
 }
 
 // CreateOptions are the caller's wishes for a new sandbox; zero values mean

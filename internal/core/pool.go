@@ -148,7 +148,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	if err != nil {
 		return pooled{}, err
 	}
-	be, err := m.backendFor(ctx, key.runtime)
+	be, err := m.runtimes.For(ctx, key.runtime, m.clock.Now())
 	if err != nil {
 		return pooled{}, err
 	}

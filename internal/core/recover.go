@@ -29,8 +29,9 @@ func (m *Manager) recoverSandboxes(ctx context.Context) error {
 			m.log.Error("recover sandbox", attrSandbox, rec.ID, "error", err)
 		}
 	}
-	for name, be := range m.backends {
-		if m.usable.settingUp(name) {
+	for _, name := range m.runtimes.Names() {
+		be := m.runtimes.Get(name)
+		if m.runtimes.SettingUp(name) {
 			// Its binary is being built: nothing of it can be listed, nor
 			// can any have run without it.
 			continue
@@ -58,8 +59,8 @@ func (m *Manager) recoverSandboxes(ctx context.Context) error {
 }
 
 func (m *Manager) recoverOne(ctx context.Context, rec *store.Sandbox) error {
-	be, ok := m.backends[rec.Backend]
-	if !ok {
+	be := m.runtimes.Get(rec.Backend)
+	if be == nil {
 		if rec.State != store.Error && !store.Transient(rec.State) {
 			m.mustTransition(ctx, rec.ID, store.Error, fmt.Sprintf("backend %q is not configured", rec.Backend), rec.State)
 		}

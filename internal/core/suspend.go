@@ -51,7 +51,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 		return view(rec), nil
 	}
 	inst := m.liveInstance(id)
-	be, h := m.backends[rec.Backend], backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	be, h := m.runtimes.Get(rec.Backend), backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
 	switch {
 	case inst != nil:
 		be, h = inst.backend, inst.handle
@@ -136,8 +136,8 @@ func (m *Manager) start(ctx context.Context, id string) error {
 // resume brings a suspended, stopped or failed sandbox back and makes it
 // live; the caller holds its lock.
 func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
-	be, ok := m.backends[rec.Backend]
-	if !ok {
+	be := m.runtimes.Get(rec.Backend)
+	if be == nil {
 		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
 	}
 	suspender, ok := be.(backend.Suspender)

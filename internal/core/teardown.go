@@ -157,7 +157,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 		return nil, err
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	be := m.backends[rec.Backend]
+	be := m.runtimes.Get(rec.Backend)
 	if inst := m.takeLive(id); inst != nil {
 		inst.close(true)
 		if k, ok := be.(backend.Killer); ok {
