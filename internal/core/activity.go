@@ -3,8 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -32,12 +30,6 @@ type Activity struct {
 	// ActionAt is when the idle timer acts if nothing happens meanwhile;
 	// zero when it will not (busy, or not running).
 	ActionAt time.Time
-	// Processes are the background processes that run, their pids by
-	// name: nil when none can run because the sandbox is not live
-	// (suspended, stopped, failed) or is paused, its processes frozen
-	// with it. ProcessesErr says why the agent could not tell.
-	Processes    map[string]uint32
-	ProcessesErr error
 	// Stats is what it uses now; StatsErr says why it could not be read:
 	// it is not live (it is not woken to be measured), or its runtime
 	// could not say.
@@ -82,17 +74,10 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 		a.Reasons = append(a.Reasons, fmt.Sprintf("%d command(s) running", running))
 	}
 	if !paused {
-		if procs, err := m.runningProcesses(ctx, inst); err == nil {
-			a.Processes = procs
-			services, _ := m.services(ctx, id)
-			for _, name := range slices.Sorted(maps.Keys(procs)) {
-				if !services[name] {
-					a.Reasons = append(a.Reasons, fmt.Sprintf("background process %q (pid %d) running", name, procs[name]))
-				}
-			}
-		} else {
-			a.ProcessesErr = err
-			a.Reasons = append(a.Reasons, "background processes unknown: "+err.Error())
+		busy, errs := m.busy(ctx, inst)
+		a.Reasons = append(a.Reasons, busy...)
+		for _, err := range errs {
+			a.Reasons = append(a.Reasons, err.Error())
 		}
 	}
 	if cpu > busyCPU {

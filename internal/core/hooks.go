@@ -177,6 +177,29 @@ func (k kernel) Go(fn func()) {
 	}()
 }
 
+func (k kernel) Peek(id string) (hook.Sandbox, bool) {
+	inst := k.m.liveInstance(id)
+	if inst == nil || inst.isPaused() {
+		return nil, false
+	}
+	return &Running{m: k.m, inst: inst}, true
+}
+
+// busy is what the Busiers say keeps live inst busy; errs, why some could
+// not tell.
+func (m *Manager) busy(ctx context.Context, inst *instance) (reasons []string, errs []error) {
+	for _, h := range m.hooks {
+		if b, ok := h.(hook.Busier); ok {
+			r, err := b.Busy(ctx, &Running{m: m, inst: inst})
+			reasons = append(reasons, r...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return reasons, errs
+}
+
 // attachHooks gives every Attacher the kernel.
 func (m *Manager) attachHooks() {
 	for _, h := range m.hooks {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -34,7 +35,7 @@ func (d *testDaemon) startProcess(t *testing.T, id string, p store.Process) {
 	}
 	defer release()
 	p.SandboxID, p.Running, p.CreatedAt = id, true, time.Now().UTC()
-	if _, err := r.StartProcess(t.Context(), &p); err != nil {
+	if _, err := processes.Start(t.Context(), r, &p); err != nil {
 		t.Fatalf("start process %s: %v", p.Name, err)
 	}
 	if err := d.db.PutProcess(t.Context(), &p); err != nil {
@@ -51,7 +52,7 @@ func (d *testDaemon) running(t *testing.T, id string) map[string]uint32 {
 		t.Fatal(err)
 	}
 	defer release()
-	running, err := r.Processes(t.Context())
+	running, err := processes.Running(t.Context(), r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func (d *testDaemon) logsOf(t *testing.T, id, name string) string {
 		t.Fatal(err)
 	}
 	defer release()
-	logs, err := r.Agent().Replay(t.Context(), ProcessTag(name), false)
+	logs, err := r.Agent().Replay(t.Context(), processes.Tag(name), false)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return "" // not started since the agent started
 	}
@@ -125,8 +126,8 @@ func TestBackgroundProcesses(t *testing.T) {
 	if procs, err := d.db.ListProcesses(ctx, sb.ID); err != nil || len(procs) != 1 || !procs[0].Running {
 		t.Errorf("recorded while suspended: %v, %v; want web, running", procs, err)
 	}
-	if act, err := d.m.Activity(ctx, sb.ID); err != nil || act.Processes != nil || act.State != store.Suspended {
-		t.Errorf("activity of a suspended sandbox: %+v, %v; want no processes, without waking it", act, err)
+	if act, err := d.m.Activity(ctx, sb.ID); err != nil || act.Busy || act.State != store.Suspended {
+		t.Errorf("activity of a suspended sandbox: %+v, %v; want not busy, without waking it", act, err)
 	}
 	if _, err := d.m.Resume(ctx, sb.ID); err != nil {
 		t.Fatal(err)
@@ -141,7 +142,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = r.Agent().Signal(ctx, agentclient.Tag(ProcessTag("web")), syscall.SIGTERM)
+	err = r.Agent().Signal(ctx, agentclient.Tag(processes.Tag("web")), syscall.SIGTERM)
 	release()
 	if err != nil {
 		t.Fatal(err)

@@ -237,11 +237,9 @@ func (m *Manager) inBackground(id string, fn func()) {
 	}()
 }
 
-// reap suspends or deletes an idle sandbox, as it asked, unless a
-// background process that is not a service runs in it: that is activity.
-// A service (a process with a port) is not: the requests to its preview
-// are, and one that comes after a suspend wakes the sandbox and starts
-// the service again.
+// reap suspends or deletes an idle sandbox, as it asked, unless a hook
+// says something keeps it busy (a background process that is not a
+// service: see hook.Busier): that is activity.
 func (m *Manager) reap(ctx context.Context, id string) {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
@@ -251,15 +249,9 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst != nil && !inst.isPaused() {
-		procs, err := m.runningProcesses(ctx, inst)
-		if err == nil && len(procs) > 0 {
-			services, err := m.services(ctx, id)
-			for name := range procs {
-				if err == nil && !services[name] {
-					inst.touch(m.clock.Now())
-					return
-				}
-			}
+		if busy, errs := m.busy(ctx, inst); len(busy) > 0 && len(errs) == 0 {
+			inst.touch(m.clock.Now())
+			return
 		}
 	}
 	if rec.IdleAction == store.IdleSuspend || rec.IdleAction == store.IdleStop {

@@ -10,7 +10,6 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
-	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Running is a sandbox held running for one call (see Manager.Acquire):
@@ -112,17 +111,6 @@ func (r *Running) Locked(ctx context.Context, fn func(be backend.Backend, h back
 		return r.m.notLive(ctx, r.inst.id)
 	}
 	return fn(r.inst.backend, r.inst.handle)
-}
-
-// StartProcess starts background process p (stored, or about to be) in
-// the sandbox and returns its pid once it runs. It outlives the call.
-func (r *Running) StartProcess(ctx context.Context, p *store.Process) (uint32, error) {
-	return r.m.startProcess(ctx, r.inst, p)
-}
-
-// Processes reports which background processes run: their pids by name.
-func (r *Running) Processes(ctx context.Context) (map[string]uint32, error) {
-	return r.m.runningProcesses(ctx, r.inst)
 }
 
 // Acquire returns sandbox id running, for a call: thawed if it was paused,

@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
-	execs := exec.New(mgr, db, log)
+	execs := exec.New(mgr, procs, db, log)
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Starting: execs.PortStarting, Logger: log})
 	// E2B's sandbox front listens first: the API tells its address, the
 	// one bound (a daemon on another data dir than the default gets a

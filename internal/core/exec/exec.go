@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -33,18 +34,20 @@ type Store interface {
 // holds it running until the call returns.
 type Service struct {
 	core   *core.Manager
+	procs  *processes.Keeper
 	store  Store
 	log    *slog.Logger
 	states serviceStates // what is seen of services' runs (services.go)
 }
 
 // New returns a Service over core's sandboxes, keeping background
-// processes in st (the core's store); log may be nil.
-func New(core *core.Manager, st Store, log *slog.Logger) *Service {
+// processes in st (the core's store), which procs (the core's processes
+// hook) keeps across suspends; log may be nil.
+func New(core *core.Manager, procs *processes.Keeper, st Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: core, store: st, log: log}
+	return &Service{core: core, procs: procs, store: st, log: log}
 }
 
 // attrSandbox is the log attribute of a sandbox's id, as the core's.

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 func start(t *testing.T) (*coretest.Core, *exec.Service) {
 	t.Helper()
 	c := coretest.Start(t)
-	return c, exec.New(c.M, c.DB, nil)
+	return c, exec.New(c.M, c.Processes, c.DB, nil)
 }
 
 // stdoutOf is an exec.Output that keeps stdout in b.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -33,7 +34,7 @@ var processName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 
 // selectProcess selects background process name by its tag.
 func selectProcess(name string) agentclient.Selector {
-	return agentclient.Tag(core.ProcessTag(name))
+	return agentclient.Tag(processes.Tag(name))
 }
 
 // ProcessRequest starts a background process.
@@ -137,7 +138,7 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 	if service != nil {
 		p.Public, p.Slot = service.Public, service.Slot
 	}
-	pid, err := r.StartProcess(ctx, p)
+	pid, err := processes.Start(ctx, r, p)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
 		return ProcessInfo{}, errdefs.Conflict("process %q runs already in sandbox %s: restart it, or delete it first", req.Name, id)
 	}
@@ -192,17 +193,13 @@ func (s *Service) processes(ctx context.Context, id string) (*store.Sandbox, []*
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// Activity neither wakes the sandbox nor counts as activity: a console
-	// that polls a sandbox's processes does not keep it from its idle
-	// timeout.
-	act, err := s.core.Activity(ctx, id)
+	// Looked at without waking the sandbox nor counting as activity: a
+	// console that polls a sandbox's processes does not keep it from its
+	// idle timeout.
+	running, err := s.procs.Live(ctx, id)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if act.ProcessesErr != nil {
-		return nil, nil, nil, act.ProcessesErr
-	}
-	running := act.Processes
 	out := make([]ProcessInfo, 0, len(known))
 	for _, p := range known {
 		status := ProcessExited
@@ -233,7 +230,7 @@ func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool,
 	defer release()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	logs, err := r.Agent().Replay(sctx, core.ProcessTag(p.Name), follow)
+	logs, err := r.Agent().Replay(sctx, processes.Tag(p.Name), follow)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil // not started since the agent started: no logs yet
 	}
@@ -270,7 +267,7 @@ func (s *Service) ProcessInput(ctx context.Context, id, name string, data []byte
 	if !p.Stdin {
 		return errdefs.FailedPrecondition("process %q of sandbox %s was started without stdin: start it with stdin to give it input", name, id)
 	}
-	tag := agentclient.Tag(core.ProcessTag(p.Name))
+	tag := agentclient.Tag(processes.Tag(p.Name))
 	if len(data) > 0 {
 		if err := r.Agent().Input(ctx, tag, data); err != nil {
 			return r.Err(ctx, notRunning(err, name, id))
@@ -345,7 +342,7 @@ func (s *Service) RestartProcess(ctx context.Context, id, name string) (ProcessI
 	if err := s.stopProcess(ctx, r, p.Name); err != nil {
 		return ProcessInfo{}, err
 	}
-	pid, err := r.StartProcess(ctx, p)
+	pid, err := processes.Start(ctx, r, p)
 	if err != nil {
 		return ProcessInfo{}, err
 	}
@@ -405,7 +402,7 @@ func (s *Service) stopProcess(ctx context.Context, r *core.Running, name string)
 // treeLeft tells what is left of a background process's tree: whether its
 // main process runs, and whether anything of it does.
 func treeLeft(ctx context.Context, r *core.Running, name string) (mainRuns, left bool, err error) {
-	running, err := r.Processes(ctx)
+	running, err := processes.Running(ctx, r)
 	if err != nil {
 		return false, false, err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -290,7 +290,7 @@ func (s *Service) portAccepts(ctx context.Context, id, name string, port int, pi
 		return false, true
 	}
 	defer release()
-	running, err := r.Processes(ctx)
+	running, err := processes.Running(ctx, r)
 	if err != nil || running[name] != pid {
 		return false, true
 	}
@@ -313,7 +313,7 @@ func (s *Service) howItEnded(ctx context.Context, id, name string) (*int, string
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, endWait)
 	defer cancel()
-	logs, err := r.Agent().Replay(ctx, core.ProcessTag(name), true)
+	logs, err := r.Agent().Replay(ctx, processes.Tag(name), true)
 	if err != nil {
 		return nil, ""
 	}

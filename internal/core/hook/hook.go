@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -136,15 +137,25 @@ type Binder interface {
 	Binds(c Create) []backend.Bind
 }
 
-// Sandbox is a running sandbox held for a hook's call (core.Running).
+// Sandbox is a running sandbox as a hook sees it (core.Running): held
+// for a hook's call, or looked at (Kernel.Peek).
 type Sandbox interface {
 	ID() string
-	// Processes reports which background processes run: their pids by
-	// name.
-	Processes(ctx context.Context) (map[string]uint32, error)
-	// StartProcess starts background process p and returns its pid once
-	// it runs.
-	StartProcess(ctx context.Context, p *store.Process) (uint32, error)
+	// Agent is the client of its agent.
+	Agent() *agentclient.Client
+	// CommandEnv is the environment of a command run in it for forUser
+	// ("": the sandbox's user) with env of its own. It may hold secrets:
+	// never log it.
+	CommandEnv(ctx context.Context, forUser string, env map[string]string) (map[string]string, error)
+}
+
+// A Busier tells what keeps a live sandbox busy besides the kernel's own
+// calls, commands and CPU use (its background processes): the idle timer
+// leaves it alone while there is something, and core.Activity says what.
+// An error says it cannot tell: the sandbox is not kept awake for it.
+type Busier interface {
+	Hook
+	Busy(ctx context.Context, sb Sandbox) (reasons []string, err error)
 }
 
 // A Suspender runs before a sandbox is suspended or stopped, its agent
@@ -171,6 +182,10 @@ type Kernel interface {
 	Lock(ctx context.Context, id string) (unlock func(), err error)
 	// Go runs fn in the background; the kernel's Close waits for it.
 	Go(fn func())
+	// Peek is sandbox id if it runs here and is not paused, looked at
+	// without holding it: it is not woken, the look is no activity, and
+	// its agent may go at any moment.
+	Peek(id string) (Sandbox, bool)
 }
 
 // An Attacher is given the Kernel when the kernel is made, before any

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/keylock"
+	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/imagestore"
@@ -108,6 +110,8 @@ type kernel struct {
 
 func (k *kernel) Lock(ctx context.Context, id string) (func(), error) { return k.locks.Lock(ctx, id) }
 
+func (k *kernel) Peek(string) (hook.Sandbox, bool) { return nil, false }
+
 func (k *kernel) Go(fn func()) {
 	k.work.Add(1)
 	go func() {
@@ -127,12 +131,10 @@ func node(t *testing.T, name string, recs *records, images imagestore.Store) (*M
 
 type sandbox string
 
-func (s sandbox) ID() string { return string(s) }
-func (sandbox) Processes(context.Context) (map[string]uint32, error) {
+func (s sandbox) ID() string               { return string(s) }
+func (sandbox) Agent() *agentclient.Client { return nil }
+func (sandbox) CommandEnv(context.Context, string, map[string]string) (map[string]string, error) {
 	return nil, nil
-}
-func (sandbox) StartProcess(context.Context, *store.Process) (uint32, error) {
-	return 0, nil
 }
 
 // A suspended sandbox's image goes to the shared store; another node

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -51,6 +53,24 @@ type sandbox struct {
 
 func (s *sandbox) ID() string { return "sb1" }
 
+func (s *sandbox) Agent() *agentclient.Client { return nil }
+
+func (s *sandbox) CommandEnv(context.Context, string, map[string]string) (map[string]string, error) {
+	return nil, nil
+}
+
+// newKeeper is a Keeper whose sandboxes are sandbox values.
+func newKeeper(st Store) *Keeper {
+	k := New(st, nil)
+	k.running = func(ctx context.Context, sb hook.Sandbox) (map[string]uint32, error) {
+		return sb.(*sandbox).Processes(ctx)
+	}
+	k.start = func(ctx context.Context, sb hook.Sandbox, p *store.Process) (uint32, error) {
+		return sb.(*sandbox).StartProcess(ctx, p)
+	}
+	return k
+}
+
 func (s *sandbox) Processes(context.Context) (map[string]uint32, error) {
 	return maps.Clone(s.running), nil
 }
@@ -75,7 +95,7 @@ func TestSuspendAndResume(t *testing.T) {
 	for _, name := range []string{"web", "worker", "ended", "kept", "broken"} {
 		st.procs[name] = store.Process{SandboxID: "sb1", Name: name, Running: true}
 	}
-	k := New(st, nil)
+	k := newKeeper(st)
 	before := &sandbox{running: map[string]uint32{"web": 1, "worker": 2, "kept": 3, "broken": 4}}
 	k.Suspending(ctx, before)
 	if st.running("ended") || !st.running("web") {
@@ -92,5 +112,42 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 	if !st.running("kept") || !st.running("web") {
 		t.Errorf("records after the resume: %+v", st.procs)
+	}
+}
+
+// kernel is a hook.Kernel whose live sandboxes are in a map.
+type kernel struct{ live map[string]hook.Sandbox }
+
+func (kernel) Lock(context.Context, string) (func(), error) { return func() {}, nil }
+func (kernel) Go(fn func())                                 { fn() }
+func (k kernel) Peek(id string) (hook.Sandbox, bool) {
+	sb, ok := k.live[id]
+	return sb, ok
+}
+
+// A running background process keeps its sandbox busy, unless it is a
+// service; which run is told of a live sandbox only.
+func TestBusyAndLive(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := &records{procs: map[string]store.Process{
+		"web":    {SandboxID: "sb1", Name: "web", Port: 8000, Running: true},
+		"worker": {SandboxID: "sb1", Name: "worker", Running: true},
+	}}
+	k := newKeeper(st)
+	sb := &sandbox{running: map[string]uint32{"web": 7}}
+	k.Attach(kernel{live: map[string]hook.Sandbox{"sb1": sb}})
+	if busy, err := k.Busy(ctx, sb); err != nil || len(busy) != 0 {
+		t.Errorf("with a service running: busy %v, %v; want not", busy, err)
+	}
+	sb.running["worker"] = 8
+	if busy, err := k.Busy(ctx, sb); err != nil || !slices.Equal(busy, []string{`background process "worker" (pid 8) running`}) {
+		t.Errorf("with a worker running: busy %v, %v", busy, err)
+	}
+	if live, err := k.Live(ctx, "sb1"); err != nil || !maps.Equal(live, map[string]uint32{"web": 7, "worker": 8}) {
+		t.Errorf("Live: %v, %v", live, err)
+	}
+	if live, err := k.Live(ctx, "suspended"); err != nil || live != nil {
+		t.Errorf("Live of a sandbox not live: %v, %v; want nil", live, err)
 	}
 }

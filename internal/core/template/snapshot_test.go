@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -61,7 +62,7 @@ func TestSnapshotAndFork(t *testing.T) {
 		if env := r.Env(nil); env["GREETING"] != "hello" {
 			t.Errorf("fork %s's env: %v", f.ID, env)
 		}
-		procs, err := r.Processes(ctx)
+		procs, err := processes.Running(ctx, r)
 		release()
 		if _, ok := procs["sleeper"]; err != nil || !ok {
 			t.Errorf("fork %s's processes: %v, %v; want sleeper running", f.ID, procs, err)
@@ -96,7 +97,7 @@ func startProcess(t *testing.T, c *coretest.Core, id string, p *store.Process) {
 		t.Fatal(err)
 	}
 	defer release()
-	if _, err := r.StartProcess(t.Context(), p); err != nil {
+	if _, err := processes.Start(t.Context(), r, p); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DB.PutProcess(t.Context(), p); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/network"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
@@ -69,7 +70,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	nets := network.New(network.Config{Store: db})
 	volumeDir := t.TempDir()
 	mounts := &volume.Mounts{Store: db, Dir: volumeDir}
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, mounts}})
+	procs := processes.New(db, nil)
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, procs, mounts}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	})
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
 	cfg := Config{
-		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Tools: tools,
+		Manager: m, Exec: exec.New(m, procs, db, nil), Files: files.New(m), Tools: tools,
 		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, volumeDir, nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor,
 		APIKey: testKey, Version: "test",

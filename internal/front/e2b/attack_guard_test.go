@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/network"
+	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/front/api"
@@ -59,13 +60,14 @@ func newStackTest(t *testing.T, rate float64, burst int) *stackTest {
 	}
 	quotas := quota.New(quota.Config{Store: db})
 	nets := network.New(network.Config{Store: db})
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets}})
+	procs := processes.New(db, nil)
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{fake.New(fake.TempDir(t))}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, procs}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys, auditLog, redactor := apikeys.New(db, nil), audit.New(db, nil), &redact.Redactor{}
 	srv := api.New(api.Config{
-		Manager: m, Exec: exec.New(m, db, nil), Files: files.New(m), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Redactor: redactor,
+		Manager: m, Exec: exec.New(m, procs, db, nil), Files: files.New(m), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Redactor: redactor,
 		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}),
 		APIKey:    attackDaemonKey, Version: "test",
 	})
