@@ -52,8 +52,10 @@ type rule struct {
 }
 
 var rules = []rule{
-	{from: "internal/core", to: "internal/core/...", except: []string{"internal/core/hook"},
-		why: "the services and hooks stand on the kernel (Acquire, Running; the hooks' interfaces in internal/core/hook), not the kernel on them"},
+	{from: "internal/core", to: "internal/core/...", except: []string{"internal/core/hook", "internal/core/create"},
+		why: "the services and hooks stand on the kernel (Acquire, Running; the hooks' interfaces in internal/core/hook, a create's options in internal/core/create), not the kernel on them"},
+	{from: "internal/core/create", to: "internal/core/...", why: "a create's options stand below the kernel and its hooks"},
+	{from: "internal/core/hook", to: "internal/core/...", except: []string{"internal/core/create"}, why: "the hooks' interfaces stand below the kernel and its hooks"},
 	{from: "internal/core/quota", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},
 	{from: "internal/core/network", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},
 	{from: "internal/core/secretenv", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/core"
@@ -37,7 +39,7 @@ func (r Reporter) Report(ctx context.Context) (store.NodeReport, error) {
 	}
 	h := r.Health(ctx)
 	rep := store.NodeReport{
-		CPUs: r.CPUs, MemoryMB: r.MemoryMB, DefaultRuntime: h.Default, DefaultTemplate: core.DefaultTemplate,
+		CPUs: r.CPUs, MemoryMB: r.MemoryMB, DefaultRuntime: h.Default, DefaultTemplate: create.DefaultTemplate,
 		Runtimes: slices.Clone(h.Usable), Templates: map[string]string{}, Warm: map[string]int{},
 	}
 	if rep.CPUs == 0 {

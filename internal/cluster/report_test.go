@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -43,7 +45,7 @@ func TestReport(t *testing.T) {
 	}
 	want := store.NodeReport{
 		CPUs: 8, MemoryMB: 16384, Sandboxes: 3, CommittedCPUs: 1.5, CommittedMemoryMB: 768,
-		DefaultRuntime: "runsc", DefaultTemplate: core.DefaultTemplate, Runtimes: []string{"runc", "runsc"},
+		DefaultRuntime: "runsc", DefaultTemplate: create.DefaultTemplate, Runtimes: []string{"runc", "runsc"},
 		Templates: map[string]string{"base": "v1", "python": "v7"}, Warm: map[string]int{"base@runc": 2},
 	}
 	if !reflect.DeepEqual(got, want) {

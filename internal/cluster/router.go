@@ -19,8 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/front/api"
 	"github.com/hutchdev/hutch/internal/front/preview"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -391,10 +392,10 @@ func readWant(w http.ResponseWriter, r *http.Request) (Want, error) {
 		want.Template = req.TemplateID
 	}
 	if want.MemoryMB <= 0 {
-		want.MemoryMB = core.DefaultMemoryMB
+		want.MemoryMB = create.DefaultMemoryMB
 	}
 	if want.CPUs <= 0 {
-		want.CPUs = core.DefaultCPUs
+		want.CPUs = create.DefaultCPUs
 	}
 	return want, nil
 }

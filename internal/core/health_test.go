@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -83,7 +85,7 @@ func TestPendingBackendBecomesUsable(t *testing.T) {
 	})
 	ctx := t.Context()
 	for range 3 {
-		if _, err := d.m.create(ctx, CreateOptions{}); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "is being built") {
+		if _, err := d.m.create(ctx, create.Options{}); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "is being built") {
 			t.Fatalf("create while pending: %v; want unavailable, saying why", err)
 		}
 	}
@@ -91,11 +93,11 @@ func TestPendingBackendBecomesUsable(t *testing.T) {
 		t.Errorf("3 creates within %v probed %d times, want 1", backend.PendingProbeEvery, n)
 	}
 	be.ready.Store(true)
-	if _, err := d.m.create(ctx, CreateOptions{}); !errors.Is(err, errdefs.ErrUnavailable) {
+	if _, err := d.m.create(ctx, create.Options{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("create before the next probe is due: %v; want still unavailable", err)
 	}
 	clock.Advance(backend.PendingProbeEvery)
-	sb, err := d.m.create(ctx, CreateOptions{})
+	sb, err := d.m.create(ctx, create.Options{})
 	if err != nil {
 		t.Fatalf("create once ready: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -34,24 +36,16 @@ func (m *Manager) resumedHooks(ctx context.Context, inst *instance) {
 	}
 }
 
-// prepare runs every Preparer's Prepare on opts, and takes the network
-// policy they filled in.
-func (m *Manager) prepare(ctx context.Context, opts *CreateOptions) error {
-	c := opts.hookCreate()
+// prepare runs every Preparer's Prepare on opts, which they may fill in.
+func (m *Manager) prepare(ctx context.Context, opts *create.Options) error {
 	for _, h := range m.hooks {
 		if p, ok := h.(hook.Preparer); ok {
-			if err := p.Prepare(ctx, &c); err != nil {
+			if err := p.Prepare(ctx, opts); err != nil {
 				return err
 			}
 		}
 	}
-	opts.Network, opts.Volumes = c.Network, c.Volumes
 	return nil
-}
-
-// hookCreate is a create's options as its hooks see them.
-func (o *CreateOptions) hookCreate() hook.Create {
-	return hook.Create{Workspace: o.Workspace, User: o.User, Secrets: o.Secrets, Network: o.Network, NetworkCeiling: o.NetworkCeiling, Volumes: o.Volumes}
 }
 
 // startHooks runs every Starter's Start for inst, whose network policy is
@@ -120,12 +114,11 @@ func (m *Manager) commandEnv(ctx context.Context, inst *instance, user string, e
 }
 
 // hookBinds are the binds every Binder adds to a sandbox made with opts.
-func (m *Manager) hookBinds(opts *CreateOptions) []backend.Bind {
-	c := opts.hookCreate()
+func (m *Manager) hookBinds(opts *create.Options) []backend.Bind {
 	var binds []backend.Bind
 	for _, h := range m.hooks {
 		if b, ok := h.(hook.Binder); ok {
-			binds = append(binds, b.Binds(c)...)
+			binds = append(binds, b.Binds(opts)...)
 		}
 	}
 	return binds

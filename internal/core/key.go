@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -20,7 +22,7 @@ import (
 //
 // This is how a sandbox per conversation ("chat-42"), per agent
 // ("agent-7") or shared by a team ("team-data") is kept.
-func (m *Manager) Create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, created bool, err error) {
+func (m *Manager) Create(ctx context.Context, opts create.Options) (sb *store.Sandbox, created bool, err error) {
 	if opts.Key == "" {
 		sb, err := m.create(ctx, opts)
 		return sb, err == nil, err

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -16,28 +18,28 @@ func TestOpenByKey(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	first, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	first, created, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil || !created || first.Key != "chat-1" {
 		t.Fatalf("Create of a new key: %+v, %v, %v", first, created, err)
 	}
-	again, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	again, created, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("Create of the key again: %+v, %v, %v; want %s, not created", again, created, err, first.ID)
 	}
 	if _, err := d.m.Halt(ctx, first.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
-	woken, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	woken, created, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil || created || woken.ID != first.ID || woken.State != store.Running {
 		t.Fatalf("Create of a suspended key: %+v, %v, %v", woken, created, err)
 	}
-	if _, _, err := d.m.Create(ctx, CreateOptions{Key: "chat-1", Template: "python"}); !errors.Is(err, errdefs.ErrConflict) {
+	if _, _, err := d.m.Create(ctx, create.Options{Key: "chat-1", Template: "python"}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Errorf("Create of the key with another template: %v, want a conflict", err)
 	}
 	if err := d.m.Delete(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	fresh, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	fresh, created, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil || !created || fresh.ID == first.ID {
 		t.Fatalf("Create after the key's sandbox went: %+v, %v, %v", fresh, created, err)
 	}
@@ -49,7 +51,7 @@ func TestOpenByKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sb, _, err := d.m.Create(ctx, CreateOptions{Key: "team"})
+			sb, _, err := d.m.Create(ctx, create.Options{Key: "team"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -68,7 +70,7 @@ func TestOpenByKey(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, _, err := d.m.Create(ctx, CreateOptions{Key: "bad\x00key"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, _, err := d.m.Create(ctx, create.Options{Key: "bad\x00key"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a key with a control character: %v", err)
 	}
 }

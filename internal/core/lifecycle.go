@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
@@ -19,8 +21,8 @@ import (
 
 // create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
-func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.Sandbox, err error) {
-	opts, err = opts.withDefaults()
+func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sandbox, err error) {
+	opts, files, err := opts.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -35,8 +37,8 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	if err != nil {
 		return nil, err
 	}
-	opts.admitted = sync.OnceFunc(release)
-	defer opts.admitted()
+	admitted := sync.OnceFunc(release)
+	defer admitted()
 	tmpl, err := m.templates.Get(opts.Template)
 	if err != nil {
 		return nil, err
@@ -58,10 +60,10 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}
 	// A pool's sandboxes run already: files and volumes go in before the
 	// start, and a snapshot's memory is the start.
-	if len(opts.files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
+	if len(files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
 		if sb, ok := m.takePooled(opts, be.Name()); ok {
 			if sb.version == tmpl.Version {
-				return m.adopt(ctx, sb, opts, policy)
+				return m.adopt(ctx, sb, opts, policy, admitted)
 			}
 			go m.destroyPooled(sb) // made before a rebuild
 		}
@@ -81,7 +83,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}
 	defer unlock()
 	err = m.store.CreateSandbox(ctx, rec)
-	opts.admitted() // it counts now (its record says so)
+	admitted() // it counts now (its record says so)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +109,7 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	}()
 
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
-	maps.Copy(spec.Files, opts.files)
+	maps.Copy(spec.Files, files)
 	if tmpl.MemoryRuntime == be.Name() {
 		spec.Restore = tmpl.Memory // a snapshot's processes go on
 	}
@@ -136,8 +138,9 @@ func (m *Manager) create(ctx context.Context, opts CreateOptions) (sb *store.San
 	return view(rec), nil
 }
 
-// adopt makes a pool sandbox the caller's: one insert into the store.
-func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, policy netpolicy.Policy) (*store.Sandbox, error) {
+// adopt makes a pool sandbox the caller's: one insert into the store,
+// after which admitted ends its admission.
+func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, policy netpolicy.Policy, admitted func()) (*store.Sandbox, error) {
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
 		ID: sb.id, Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.Running,
@@ -147,7 +150,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts CreateOptions, poli
 		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node,
 	}
 	err := m.store.CreateSandbox(ctx, rec)
-	opts.admitted() // it counts now (its record says so)
+	admitted() // it counts now (its record says so)
 	if err != nil {
 		go m.destroyPooled(sb)
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"go.uber.org/goleak"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -160,7 +162,7 @@ func (d *testDaemon) listed(t *testing.T, id string) bool {
 	return slices.Contains(ids, id)
 }
 
-func (d *testDaemon) create(t *testing.T, opts CreateOptions) *store.Sandbox {
+func (d *testDaemon) create(t *testing.T, opts create.Options) *store.Sandbox {
 	t.Helper()
 	sb, err := d.m.create(t.Context(), opts)
 	if err != nil {
@@ -173,7 +175,7 @@ func TestCreateExecDelete(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{Env: map[string]string{"GREETING": "hello"}})
+	sb := d.create(t, create.Options{Env: map[string]string{"GREETING": "hello"}})
 	if sb.State != store.Running || sb.Backend != fake.Name {
 		t.Errorf("created sandbox is %s on %q, want running on the fake", sb.State, sb.Backend)
 	}
@@ -211,7 +213,7 @@ func TestCreateExecDelete(t *testing.T) {
 func TestDeadSandboxKeepsItsFiles(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,15 +252,15 @@ func TestRecoverAfterRestart(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	live := d.create(t, CreateOptions{})
+	live := d.create(t, create.Options{})
 	if _, _, err := d.exec(t, live.ID, execRequest{Command: "echo kept > kept.txt"}); err != nil {
 		t.Fatal(err)
 	}
-	crashed := d.create(t, CreateOptions{})
+	crashed := d.create(t, create.Options{})
 	// A create the daemon was in the middle of: recorded, made, not yet
 	// marked running.
 	now := time.Now().UTC()
-	halfMade := &store.Sandbox{ID: "halfmade", Template: DefaultTemplate, Backend: fake.Name, State: store.Creating, CreatedAt: now, UpdatedAt: now}
+	halfMade := &store.Sandbox{ID: "halfmade", Template: create.DefaultTemplate, Backend: fake.Name, State: store.Creating, CreatedAt: now, UpdatedAt: now}
 	if err := d.db.CreateSandbox(ctx, halfMade); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestIdleSandboxIsDeleted(t *testing.T) {
 	t.Parallel()
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Minute, IdleAction: store.IdleDelete})
+	sb := d.create(t, create.Options{IdleTimeout: time.Minute, IdleAction: store.IdleDelete})
 	d.tickAfter(t, clock, 59*time.Second)
 	if _, err := d.m.Get(t.Context(), sb.ID); err != nil {
 		t.Fatalf("a sandbox idle for 59 s of its minute: %v", err)
@@ -328,8 +330,8 @@ func TestIdleSandboxIsSuspended(t *testing.T) {
 	t.Parallel()
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
-	busy := d.create(t, CreateOptions{IdleTimeout: time.Minute})
-	idle := d.create(t, CreateOptions{IdleTimeout: time.Minute})
+	busy := d.create(t, create.Options{IdleTimeout: time.Minute})
+	idle := d.create(t, create.Options{IdleTimeout: time.Minute})
 	slept := make(chan error, 1)
 	go func() {
 		_, _, err := d.exec(t, busy.ID, execRequest{Command: "while [ ! -e release ]; do sleep 0.05; done"})

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -20,7 +22,7 @@ func TestPauseAndWake(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	rec, err := d.m.Pause(ctx, sb.ID)
 	if err != nil || rec.State != store.Paused || rec.StateReason != "paused by request" {
 		t.Fatalf("Pause: %+v, %v", rec, err)
@@ -69,7 +71,7 @@ func TestSuspendAndResume(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{Env: map[string]string{"KEPT": "env"}})
+	sb := d.create(t, create.Options{Env: map[string]string{"KEPT": "env"}})
 	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestAcquireSaysWoken(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	woken := func() bool {
 		t.Helper()
 		r, release, err := d.m.Acquire(ctx, sb.ID)
@@ -163,7 +165,7 @@ func TestSuspendFinishedAfterRestart(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 			state := newDaemonState(t)
 			d := state.start(t)
 			ctx := t.Context()
-			sb := d.create(t, CreateOptions{})
+			sb := d.create(t, create.Options{})
 			if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +222,7 @@ func TestResumeInterruptedByRestart(t *testing.T) {
 					t.Fatal(err)
 				}
 				h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-				if err := d.backend.Resume(ctx, h, d.m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, CreateOptions{})); err != nil {
+				if err := d.backend.Resume(ctx, h, d.m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, create.Options{})); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -253,9 +255,9 @@ func TestMaxLifetime(t *testing.T) {
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
-	running := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
-	suspended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
-	extended := d.create(t, CreateOptions{MaxLifetime: 2 * time.Minute})
+	running := d.create(t, create.Options{MaxLifetime: 2 * time.Minute})
+	suspended := d.create(t, create.Options{MaxLifetime: 2 * time.Minute})
+	extended := d.create(t, create.Options{MaxLifetime: 2 * time.Minute})
 	if got := running.ExpiresAt.Sub(running.CreatedAt); got != 2*time.Minute {
 		t.Errorf("expires %v after its creation, want 2m", got)
 	}
@@ -295,7 +297,7 @@ func TestKeepalive(t *testing.T) {
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	sb := d.create(t, create.Options{IdleTimeout: time.Second})
 	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete, 0)
 	if err != nil || rec.IdleTimeout != time.Hour || rec.IdleAction != store.IdleDelete {
 		t.Fatalf("Keepalive: %+v, %v", rec, err)
@@ -328,7 +330,7 @@ func TestStopAndStart(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{Key: "conversation-1"})
+	sb := d.create(t, create.Options{Key: "conversation-1"})
 	if _, _, err := d.exec(t, sb.ID, execRequest{Command: "echo kept > note"}); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +370,7 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatalf("Stop of a suspended sandbox: %+v, %v", rec, err)
 	}
 	// A key's get-or-create starts it.
-	if got, created, err := d.m.Create(ctx, CreateOptions{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != store.Running {
+	if got, created, err := d.m.Create(ctx, create.Options{Key: "conversation-1"}); err != nil || created || got.ID != sb.ID || got.State != store.Running {
 		t.Fatalf("Create of a stopped sandbox's key: %+v, %v, %v", got, created, err)
 	}
 
@@ -391,7 +393,7 @@ func TestStopAndStart(t *testing.T) {
 	}
 
 	// The idle timer stops a sandbox whose idle action is stop.
-	idle := d.create(t, CreateOptions{IdleTimeout: time.Second, IdleAction: store.IdleStop})
+	idle := d.create(t, create.Options{IdleTimeout: time.Second, IdleAction: store.IdleStop})
 	d.tickAfter(t, clock, time.Second)
 	if got, err := d.m.Get(ctx, idle.ID); err != nil || got.State != store.Stopped || got.StateReason != "idle for 1s" {
 		t.Fatalf("a sandbox idle for 1 s with idle action stop: %+v, %v; want stopped, idle for 1s", got, err)

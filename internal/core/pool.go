@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
@@ -152,7 +154,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 	if err != nil {
 		return pooled{}, err
 	}
-	opts, _ := CreateOptions{}.withDefaults()
+	opts, _, _ := create.Options{}.WithDefaults()
 	id := NewID()
 	h, err := be.Create(ctx, m.spec(id, tmpl.RootDir, tmpl.Binds, opts))
 	if err != nil {
@@ -181,8 +183,8 @@ func (m *Manager) isCurrent(template, version string) bool {
 
 // takePooled hands over a ready sandbox for opts (already defaulted), if
 // the pool has one of that template, runtime and shape.
-func (m *Manager) takePooled(opts CreateOptions, runtime string) (pooled, bool) {
-	def, _ := CreateOptions{}.withDefaults()
+func (m *Manager) takePooled(opts create.Options, runtime string) (pooled, bool) {
+	def, _, _ := create.Options{}.WithDefaults()
 	if opts.CPUs != def.CPUs || opts.MemoryMB != def.MemoryMB || opts.Pids != def.Pids || opts.DiskMB != def.DiskMB {
 		return pooled{}, false
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
@@ -59,7 +61,7 @@ func TestWarmPool(t *testing.T) {
 	}
 
 	// A create of the default shape takes one, env and all.
-	sb := d.create(t, CreateOptions{Env: map[string]string{"FROM": "the create"}})
+	sb := d.create(t, create.Options{Env: map[string]string{"FROM": "the create"}})
 	if !slices.Contains(pooled, sb.ID) {
 		t.Errorf("sandbox %s is not one of the pool's %v", sb.ID, pooled)
 	}
@@ -73,7 +75,7 @@ func TestWarmPool(t *testing.T) {
 
 	// The pool fills again; a create of another shape does not take one.
 	refilled := waitPool(t, d)
-	other := d.create(t, CreateOptions{MemoryMB: 256})
+	other := d.create(t, create.Options{MemoryMB: 256})
 	if slices.Contains(refilled, other.ID) {
 		t.Errorf("a create with 256 MB took pool sandbox %s", other.ID)
 	}
@@ -134,7 +136,7 @@ func TestWarmPoolFollowsTemplate(t *testing.T) {
 
 	first := waitPool(t, d)
 	// A sandbox of another shape is made, not taken: it keeps v1.
-	user := d.create(t, CreateOptions{Template: "tools", MemoryMB: 256})
+	user := d.create(t, create.Options{Template: "tools", MemoryMB: 256})
 
 	v2 := commitTemplate(t, state.templates, "tools")
 	if d.listed(t, first[0]) {

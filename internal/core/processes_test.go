@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
 	"github.com/hutchdev/hutch/internal/core/processes"
@@ -98,7 +100,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
+	sb := d.create(t, create.Options{IdleTimeout: time.Second, Env: map[string]string{"FROM_SANDBOX": "sb"}})
 	d.startProcess(t, sb.ID, store.Process{
 		Name: "web", Argv: []string{"/bin/sh", "-c", `echo "started $TOKEN $FROM_SANDBOX"; exec sleep 600`},
 		Cwd: d.backend.Root(sb.ID) + rootfs.Workspace, Env: map[string]string{"TOKEN": "s3cret"},
@@ -165,7 +167,7 @@ func TestServiceIsNotActivity(t *testing.T) {
 	clock := testclock.New()
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{IdleTimeout: time.Second})
+	sb := d.create(t, create.Options{IdleTimeout: time.Second})
 	d.startProcess(t, sb.ID, store.Process{Name: "web", Argv: []string{"sleep", "600"}, Cwd: d.backend.Root(sb.ID) + rootfs.Workspace, Port: 8000})
 	if act, err := d.m.Activity(ctx, sb.ID); err != nil || act.Busy {
 		t.Errorf("activity with only a service running: %+v, %v; want idle", act, err)
@@ -202,7 +204,7 @@ func TestCreateWithFiles(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{Files: map[string]string{
+	sb := d.create(t, create.Options{Files: map[string]string{
 		"notes.txt":                              "hello\n",
 		"src/app/main.py":                        "print(1)\n",
 		rootfs.Workspace + "/data/absolute.json": "{}",
@@ -217,7 +219,7 @@ func TestCreateWithFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A tar, unpacked before the map is laid over it.
-	sb = d.create(t, CreateOptions{Files: map[string]string{"notes.txt": "from the map\n"}, FilesTar: scriptTar(t)})
+	sb = d.create(t, create.Options{Files: map[string]string{"notes.txt": "from the map\n"}, FilesTar: scriptTar(t)})
 	out, _, err = d.exec(t, sb.ID, execRequest{Command: `cat notes.txt; sh bin/tool; stat -c '%u %a %F' bin/run.sh bin/tool`})
 	want = "from the map\nfrom the tar\n1000 755 regular file\n1000 777 symbolic link\n"
 	if err != nil || out != want {
@@ -232,7 +234,7 @@ func TestCreateWithFiles(t *testing.T) {
 		{"": "x"},
 		{"a": "file", "a/b": "under a file"},
 	} {
-		if _, err := d.m.create(ctx, CreateOptions{Files: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := d.m.create(ctx, create.Options{Files: bad}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("files %v: %v, want invalid argument", bad, err)
 		}
 	}

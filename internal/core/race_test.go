@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -73,7 +75,7 @@ func TestRaceKeepaliveSuspend(t *testing.T) {
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
 	for range raceRounds {
-		sb := d.create(t, CreateOptions{})
+		sb := d.create(t, create.Options{})
 		race(
 			func() {
 				_, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
@@ -109,7 +111,7 @@ func TestRaceDelete(t *testing.T) {
 	for name, other := range others {
 		t.Run(name, func(t *testing.T) {
 			for range raceRounds {
-				sb := d.create(t, CreateOptions{})
+				sb := d.create(t, create.Options{})
 				race(
 					func() { expect(t, "Delete", d.m.deleteAndWait(ctx, sb.ID)) },
 					func() {
@@ -136,7 +138,7 @@ func TestRaceResumes(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	for range raceRounds {
 		if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"}); err != nil {
 			t.Fatal(err)
@@ -167,7 +169,7 @@ func TestRaceExecSuspend(t *testing.T) {
 	t.Parallel()
 	d := newDaemonState(t).start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	for range raceRounds {
 		race(
 			func() {

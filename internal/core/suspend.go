@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -149,7 +151,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 		return nil, err
 	}
 	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	opts := CreateOptions{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: rec.Volumes}
+	opts := create.Options{CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids, DiskMB: rec.DiskMB, Volumes: rec.Volumes}
 	// The resume finishes even if the caller goes: half-resumed helps no one.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
@@ -206,16 +208,16 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 	if timeout == 0 && lifetime == 0 {
 		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
 	}
-	if timeout != 0 && (timeout < time.Second || timeout > maxIdleTimeout) {
-		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(timeout.Seconds()))
+	if timeout != 0 && (timeout < time.Second || timeout > create.MaxIdleTimeout) {
+		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(create.MaxIdleTimeout.Seconds()), int(timeout.Seconds()))
 	}
 	if lifetime != 0 {
-		if err := checkMaxLifetime(lifetime); err != nil {
+		if err := create.CheckMaxLifetime(lifetime); err != nil {
 			return nil, errdefs.InvalidArgument("%v", err)
 		}
 	}
 	if action != "" {
-		if err := checkIdleAction(action); err != nil {
+		if err := create.CheckIdleAction(action); err != nil {
 			return nil, errdefs.InvalidArgument("%v", err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -23,7 +25,7 @@ func TestDeleteAnswersBeforeTeardown(t *testing.T) {
 		held <- h.ID
 		<-release
 	}
-	sb, _, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	sb, _, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestDeleteAnswersBeforeTeardown(t *testing.T) {
 		t.Errorf("a second Delete: %v, want not found at once", err)
 	}
 	d.backend.BeforeDestroy = nil // the next sandbox's teardown is not held
-	again, created, err := d.m.Create(ctx, CreateOptions{Key: "chat-1"})
+	again, created, err := d.m.Create(ctx, create.Options{Key: "chat-1"})
 	if err != nil || !created || again.ID == sb.ID {
 		t.Fatalf("keyed create during the teardown: %v, created %v, same %v; want a new sandbox", err, created, again != nil && again.ID == sb.ID)
 	}
@@ -73,7 +75,7 @@ func TestTeardownFinishedAfterRestart(t *testing.T) {
 	state := newDaemonState(t)
 	d := state.start(t)
 	ctx := t.Context()
-	sb := d.create(t, CreateOptions{})
+	sb := d.create(t, create.Options{})
 	if err := d.db.ChangeState(ctx, store.StateChange{ID: sb.ID, From: []store.State{store.Running}, To: store.Deleting, Reason: "deleted", At: d.m.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +98,14 @@ func TestCreateWaitsForTeardownBacklog(t *testing.T) {
 	release := make(chan struct{})
 	d.backend.BeforeDestroy = func(backend.Handle) { <-release }
 	for range maxBacklog {
-		sb := d.create(t, CreateOptions{})
+		sb := d.create(t, create.Options{})
 		if err := d.m.Delete(ctx, sb.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	made := make(chan error, 1)
 	go func() {
-		sb, err := d.m.create(ctx, CreateOptions{})
+		sb, err := d.m.create(ctx, create.Options{})
 		if err == nil {
 			err = d.m.Delete(context.WithoutCancel(ctx), sb.ID)
 		}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hutchdev/hutch/client"
@@ -139,7 +141,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	disks, err := disk.NewPool(cfg.diskDir(), core.DefaultDiskMB, readyDisks, log)
+	disks, err := disk.NewPool(cfg.diskDir(), create.DefaultDiskMB, readyDisks, log)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/hook"
@@ -115,7 +117,7 @@ func Start(t *testing.T, configure ...func(*core.Config)) *Core {
 
 // Create makes a sandbox with opts, failing the test if it cannot; it is
 // deleted when the test ends, unless the test deleted it.
-func (c *Core) Create(t *testing.T, opts core.CreateOptions) *store.Sandbox {
+func (c *Core) Create(t *testing.T, opts create.Options) *store.Sandbox {
 	t.Helper()
 	sb, _, err := c.M.Create(t.Context(), opts)
 	if err != nil {

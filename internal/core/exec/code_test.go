@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 
@@ -18,7 +19,7 @@ func TestRunCode(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	tests := []struct {
 		name     string
 		req      exec.CodeRequest

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"go.uber.org/goleak"
@@ -53,7 +55,7 @@ func TestExec(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{Env: map[string]string{"GREETING": "hello", "WHO": "sandbox"}})
+	sb := c.Create(t, create.Options{Env: map[string]string{"GREETING": "hello", "WHO": "sandbox"}})
 	stdin := "piped in"
 	var out strings.Builder
 	res, err := s.Exec(ctx, sb.ID, exec.Request{
@@ -77,7 +79,7 @@ func TestExecRefusesBeforeWaking(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	if _, err := c.M.Halt(ctx, sb.ID, core.Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -46,7 +48,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{Env: map[string]string{"FROM_SANDBOX": "sb"}})
+	sb := c.Create(t, create.Options{Env: map[string]string{"FROM_SANDBOX": "sb"}})
 	workspace := c.Workspace(sb.ID)
 
 	web, err := s.StartProcess(ctx, sb.ID, exec.ProcessRequest{
@@ -121,7 +123,7 @@ func TestProcessErrors(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	tests := []struct {
 		name string
 		req  exec.ProcessRequest

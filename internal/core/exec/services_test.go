@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 
@@ -28,7 +29,7 @@ func TestServiceRestartEndsTheOldTree(t *testing.T) {
 			t.Parallel()
 			c, s := start(t)
 			ctx := t.Context()
-			sb := c.Create(t, core.CreateOptions{})
+			sb := c.Create(t, create.Options{})
 			svc, err := s.StartService(ctx, sb.ID, exec.ServiceRequest{ProcessRequest: exec.ProcessRequest{
 				Name: "web", Command: tt.command, Cwd: c.Workspace(sb.ID), Port: 1,
 			}})

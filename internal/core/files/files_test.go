@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 )
@@ -33,10 +34,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// create makes a sandbox, deleted when the test ends.
-func create(t *testing.T, c *coretest.Core) *store.Sandbox {
+// newSandbox makes a sandbox, deleted when the test ends.
+func newSandbox(t *testing.T, c *coretest.Core) *store.Sandbox {
 	t.Helper()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	t.Cleanup(func() {
 		if err := c.M.Delete(context.WithoutCancel(t.Context()), sb.ID); err != nil {
 			t.Errorf("delete sandbox %s: %v", sb.ID, err)
@@ -63,7 +64,7 @@ func TestFileLife(t *testing.T) {
 	c := coretest.Start(t)
 	s := files.New(c.M)
 	ctx := t.Context()
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	ws := c.Workspace(sb.ID)
 
 	written, err := s.WriteFile(ctx, sb.ID, ws+"/notes/note.txt", "", strings.NewReader("a note"))
@@ -159,7 +160,7 @@ func TestReadHoldsTheSandbox(t *testing.T) {
 	c := coretest.Start(t)
 	s := files.New(c.M)
 	ctx := t.Context()
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	p := c.Workspace(sb.ID) + "/note.txt"
 	if _, err := s.WriteFile(ctx, sb.ID, p, "", strings.NewReader("a note")); err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestDeadAgent(t *testing.T) {
 	c := coretest.Start(t)
 	s := files.New(c.M)
 	ctx := t.Context()
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	p := c.Workspace(sb.ID) + "/note.txt"
 	if _, err := s.WriteFile(ctx, sb.ID, p, "", strings.NewReader("kept")); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -48,30 +50,12 @@ type Ticker interface {
 	Tick(ctx context.Context, now time.Time)
 }
 
-// Create is a create's options as its Preparers see them.
-type Create struct {
-	Workspace string
-	// User is the product's user it is made for ("": none).
-	User string
-	// Secrets, when not nil, narrow its workspace's secrets to these
-	// names.
-	Secrets []string
-	// Network is its network policy, nil for the default: a Preparer
-	// fills it in. NetworkCeiling is the least isolated mode its caller
-	// may give a sandbox ("": any).
-	Network        *netpolicy.Policy
-	NetworkCeiling netpolicy.Mode
-	// Volumes are the volumes it mounts: a Preparer checks them and fills
-	// in their defaults.
-	Volumes []store.VolumeMount
-}
-
 // A Preparer checks, and may fill in, a create's options before anything
 // is made for it: that the secrets it names exist, its network policy
 // (the default, the caller's ceiling). An error refuses the create.
 type Preparer interface {
 	Hook
-	Prepare(ctx context.Context, c *Create) error
+	Prepare(ctx context.Context, o *create.Options) error
 }
 
 // Live is a sandbox whose container runs, as its hooks see it.
@@ -129,12 +113,12 @@ type Enver interface {
 	CommandEnv(ctx context.Context, c Command, env map[string]string) error
 }
 
-// A Binder mounts host directories into a sandbox made with c: at its
-// create, and again at each resume (c then from its record). A warm
-// pool's sandbox, no one's yet, is made with a zero Create.
+// A Binder mounts host directories into a sandbox made with o: at its
+// create, and again at each resume (o then from its record). A warm
+// pool's sandbox, no one's yet, is made with the default options.
 type Binder interface {
 	Hook
-	Binds(c Create) []backend.Bind
+	Binds(o *create.Options) []backend.Bind
 }
 
 // Sandbox is a running sandbox as a hook sees it (core.Running): held

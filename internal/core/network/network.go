@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/miekg/dns"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -143,7 +145,7 @@ func (p *Plane) Deleted(id string) {
 // Prepare fills in and checks a create's network policy: the default when
 // it asks for none, lowered to the caller's ceiling; one above the
 // ceiling is refused (hook.Preparer).
-func (p *Plane) Prepare(_ context.Context, opts *hook.Create) error {
+func (p *Plane) Prepare(_ context.Context, opts *create.Options) error {
 	pol, err := p.checkNetwork(opts.Network, opts.NetworkCeiling)
 	if err != nil {
 		return err

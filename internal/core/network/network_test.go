@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
@@ -30,16 +32,16 @@ func TestNetworkPolicies(t *testing.T) {
 	if got := nets.Default(); got.Mode != netpolicy.Allowlist {
 		t.Errorf("default %+v", got)
 	}
-	plain := d.Create(t, core.CreateOptions{})
+	plain := d.Create(t, create.Options{})
 	if plain.Network.Mode != netpolicy.Allowlist {
 		t.Errorf("a sandbox created without a policy got %+v, want the default", plain.Network)
 	}
 	full := netpolicy.Policy{Mode: netpolicy.Full, Deny: []string{"*.example.com"}}
-	sb := d.Create(t, core.CreateOptions{Network: &full})
+	sb := d.Create(t, create.Options{Network: &full})
 	if !reflect.DeepEqual(sb.Network, full) {
 		t.Errorf("created with %+v, got %+v", full, sb.Network)
 	}
-	if _, _, err := d.M.Create(ctx, core.CreateOptions{Network: &netpolicy.Policy{Mode: "open"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, _, err := d.M.Create(ctx, create.Options{Network: &netpolicy.Policy{Mode: "open"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a create with mode open: %v, want invalid argument", err)
 	}
 

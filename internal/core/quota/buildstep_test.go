@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/quota"
 )
 
@@ -30,7 +31,7 @@ func TestAdmitBuildStep(t *testing.T) {
 	if err := d.k.SetQuota(ctx, "acme", quota.Quota{Sandboxes: 2, MemoryMB: 1536, CPUs: 2, DiskMB: 4096}); err != nil {
 		t.Fatal(err)
 	}
-	sb := d.Create(t, core.CreateOptions{Workspace: "acme", MemoryMB: 1024, CPUs: 1, DiskMB: 2048})
+	sb := d.Create(t, create.Options{Workspace: "acme", MemoryMB: 1024, CPUs: 1, DiskMB: 2048})
 	t.Cleanup(func() {
 		if err := deleteAndWait(context.WithoutCancel(ctx), d.M, sb.ID); err != nil {
 			t.Error(err)
@@ -43,7 +44,7 @@ func TestAdmitBuildStep(t *testing.T) {
 	if u, err := d.k.Usage(ctx, "acme"); err != nil || u.Sandboxes != 2 || u.MemoryMB != 1536 || u.CPUs != 2 || u.DiskMB != 4096 {
 		t.Errorf("usage with the step in flight: %+v, %v", u, err)
 	}
-	if _, _, err := d.M.Create(ctx, core.CreateOptions{Workspace: "acme", MemoryMB: 128}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	if _, _, err := d.M.Create(ctx, create.Options{Workspace: "acme", MemoryMB: 128}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Errorf("a create while the step holds the rest: %v, want resource exhausted", err)
 	}
 	if _, _, err := d.k.AdmitBuildStep(ctx, "acme", want); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "running sandboxes") {

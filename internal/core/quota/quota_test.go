@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
 	"github.com/hutchdev/hutch/internal/core/quota"
@@ -32,14 +34,14 @@ func TestQuotas(t *testing.T) {
 	tests := []struct {
 		name   string
 		quota  quota.Quota
-		first  core.CreateOptions // fits
-		second core.CreateOptions // does not
-		want   string             // in the refusal
+		first  create.Options // fits
+		second create.Options // does not
+		want   string         // in the refusal
 	}{
-		{"running sandboxes", quota.Quota{Sandboxes: 1}, core.CreateOptions{}, core.CreateOptions{}, "running sandboxes: 1 of 1 run"},
-		{"memory", quota.Quota{MemoryMB: 1000}, core.CreateOptions{MemoryMB: 600}, core.CreateOptions{MemoryMB: 500}, "memory: 600 MiB of 1000 MiB in use, and this sandbox asks for 500 MiB"},
-		{"cpus", quota.Quota{CPUs: 1.5}, core.CreateOptions{CPUs: 1}, core.CreateOptions{CPUs: 1}, "CPUs: 1 of 1.5 in use, and this sandbox asks for 1"},
-		{"disk", quota.Quota{DiskMB: 3000}, core.CreateOptions{DiskMB: 2048}, core.CreateOptions{DiskMB: 2048}, "disk: 2048 MiB of 3000 MiB"},
+		{"running sandboxes", quota.Quota{Sandboxes: 1}, create.Options{}, create.Options{}, "running sandboxes: 1 of 1 run"},
+		{"memory", quota.Quota{MemoryMB: 1000}, create.Options{MemoryMB: 600}, create.Options{MemoryMB: 500}, "memory: 600 MiB of 1000 MiB in use, and this sandbox asks for 500 MiB"},
+		{"cpus", quota.Quota{CPUs: 1.5}, create.Options{CPUs: 1}, create.Options{CPUs: 1}, "CPUs: 1 of 1.5 in use, and this sandbox asks for 1"},
+		{"disk", quota.Quota{DiskMB: 3000}, create.Options{DiskMB: 2048}, create.Options{DiskMB: 2048}, "disk: 2048 MiB of 3000 MiB"},
 	}
 	for i, tt := range tests {
 		ws := "quota-" + string(rune('a'+i))
@@ -76,12 +78,12 @@ func TestQuotas(t *testing.T) {
 	if err := d.k.SetQuota(ctx, "suspending", quota.Quota{Sandboxes: 1, DiskMB: 4096}); err != nil {
 		t.Fatal(err)
 	}
-	sb := d.Create(t, core.CreateOptions{Workspace: "suspending"})
+	sb := d.Create(t, create.Options{Workspace: "suspending"})
 	if _, err := d.M.Halt(ctx, sb.ID, core.Halt{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	second := d.Create(t, core.CreateOptions{Workspace: "suspending"})
-	if _, _, err := d.M.Create(ctx, core.CreateOptions{Workspace: "suspending", Template: "host"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	second := d.Create(t, create.Options{Workspace: "suspending"})
+	if _, _, err := d.M.Create(ctx, create.Options{Workspace: "suspending", Template: "host"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Errorf("a third create: %v; want resource exhausted", err)
 	}
 	// Its place taken, the suspended one does not run again until one
@@ -115,7 +117,7 @@ func TestQuotaSandboxHours(t *testing.T) {
 	if err := d.k.SetQuota(ctx, "hours", quota.Quota{SandboxHours: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	sb := d.Create(t, core.CreateOptions{Workspace: "hours", IdleTimeout: 24 * time.Hour})
+	sb := d.Create(t, create.Options{Workspace: "hours", IdleTimeout: 24 * time.Hour})
 	d.tickAfter(t, c, time.Second) // the first count starts the clock
 	for range 70 {                 // 35 minutes
 		d.tickAfter(t, c, quota.UsageEvery)
@@ -124,11 +126,11 @@ func TestQuotaSandboxHours(t *testing.T) {
 	if err != nil || u.SandboxHours < 0.5 || u.SandboxHours > 0.6 {
 		t.Fatalf("usage after 35 minutes: %+v, %v", u, err)
 	}
-	if _, _, err := d.M.Create(ctx, core.CreateOptions{Workspace: "hours"}); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "sandbox-hours") {
+	if _, _, err := d.M.Create(ctx, create.Options{Workspace: "hours"}); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "sandbox-hours") {
 		t.Errorf("a create past the day's sandbox-hours: %v", err)
 	}
 	c.Advance(24 * time.Hour) // another day
-	next := d.Create(t, core.CreateOptions{Workspace: "hours"})
+	next := d.Create(t, create.Options{Workspace: "hours"})
 	for _, id := range []string{sb.ID, next.ID} {
 		if err := d.M.Delete(ctx, id); err != nil {
 			t.Fatal(err)
@@ -153,7 +155,7 @@ func TestQuotaRace(t *testing.T) {
 	)
 	for range 8 {
 		wg.Go(func() {
-			sb, _, err := d.M.Create(ctx, core.CreateOptions{Workspace: "race"})
+			sb, _, err := d.M.Create(ctx, create.Options{Workspace: "race"})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/mitm"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -99,7 +101,7 @@ func (s *Secrets) Name() string { return "secrets" }
 
 // Prepare refuses a create that names secrets neither its workspace nor
 // its user has (hook.Preparer).
-func (s *Secrets) Prepare(ctx context.Context, opts *hook.Create) error {
+func (s *Secrets) Prepare(ctx context.Context, opts *create.Options) error {
 	if opts.Secrets == nil {
 		return nil
 	}
@@ -133,7 +135,7 @@ func (s *Secrets) CommandEnv(ctx context.Context, c hook.Command, env map[string
 }
 
 // Binds mount the proxy's CA read-only in every sandbox (hook.Binder).
-func (s *Secrets) Binds(hook.Create) []backend.Bind {
+func (s *Secrets) Binds(*create.Options) []backend.Bind {
 	if s.trust == "" {
 		return nil
 	}

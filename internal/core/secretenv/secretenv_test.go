@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core/exec"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -74,11 +76,11 @@ func TestCommandSecrets(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	pooled := waitPool(t, d)
 
-	sb := d.Create(t, core.CreateOptions{Workspace: "acme", User: "u-1"})
+	sb := d.Create(t, create.Options{Workspace: "acme", User: "u-1"})
 	if !slices.Contains(pooled, sb.ID) {
 		t.Errorf("the create did not take the pool's sandbox %v: %s", pooled, sb.ID)
 	}
-	narrow := d.Create(t, core.CreateOptions{Workspace: "acme", Secrets: []string{"OTHER"}})
+	narrow := d.Create(t, create.Options{Workspace: "acme", Secrets: []string{"OTHER"}})
 	tests := []struct {
 		name string
 		id   string

@@ -13,11 +13,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs/imagetest"
@@ -83,7 +84,7 @@ func TestAttackBuildIgnoresQuota(t *testing.T) {
 		t.Errorf("acme's build step: %d MiB, %g CPUs, %d MiB of disk; acme's quota is 1024 MiB, 1 CPU, 2048 MiB",
 			spec.Limits.MemoryBytes>>20, spec.Limits.CPUs, spec.Limits.DiskBytes>>20)
 	}
-	if sb, _, err := c.M.Create(ctx, core.CreateOptions{Workspace: "acme", MemoryMB: 512, CPUs: 0.5}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	if sb, _, err := c.M.Create(ctx, create.Options{Workspace: "acme", MemoryMB: 512, CPUs: 0.5}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		if sb != nil {
 			_ = c.M.Delete(context.WithoutCancel(ctx), sb.ID)
 		}
@@ -97,7 +98,7 @@ func TestAttackBuildIgnoresQuota(t *testing.T) {
 
 	// With its sandboxes at the quota, a build step is refused, and no
 	// step's sandbox is made.
-	c.Create(t, core.CreateOptions{Workspace: "acme", MemoryMB: 1024, CPUs: 1})
+	c.Create(t, create.Options{Workspace: "acme", MemoryMB: 1024, CPUs: 1})
 	err := build("app~acme", "acme", false)
 	if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "quota of memory") || !strings.Contains(err.Error(), "build step") {
 		t.Errorf("acme's build with its quota in use: %v, want resource exhausted saying why", err)

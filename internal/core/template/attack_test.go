@@ -5,8 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 )
@@ -21,7 +22,7 @@ func TestAttackForkNetworkCeiling(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	quiet := c.Create(t, core.CreateOptions{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.None}})
+	quiet := c.Create(t, create.Options{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.None}})
 	forks, err := s.Fork(ctx, quiet.ID, 1, netpolicy.None)
 	if err != nil {
 		t.Fatalf("Fork within the ceiling: %v", err)
@@ -30,7 +31,7 @@ func TestAttackForkNetworkCeiling(t *testing.T) {
 	if got := forks[0].Network.Mode; got != netpolicy.None {
 		t.Errorf("the fork of a sandbox of mode none has mode %q", got)
 	}
-	open := c.Create(t, core.CreateOptions{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.Full}})
+	open := c.Create(t, create.Options{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.Full}})
 	if forks, err := s.Fork(ctx, open.ID, 1, netpolicy.None); !errors.Is(err, errdefs.ErrPermissionDenied) {
 		for _, f := range forks {
 			deleteLater(t, c, f.ID)
@@ -39,13 +40,13 @@ func TestAttackForkNetworkCeiling(t *testing.T) {
 	}
 	// The core refuses above the ceiling on every create path, not only
 	// forks.
-	if sb, _, err := c.M.Create(ctx, core.CreateOptions{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.Full}, NetworkCeiling: netpolicy.Allowlist}); !errors.Is(err, errdefs.ErrPermissionDenied) {
+	if sb, _, err := c.M.Create(ctx, create.Options{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.Full}, NetworkCeiling: netpolicy.Allowlist}); !errors.Is(err, errdefs.ErrPermissionDenied) {
 		if sb != nil {
 			deleteLater(t, c, sb.ID)
 		}
 		t.Errorf("a create above its ceiling: %v, want permission denied", err)
 	}
-	sb, _, err := c.M.Create(ctx, core.CreateOptions{Workspace: "acme", NetworkCeiling: netpolicy.None})
+	sb, _, err := c.M.Create(ctx, create.Options{Workspace: "acme", NetworkCeiling: netpolicy.None})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestAttackSnapshotStaysInItsWorkspace(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{Workspace: "acme"})
+	sb := c.Create(t, create.Options{Workspace: "acme"})
 	for _, name := range []string{"shared", "stolen~other", "default~default"} {
 		if info, err := s.Snapshot(ctx, sb.ID, name); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("Snapshot of acme's sandbox as %q: %+v, %v; want invalid argument", name, info, err)

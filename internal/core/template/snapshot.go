@@ -7,10 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/core/exec"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -121,7 +122,7 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	}
 	meta["forked_from"] = id
 	network := rec.Network
-	opts := core.CreateOptions{
+	opts := create.Options{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
 		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction,
 		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: slices.Clone(rec.Volumes),

@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -26,7 +27,7 @@ func TestSnapshotAndFork(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	src := c.Create(t, core.CreateOptions{Env: map[string]string{"GREETING": "hello"}, Metadata: map[string]string{"owner": "ann"}, MemoryMB: 256})
+	src := c.Create(t, create.Options{Env: map[string]string{"GREETING": "hello"}, Metadata: map[string]string{"owner": "ann"}, MemoryMB: 256})
 	if err := os.WriteFile(filepath.Join(c.Workspace(src.ID), "note"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestSnapshotRefused(t *testing.T) {
 	t.Parallel()
 	c, s := start(t)
 	ctx := t.Context()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	commitTemplate(t, c.Templates, "built~default")
 	tests := []struct {
 		name, id, snapshot string
@@ -211,7 +212,7 @@ func TestRaceDelete(t *testing.T) {
 	for name, other := range others {
 		t.Run(name, func(t *testing.T) {
 			for range raceRounds {
-				sb := c.Create(t, core.CreateOptions{})
+				sb := c.Create(t, create.Options{})
 				race(
 					func() { expect(t, "Delete", c.M.Delete(ctx, sb.ID)) },
 					func() {

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"go.uber.org/goleak"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -65,7 +66,7 @@ func TestTemplatesInUse(t *testing.T) {
 	c, s := start(t)
 	ctx := t.Context()
 	made := commitTemplate(t, c.Templates, "tools")
-	sb := c.Create(t, core.CreateOptions{Template: "tools"})
+	sb := c.Create(t, create.Options{Template: "tools"})
 
 	list, err := s.List(ctx)
 	if err != nil || len(list) != 2 || list[0].Name != rootfs.HostName || list[1].Name != "tools" || list[1].Sandboxes != 1 {

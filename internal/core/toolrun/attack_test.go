@@ -47,7 +47,7 @@ const secretText = "TOPSECRET-of-the-host"
 // secret outside stays unread, unchanged, and its directory unwritten.
 func TestAttackHostToolsEscape(t *testing.T) {
 	c := coretest.Start(t)
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 
 	type world struct{ dir, secretDir, secret string }
 	setup := func(t *testing.T) world {
@@ -175,7 +175,7 @@ func TestAttackHostCommandNotRoot(t *testing.T) {
 		t.Skip("needs root: a daemon that is not root runs host commands as itself, which is not root")
 	}
 	c := coretest.Start(t)
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	dir := hostDir(t)
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte(secretText+"\n"), 0o600); err != nil {

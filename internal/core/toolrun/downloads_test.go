@@ -24,7 +24,7 @@ func TestDownloads(t *testing.T) {
 	t.Parallel()
 	c := coretest.Start(t)
 	s := New(Config{Sandboxes: c.M, Downloads: download.NewSigner("secret"), PublicURL: "https://hutch.example/"})
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	ws := c.Workspace(sb.ID)
 	out := filepath.Join(ws, "out")
 	if err := os.MkdirAll(filepath.Join(out, "sub"), 0o755); err != nil {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -47,11 +47,11 @@ func run(t *testing.T, s *Service, id string, call Call) Outcome {
 	return outcome
 }
 
-// create makes a sandbox, deleted when the test ends (before the core
+// newSandbox makes a sandbox, deleted when the test ends (before the core
 // closes: a closed core keeps its sandboxes, as a stopped daemon does).
-func create(t *testing.T, c *coretest.Core) *store.Sandbox {
+func newSandbox(t *testing.T, c *coretest.Core) *store.Sandbox {
 	t.Helper()
-	sb := c.Create(t, core.CreateOptions{})
+	sb := c.Create(t, create.Options{})
 	t.Cleanup(func() {
 		if err := c.M.Delete(context.WithoutCancel(t.Context()), sb.ID); err != nil {
 			t.Errorf("delete sandbox %s: %v", sb.ID, err)
@@ -78,7 +78,7 @@ func TestRunToolInSandbox(t *testing.T) {
 	t.Parallel()
 	c := coretest.Start(t)
 	s := New(Config{Sandboxes: c.M})
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 
 	ws := c.Workspace(sb.ID)
 	res := run(t, s, sb.ID, Call{Name: tools.WriteFile, Args: args(t, map[string]string{"path": ws + "/src/app.py", "content": "print(1)\n"})})
@@ -138,7 +138,7 @@ func TestRunToolErrors(t *testing.T) {
 	c := coretest.Start(t)
 	strict := New(Config{Sandboxes: c.M})
 	host := New(Config{Sandboxes: c.M, HostDir: hostDir(t)})
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 	command := args(t, map[string]string{"command": "true"})
 
 	tests := []struct {
@@ -175,7 +175,7 @@ func TestHostModes(t *testing.T) {
 	c := coretest.Start(t)
 	dir := hostDir(t)
 	s := New(Config{Sandboxes: c.M, HostDir: dir, Mode: tools.ModeOff})
-	sb := create(t, c)
+	sb := newSandbox(t, c)
 
 	res := run(t, s, sb.ID, Call{Name: tools.WriteFile, Args: args(t, map[string]string{"path": "on-host.txt", "content": "host\n"})})
 	if res.Error != nil || res.Where != whereHost {

@@ -7,8 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -45,7 +46,7 @@ func (m *Mounts) Name() string { return "volumes" }
 
 // Prepare checks the volumes a create asks for, fills in their defaults
 // (writable, at /mnt/NAME) and drops those with access none.
-func (m *Mounts) Prepare(ctx context.Context, c *hook.Create) error {
+func (m *Mounts) Prepare(ctx context.Context, c *create.Options) error {
 	if len(c.Volumes) == 0 {
 		return nil
 	}
@@ -91,7 +92,7 @@ func mountablePath(p string) bool {
 }
 
 // Binds are the binds of a sandbox's volumes.
-func (m *Mounts) Binds(c hook.Create) []backend.Bind {
+func (m *Mounts) Binds(c *create.Options) []backend.Bind {
 	var binds []backend.Bind
 	for _, v := range c.Volumes {
 		binds = append(binds, backend.Bind{Source: Path(m.Dir, v.Name), Destination: v.Path, Writable: v.Access == AccessRW})

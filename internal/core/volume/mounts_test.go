@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -23,7 +24,7 @@ func TestMounts(t *testing.T) {
 		}
 	}
 	m := &Mounts{Store: db, Dir: "/var/lib/hutch/volumes"}
-	c := hook.Create{Volumes: []store.VolumeMount{
+	c := create.Options{Volumes: []store.VolumeMount{
 		{Name: "data"},
 		{Name: "cache", Path: "/home/user/.cache", Access: AccessRO},
 		{Name: "models~acme", Access: AccessNone},
@@ -39,10 +40,10 @@ func TestMounts(t *testing.T) {
 		{Source: "/var/lib/hutch/volumes/data/data", Destination: "/mnt/data", Writable: true},
 		{Source: "/var/lib/hutch/volumes/cache/data", Destination: "/home/user/.cache"},
 	}
-	if got := m.Binds(c); !reflect.DeepEqual(got, binds) {
+	if got := m.Binds(&c); !reflect.DeepEqual(got, binds) {
 		t.Errorf("binds %+v, want %+v", got, binds)
 	}
-	if got := m.Binds(hook.Create{}); len(got) != 0 {
+	if got := m.Binds(&create.Options{}); len(got) != 0 {
 		t.Errorf("binds of a sandbox without volumes: %+v", got)
 	}
 
@@ -58,7 +59,7 @@ func TestMounts(t *testing.T) {
 		{"relative", []store.VolumeMount{{Name: "data", Path: "mnt/data"}}, errdefs.ErrInvalidArgument},
 		{"two at one path", []store.VolumeMount{{Name: "data"}, {Name: "cache", Path: "/mnt/data"}}, errdefs.ErrInvalidArgument},
 	} {
-		c := hook.Create{Volumes: tc.vols}
+		c := create.Options{Volumes: tc.vols}
 		if err := m.Prepare(t.Context(), &c); !errors.Is(err, tc.kind) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.kind)
 		}

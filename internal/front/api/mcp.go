@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/front/mcpserver"
 )
@@ -85,7 +86,7 @@ func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSa
 			return nil, asClientError(err)
 		}
 	}
-	sb, _, err := a.s.m.Create(ctx, core.CreateOptions{
+	sb, _, err := a.s.m.Create(ctx, create.Options{
 		Workspace: a.c.workspace, User: a.c.user, NetworkCeiling: a.c.networkMode,
 		Template: tmpl, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
 	})

@@ -14,7 +14,7 @@ import (
 
 // createNetwork is the policy a create asks for (nil: the daemon's
 // default). The core holds it to the caller's key's ceiling
-// (CreateOptions.NetworkCeiling), as it does every create path's.
+// (create.Options.NetworkCeiling), as it does every create path's.
 func createNetwork(p *client.NetworkPolicy) *netpolicy.Policy {
 	if p == nil {
 		return nil

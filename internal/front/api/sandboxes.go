@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
@@ -71,30 +73,30 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 // createOptions is what a create asks of the core, in the caller's
 // workspace, for its user, with the names of its templates and volumes
 // as stored.
-func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest) (core.CreateOptions, error) {
+func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest) (create.Options, error) {
 	c := callerOf(r.Context())
 	user, err := callUser(c, req.User)
 	if err != nil {
-		return core.CreateOptions{}, err
+		return create.Options{}, err
 	}
 	vols := volumeMounts(req.Volumes)
 	for i := range vols {
 		if vols[i].Name, err = c.volumeName(vols[i].Name); err != nil {
-			return core.CreateOptions{}, err
+			return create.Options{}, err
 		}
 	}
 	tmpl, snapshot := req.Template, req.FromSnapshot
 	if tmpl != "" {
 		if tmpl, err = s.templateRef(r.Context(), c, tmpl); err != nil {
-			return core.CreateOptions{}, err
+			return create.Options{}, err
 		}
 	}
 	if snapshot != "" {
 		if snapshot, err = s.templateRef(r.Context(), c, snapshot); err != nil {
-			return core.CreateOptions{}, err
+			return create.Options{}, err
 		}
 	}
-	return core.CreateOptions{
+	return create.Options{
 		Workspace: c.workspace, User: user, Secrets: req.Secrets, NetworkCeiling: c.networkMode,
 		Template: tmpl, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,

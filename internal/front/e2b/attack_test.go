@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/front/preview"
@@ -101,7 +103,7 @@ func (ft *frontTest) sandbox(t *testing.T, e2b bool, files map[string]string) st
 	if e2b {
 		meta[metaTemplate] = "base"
 	}
-	sb, _, err := ft.m.Create(t.Context(), core.CreateOptions{Metadata: meta, Files: files})
+	sb, _, err := ft.m.Create(t.Context(), create.Options{Metadata: meta, Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
+
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
@@ -145,7 +147,7 @@ func (s *Shooter) Shoot(ctx context.Context, shot Shot) ([]byte, error) {
 // starting its Chromium if need be, and returns how to reach Chromium's
 // DevTools until release is called.
 func (s *Shooter) browser(ctx context.Context, ws string) (DialFunc, func(), error) {
-	sb, created, err := s.core.Create(ctx, core.CreateOptions{
+	sb, created, err := s.core.Create(ctx, create.Options{
 		Template: Template, Workspace: ws, Key: Key,
 		MemoryMB: 1024, Pids: 1024, // Chromium's processes and threads
 		IdleTimeout: browserIdle, IdleAction: store.IdleDelete,
