@@ -74,7 +74,7 @@ func (m *Manager) Activity(ctx context.Context, id string) (Activity, error) {
 		a.Reasons = append(a.Reasons, fmt.Sprintf("%d command(s) running", running))
 	}
 	if !paused {
-		busy, errs := m.busy(ctx, inst)
+		busy, errs := m.hooks.Busy(ctx, &Running{m: m, inst: inst})
 		a.Reasons = append(a.Reasons, busy...)
 		for _, err := range errs {
 			a.Reasons = append(a.Reasons, err.Error())

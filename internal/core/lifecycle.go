@@ -26,14 +26,14 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	if err != nil {
 		return nil, err
 	}
-	if err := m.prepare(ctx, &opts); err != nil {
+	if err := m.hooks.Prepare(ctx, &opts); err != nil {
 		return nil, err
 	}
 	policy := netpolicy.Policy{Mode: netpolicy.Full}
 	if opts.Network != nil {
 		policy = *opts.Network
 	}
-	release, err := m.admit(ctx, hook.Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
+	release, err := m.hooks.Admit(ctx, hook.Admission{Workspace: opts.Workspace, MemoryMB: opts.MemoryMB, CPUs: opts.CPUs, DiskMB: opts.DiskMB})
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +120,13 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	made = true
 	inst := newInstance(rec, be, h, m.clock)
 	if err := m.startHooks(ctx, inst, policy); err != nil {
-		m.deleted(rec.ID) // what the hooks keep of it
+		m.hooks.Deleted(rec.ID) // what the hooks keep of it
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			inst.stopHooks()
-			m.deleted(rec.ID)
+			m.hooks.Deleted(rec.ID)
 		}
 	}()
 	if err := m.transitionHandle(ctx, rec.ID, h.State, store.Running, "created", store.Creating); err != nil {
@@ -158,7 +158,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 	// Its network is served already, refusing everything: now by its
 	// policy (prepared by create).
 	inst := sb.inst
-	m.claimed(ctx, inst, policy)
+	m.hooks.Claimed(ctx, hook.Live{ID: inst.id, Backend: inst.backend, Handle: inst.handle, Network: policy})
 	inst.mu.Lock()
 	inst.idleTimeout, inst.env, inst.owner, inst.lastActive = rec.IdleTimeout, rec.Env, ownerOf(rec), m.clock.Now()
 	inst.mu.Unlock()

@@ -83,7 +83,7 @@ type Manager struct {
 	// container) happens under the sandbox's lock, so that the backend sees
 	// one call at a time for a sandbox, as its contract asks.
 	locks keylock.Locks
-	hooks []hook.Hook
+	hooks hook.List
 
 	mu      sync.Mutex
 	live    map[string]*instance // sandboxes with a running container
@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.attachHooks()
+	m.hooks.Attach(kernel{m})
 	if err := m.recoverSandboxes(ctx); err != nil {
 		return nil, fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -167,7 +167,7 @@ func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts create.Opt
 		ID:       id,
 		Hostname: id,
 		RootDir:  rootDir,
-		Binds:    append(slices.Clone(binds), m.hookBinds(&opts)...),
+		Binds:    append(slices.Clone(binds), m.hooks.Binds(&opts)...),
 		Files:    identityFiles(id),
 		Limits: backend.Limits{
 			CPUs:        opts.CPUs,

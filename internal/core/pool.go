@@ -341,7 +341,7 @@ func (m *Manager) destroyPooled(sb pooled) {
 	sb.inst.unwatch()
 	sb.inst.close(true)
 	sb.inst.stopHooks()
-	m.deleted(sb.id)
+	m.hooks.Deleted(sb.id)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sb.be.Destroy(ctx, sb.handle); err != nil {

@@ -192,7 +192,7 @@ func (m *Manager) tick(ctx context.Context) {
 		m.lastExpiry = now
 		m.deleteExpired(ctx, now)
 	}
-	m.tickHooks(ctx, now)
+	m.hooks.Tick(ctx, now)
 	m.fillPools(ctx)
 }
 
@@ -249,7 +249,7 @@ func (m *Manager) reap(ctx context.Context, id string) {
 	inst := m.live[id]
 	m.mu.Unlock()
 	if inst != nil && !inst.isPaused() {
-		if busy, errs := m.busy(ctx, inst); len(busy) > 0 && len(errs) == 0 {
+		if busy, errs := m.hooks.Busy(ctx, &Running{m: m, inst: inst}); len(busy) > 0 && len(errs) == 0 {
 			inst.touch(m.clock.Now())
 			return
 		}

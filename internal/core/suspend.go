@@ -75,7 +75,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 			return nil, errdefs.Conflict("sandbox %s has calls running; suspending or stopping would end them: wait for them, or delete the sandbox", id)
 		}
 		if !inst.isPaused() { // a frozen agent answers nothing
-			m.suspendingHooks(sctx, inst)
+			m.hooks.Suspending(sctx, &Running{m: m, inst: inst})
 		}
 	}
 	// The change is recorded first: a daemon that dies half-way finishes
@@ -95,7 +95,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 	m.mustTransition(sctx, id, halted, reason, halting)
 	m.log.Info("sandbox "+string(halted), attrSandbox, id, "reason", reason)
 	if keepMemory {
-		m.suspendedHooks(id)
+		m.hooks.Suspended(id)
 	}
 	return m.get(sctx, id)
 }
@@ -162,7 +162,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	was, why := rec.State, rec.StateReason
 	// It runs again: it is admitted as a create is, without its disk
 	// (counted already).
-	release, err := m.admit(ctx, hook.Admission{Workspace: rec.Workspace, MemoryMB: rec.MemoryMB, CPUs: rec.CPUs})
+	release, err := m.hooks.Admit(ctx, hook.Admission{Workspace: rec.Workspace, MemoryMB: rec.MemoryMB, CPUs: rec.CPUs})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	}
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
 	// Moved here from another node: made from its image first.
-	switch imported, err := m.importHooks(rctx, rec, spec); {
+	switch imported, err := m.hooks.Import(rctx, rec, spec); {
 	case err != nil:
 		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
 		return nil, err
@@ -191,7 +191,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	if err := m.startHooks(rctx, inst, rec.Network); err != nil {
 		m.log.Error("hooks of a resumed sandbox not started: without its network its connections are refused", attrSandbox, rec.ID, "error", err)
 	}
-	m.resumedHooks(rctx, inst)
+	m.hooks.Resumed(rctx, &Running{m: m, inst: inst})
 	m.setLive(inst)
 	m.mustTransition(rctx, rec.ID, store.Running, reason, store.Resuming)
 	m.log.Info("sandbox resumed", attrSandbox, rec.ID, "reason", reason, "duration", time.Since(began))

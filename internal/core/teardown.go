@@ -166,7 +166,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 			}
 		}
 	}
-	m.deleted(id)
+	m.hooks.Deleted(id)
 	out := make(chan error, 1)
 	t := m.teardowns
 	t.add(1)
@@ -196,7 +196,9 @@ func (m *Manager) teardown(ctx context.Context, be backend.Backend, h backend.Ha
 			return fmt.Errorf("delete sandbox %s: %w", h.ID, err)
 		}
 	}
-	m.removedHooks(ctx, h.ID)
+	if err := m.hooks.Removed(ctx, h.ID); err != nil {
+		m.log.Warn("remove what a hook kept of a deleted sandbox", attrSandbox, h.ID, "error", err)
+	}
 	if err := m.store.DeleteSandbox(ctx, h.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Error("drop record of deleted sandbox", attrSandbox, h.ID, "error", err)
 		return err
