@@ -407,8 +407,8 @@ func (m *Manager) markLost(ctx context.Context, inst *instance, reason string) {
 // keepFiles removes a failed sandbox's container and unmounts its root,
 // keeping its directory and disk, as a stop does.
 func (m *Manager) keepFiles(ctx context.Context, be backend.Backend, h backend.Handle) {
-	suspender, ok := be.(backend.Suspender)
-	if !ok {
+	suspender := be.Capabilities().Suspend
+	if suspender == nil {
 		if err := be.Destroy(ctx, h); err != nil {
 			m.log.Error("clean up stopped sandbox", attrSandbox, h.ID, "error", err)
 		}
@@ -460,8 +460,8 @@ func (m *Manager) takeLive(id string) *instance {
 // until inst.unwatch. A backend that cannot watch leaves it to the next
 // call to find out (see lostAgent).
 func (m *Manager) watch(inst *instance, ended func(reason string)) {
-	w, ok := inst.backend.(backend.Watcher)
-	if !ok {
+	w := inst.backend.Capabilities().Watch
+	if w == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -470,7 +470,7 @@ func (m *Manager) watch(inst *instance, ended func(reason string)) {
 		m.log.Warn("sandbox not watched: its end is found at the next call", attrSandbox, inst.id, "error", err)
 		return
 	}
-	if mw, ok := inst.backend.(backend.MemoryWatcher); ok {
+	if mw := inst.backend.Capabilities().WatchMemory; mw != nil {
 		err := mw.WatchMemory(ctx, inst.handle, func() { m.reclaimMemory(inst) })
 		if err != nil && !errors.Is(err, errdefs.ErrNotImplemented) {
 			m.log.Warn("sandbox's memory not watched: past its limit, the host's OOM killer may end it whole", attrSandbox, inst.id, "error", err)

@@ -43,8 +43,8 @@ func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.P
 	if inst == nil {
 		return nil, nil, m.notLive(ctx, id)
 	}
-	pauser, ok := inst.backend.(backend.Pauser)
-	if !ok {
+	pauser := inst.backend.Capabilities().Pause
+	if pauser == nil {
 		return nil, nil, errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
 	}
 	return inst, pauser, nil
@@ -67,8 +67,8 @@ func (m *Manager) thaw(ctx context.Context, inst *instance, reason string) error
 	if !inst.isPaused() {
 		return nil // thawed meanwhile
 	}
-	pauser, ok := inst.backend.(backend.Pauser)
-	if !ok {
+	pauser := inst.backend.Capabilities().Pause
+	if pauser == nil {
 		return errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
 	}
 	// Even when the caller has gone: a half-thawed sandbox helps no one.

@@ -146,8 +146,8 @@ func (m *Manager) recoverHooks(ctx context.Context, inst *instance, rec *store.S
 // reason; what names the step for the error.
 func (m *Manager) haltAfterRestart(ctx context.Context, be backend.Backend, h backend.Handle, rec *store.Sandbox, keepMemory bool, reason, what string) error {
 	was := rec.State
-	suspender, ok := be.(backend.Suspender)
-	if !ok {
+	suspender := be.Capabilities().Suspend
+	if suspender == nil {
 		return fmt.Errorf("sandbox %s is %s, under a runtime that cannot suspend or stop", rec.ID, rec.State)
 	}
 	if err := suspender.Suspend(ctx, h, keepMemory); err != nil {

@@ -62,8 +62,8 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 	default:
 		return nil, notRunning(rec)
 	}
-	suspender, ok := be.(backend.Suspender)
-	if !ok {
+	suspender := be.Capabilities().Suspend
+	if suspender == nil {
 		return nil, errdefs.NotImplemented("runtime %s cannot suspend or stop sandboxes", be.Name())
 	}
 	// Whatever the caller does next, the sandbox ends up wholly halted or
@@ -142,8 +142,8 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	if be == nil {
 		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
 	}
-	suspender, ok := be.(backend.Suspender)
-	if !ok {
+	suspender := be.Capabilities().Suspend
+	if suspender == nil {
 		return nil, errdefs.NotImplemented("runtime %s cannot resume sandboxes", be.Name())
 	}
 	tmpl, err := m.templates.Version(rec.Template, rec.TemplateVersion)

@@ -160,7 +160,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 	be := m.runtimes.Get(rec.Backend)
 	if inst := m.takeLive(id); inst != nil {
 		inst.close(true)
-		if k, ok := be.(backend.Killer); ok {
+		if k := be.Capabilities().Kill; k != nil {
 			if err := k.Kill(ctx, h); err != nil {
 				m.log.Warn("kill deleted sandbox; its teardown ends it", attrSandbox, id, "error", err)
 			}

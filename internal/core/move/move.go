@@ -72,7 +72,7 @@ func New(cfg Config) *Mover {
 		m.cfg.Now = time.Now
 	}
 	for _, be := range cfg.Backends {
-		if mv, ok := be.(backend.Mover); ok {
+		if mv := be.Capabilities().Move; mv != nil {
 			m.movers[be.Name()] = mv
 		}
 	}

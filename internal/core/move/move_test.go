@@ -64,6 +64,13 @@ func newMover(t *testing.T) *mover {
 	return &mover{Backend: fake.New(t.TempDir()), layers: map[string][]byte{}, memory: map[string][]byte{}}
 }
 
+// Capabilities: the fake's, and it moves.
+func (b *mover) Capabilities() backend.Capabilities {
+	c := b.Backend.Capabilities()
+	c.Move = b
+	return c
+}
+
 func (b *mover) Has(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

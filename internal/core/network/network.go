@@ -32,7 +32,6 @@ import (
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
-	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -169,8 +168,8 @@ func (p *Plane) Claimed(_ context.Context, l hook.Live) {
 // serves them until stop (hook.Starter). A backend without networks has
 // nothing to serve.
 func (p *Plane) Start(ctx context.Context, l hook.Live) (stop func(), err error) {
-	nb, ok := l.Backend.(backend.Networked)
-	if !ok {
+	nb := l.Backend.Capabilities().Network
+	if nb == nil {
 		return nil, nil
 	}
 	router, err := nb.Network(ctx, l.Handle)

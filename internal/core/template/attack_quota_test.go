@@ -46,6 +46,9 @@ func (s *stepSpy) Create(ctx context.Context, spec backend.Spec) (backend.Handle
 	return backend.Handle{}, errdefs.Unavailable("the spy makes no sandbox")
 }
 
+// Capabilities: it runs build steps.
+func (s *stepSpy) Capabilities() backend.Capabilities { return backend.Capabilities{Build: s} }
+
 func (s *stepSpy) ListenIn(context.Context, backend.Handle, string) (net.Listener, error) {
 	return nil, errdefs.NotImplemented("spy")
 }

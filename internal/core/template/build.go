@@ -62,8 +62,8 @@ func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.Run
 		return fmt.Errorf("template build steps run with %s: %w", BuildRuntime,
 			errdefs.FailedPrecondition("runtime %s is not usable on this host: %s", be.Name(), s.buildUnusable))
 	}
-	builder, ok := be.(backend.Builder)
-	if !ok {
+	builder := be.Capabilities().Build
+	if builder == nil {
 		return errdefs.FailedPrecondition("runtime %s cannot run template build steps", be.Name())
 	}
 	id := core.NewID()

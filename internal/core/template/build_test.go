@@ -90,6 +90,13 @@ type writer struct {
 	steps int
 }
 
+// Capabilities: the fake's, and it runs build steps.
+func (w *writer) Capabilities() backend.Capabilities {
+	c := w.Backend.Capabilities()
+	c.Build = w
+	return c
+}
+
 func (w *writer) ListenIn(context.Context, backend.Handle, string) (net.Listener, error) {
 	return nil, errdefs.NotImplemented("no network for the writer's steps")
 }

@@ -74,8 +74,8 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (rootfs.Info, e
 	began := time.Now()
 	var info rootfs.Info
 	err = sb.Locked(ctx, func(be backend.Backend, h backend.Handle) error {
-		snap, ok := be.(backend.Snapshotter)
-		if !ok {
+		snap := be.Capabilities().Snapshot
+		if snap == nil {
 			return errdefs.NotImplemented("runtime %s cannot snapshot sandboxes", be.Name())
 		}
 		// The commit tells the core, which removes the versions before

@@ -52,6 +52,25 @@ type Backend interface {
 	// List returns the IDs of every sandbox this backend has on the host,
 	// including ones the caller no longer knows (to clean up after a crash).
 	List(ctx context.Context) ([]string, error)
+
+	// Capabilities says what else it can do.
+	Capabilities() Capabilities
+}
+
+// Capabilities are what a backend can do beyond the Backend interface:
+// each is the backend itself, seen as the interface of that capability,
+// when it can, and nil when it cannot. A backend says what it does in
+// this one place; callers read it rather than discover interfaces.
+type Capabilities struct {
+	Pause       Pauser
+	Suspend     Suspender
+	Move        Mover
+	Network     Networked
+	Watch       Watcher
+	WatchMemory MemoryWatcher
+	Kill        Killer
+	Snapshot    Snapshotter
+	Build       Builder
 }
 
 // Pauser freezes and thaws a sandbox: its processes keep their memory but

@@ -21,8 +21,8 @@ import (
 // listener the daemon serves on the sandbox's loopback, and the sandbox's
 // changes applied to the root it was made from.
 func (s *suite) testBuilder(t *testing.T) {
-	builder, ok := s.backend.(backend.Builder)
-	if !ok {
+	builder := s.backend.Capabilities().Build
+	if builder == nil {
 		t.Skip("the backend does not run template builds")
 	}
 	// The root is a copy: Export writes into it.

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
-	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
 
 // testIsolation checks what a sandbox must not see: the host's and other
@@ -99,7 +98,7 @@ func (s *suite) testIsolation(t *testing.T) {
 		}
 		slices.Sort(names)
 		want := []string{"lo"}
-		if _, ok := s.backend.(backend.Networked); ok {
+		if s.backend.Capabilities().Network != nil {
 			want = []string{sandboxnet.SandboxIface, "lo"}
 		}
 		if !slices.Equal(names, want) {

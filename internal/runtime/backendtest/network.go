@@ -7,7 +7,6 @@ import (
 
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
-	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
 
 // testNetwork checks a networked backend's sandboxes: every TCP connection
@@ -17,8 +16,8 @@ import (
 // makes a new namespace, gVisor copies the same one again) and for a
 // restarted daemon's backend.
 func (s *suite) testNetwork(t *testing.T) {
-	nb, ok := s.backend.(backend.Networked)
-	if !ok {
+	nb := s.backend.Capabilities().Network
+	if nb == nil {
 		t.Skip("the backend gives sandboxes no network")
 	}
 	sb := s.create(t)
@@ -68,7 +67,7 @@ func (s *suite) testNetwork(t *testing.T) {
 		}
 	}
 	reaches("after create")
-	if suspender, ok := s.backend.(backend.Suspender); ok {
+	if suspender := s.backend.Capabilities().Suspend; suspender != nil {
 		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 		defer cancel()
 		if err := suspender.Suspend(ctx, sb.handle, true); err != nil {
@@ -84,7 +83,7 @@ func (s *suite) testNetwork(t *testing.T) {
 	if err := restarted.Recover(t.Context(), sb.handle); err != nil {
 		t.Fatalf("Recover: %v", err)
 	}
-	again, err := restarted.(backend.Networked).Network(t.Context(), sb.handle)
+	again, err := restarted.Capabilities().Network.Network(t.Context(), sb.handle)
 	if err != nil || again != router {
 		t.Errorf("Network after a restart: %q, %v; want %q", again, err, router)
 	}

@@ -6,16 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
 
 // testPause freezes a sandbox: its agent answers nothing, and a counter
 // its process writes stands still, until Unpause; a restarted backend
 // finds it paused.
 func (s *suite) testPause(t *testing.T) {
-	pauser, ok := s.backend.(backend.Pauser)
-	if !ok {
+	pauser := s.backend.Capabilities().Pause
+	if pauser == nil {
 		t.Skip("the backend does not pause sandboxes")
 	}
 	sb := s.create(t)
@@ -98,8 +96,8 @@ const clockSlack = 10 * time.Millisecond
 // gone; resumed, its files are as they were and its processes gone; a
 // suspended sandbox can be destroyed.
 func (s *suite) testSuspend(t *testing.T) {
-	suspender, ok := s.backend.(backend.Suspender)
-	if !ok {
+	suspender := s.backend.Capabilities().Suspend
+	if suspender == nil {
 		t.Skip("the backend does not suspend sandboxes")
 	}
 	sb := s.create(t)

@@ -293,6 +293,11 @@ func (b *Backend) LimitHits(ctx context.Context, h backend.Handle) (backend.Limi
 	return backend.LimitHits{}, b.Recover(ctx, h)
 }
 
+// Capabilities: the fake pauses, suspends and snapshots its sandboxes.
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Pause: b, Suspend: b, Snapshot: b}
+}
+
 // List returns the sandboxes with a directory, running or not.
 func (b *Backend) List(context.Context) ([]string, error) {
 	entries, err := os.ReadDir(b.dir)

@@ -582,6 +582,11 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	return errors.Join(errs...)
 }
 
+// Capabilities: runc and gVisor's runsc do all a backend may.
+func (r *Runtime) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r}
+}
+
 // List returns the sandboxes this runtime has: containers in its state root
 // and directories in the sandbox dir.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
