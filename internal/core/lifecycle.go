@@ -51,7 +51,7 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	opts.Env = withEnv(tmpl.Env, opts.Env) // a Hutchfile's ENV, under the create's
 	// What deleted sandboxes still hold is bounded: a new one waits for
 	// their teardowns when too many are behind.
-	if err := m.teardowns.waitBacklog(ctx); err != nil {
+	if err := m.teardowns.WaitFewer(ctx); err != nil {
 		return nil, err
 	}
 	be, err := m.runtimes.For(ctx, opts.Runtime, m.clock.Now())
@@ -70,7 +70,7 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	}
 	now := m.clock.Now().UTC()
 	rec := &store.Sandbox{
-		ID: NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.Creating,
+		ID: create.NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
 		Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
 		Volumes: slices.Clip(slices.Clone(opts.Volumes)), Network: policy, Node: m.node,

@@ -11,7 +11,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -20,9 +19,9 @@ import (
 
 	"github.com/hutchdev/hutch/internal/core/create"
 
+	"github.com/hutchdev/hutch/internal/base/backlog"
 	"github.com/hutchdev/hutch/internal/base/keylock"
 	"github.com/hutchdev/hutch/internal/core/hook"
-	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -90,7 +89,7 @@ type Manager struct {
 	reaping map[string]bool      // idle sandboxes being suspended or deleted
 	reaps   sync.WaitGroup       // of those, for Close
 	// teardowns are deleted sandboxes' teardowns (see teardown.go).
-	teardowns *teardowns
+	teardowns *backlog.Queue
 	// lastExpiry is when tick last looked for ended lifetimes (Run's
 	// goroutine only).
 	lastExpiry time.Time
@@ -109,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		live:      map[string]*instance{},
 		reaping:   map[string]bool{},
 		pool:      newWarmPool(cfg.Pools, cfg.Default),
-		teardowns: newTeardowns(),
+		teardowns: backlog.New(maxTeardowns, maxBacklog),
 		hooks:     cfg.Hooks,
 	}
 	if m.log == nil {
@@ -156,26 +155,13 @@ type Health struct {
 func (m *Manager) Health(ctx context.Context) Health {
 	def, why := m.runtimes.Default()
 	return Health{Default: def, DefaultReason: why, Backends: m.runtimes.Probe(ctx, m.clock.Now()), Usable: m.runtimes.Usable(),
-		Pools: m.pools(), Deleting: m.deleting()}
+		Pools: m.pools(), Deleting: m.teardowns.Pending()}
 }
 
-// spec is what sandbox id is made from. Its environment is not in it: the
-// sandbox's env is given to each command (see instance.env), so that a
-// sandbox made ahead of time for the pool serves any.
+// spec is what sandbox id is made from: opts's spec, with the binds of
+// its template and of the hooks.
 func (m *Manager) spec(id, rootDir string, binds []backend.Bind, opts create.Options) backend.Spec {
-	return backend.Spec{
-		ID:       id,
-		Hostname: id,
-		RootDir:  rootDir,
-		Binds:    append(slices.Clone(binds), m.hooks.Binds(&opts)...),
-		Files:    identityFiles(id),
-		Limits: backend.Limits{
-			CPUs:        opts.CPUs,
-			MemoryBytes: opts.MemoryMB << 20,
-			Pids:        opts.Pids,
-			DiskBytes:   opts.DiskMB << 20,
-		},
-	}
+	return opts.Spec(id, rootDir, append(slices.Clone(binds), m.hooks.Binds(&opts)...))
 }
 
 // Attribute keys for logs.
@@ -183,28 +169,3 @@ const (
 	attrSandbox = "sandbox_id"
 	attrBackend = "backend"
 )
-
-// NewID returns a random sandbox ID: 12 characters of [a-z0-9], valid as a
-// hostname, a path element and a container name.
-func NewID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 12)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
-}
-
-// identityFiles are the files that name a sandbox, and its resolver: the
-// daemon's, at its gateway (see sandboxnet), never the host's. (Its
-// accounts come with its template.)
-func identityFiles(id string) map[string]backend.File {
-	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", id)
-	resolv := "nameserver " + sandboxnet.RouterAddr.String() + "\n"
-	return map[string]backend.File{
-		"/etc/hosts":       {Data: []byte(hosts), Mode: 0o644},
-		"/etc/hostname":    {Data: []byte(id + "\n"), Mode: 0o644},
-		"/etc/resolv.conf": {Data: []byte(resolv), Mode: 0o644},
-	}
-}

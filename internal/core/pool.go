@@ -155,7 +155,7 @@ func (m *Manager) makePooled(ctx context.Context, key poolKey) (pooled, error) {
 		return pooled{}, err
 	}
 	opts, _, _ := create.Options{}.WithDefaults()
-	id := NewID()
+	id := create.NewID()
 	h, err := be.Create(ctx, m.spec(id, tmpl.RootDir, tmpl.Binds, opts))
 	if err != nil {
 		return pooled{}, err

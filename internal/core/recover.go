@@ -299,8 +299,8 @@ func (m *Manager) Close() {
 		inst.unwatch() // the next daemon watches them
 	}
 	m.reaps.Wait()
-	m.teardowns.running.Wait() // or the next daemon would finish them
-	m.unobserve()              // a closed core hears of templates no more
+	m.teardowns.Wait() // or the next daemon would finish them
+	m.unobserve()      // a closed core hears of templates no more
 	m.drainPools()
 	for _, inst := range live {
 		inst.agent.CloseIdleConnections()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -34,54 +33,6 @@ const maxTeardowns = 4
 // holds its disk, mounts, cgroups and id range until then, and creates
 // faster than teardowns would pile them up without bound.
 const maxBacklog = 4 * maxTeardowns
-
-// teardowns are the teardowns under way and waiting (see Delete).
-type teardowns struct {
-	slots   chan struct{}
-	running sync.WaitGroup
-	mu      sync.Mutex
-	pending int
-	// fewer is closed, and replaced, when pending goes down.
-	fewer chan struct{}
-}
-
-func newTeardowns() *teardowns {
-	return &teardowns{slots: make(chan struct{}, maxTeardowns), fewer: make(chan struct{})}
-}
-
-func (t *teardowns) add(n int) {
-	t.mu.Lock()
-	t.pending += n
-	if n < 0 {
-		close(t.fewer)
-		t.fewer = make(chan struct{})
-	}
-	t.mu.Unlock()
-}
-
-// waitBacklog returns once fewer than maxBacklog teardowns are pending.
-func (t *teardowns) waitBacklog(ctx context.Context) error {
-	for {
-		t.mu.Lock()
-		pending, fewer := t.pending, t.fewer
-		t.mu.Unlock()
-		if pending < maxBacklog {
-			return nil
-		}
-		select {
-		case <-fewer:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// deleting is how many deleted sandboxes are still being torn down.
-func (m *Manager) deleting() int {
-	m.teardowns.mu.Lock()
-	defer m.teardowns.mu.Unlock()
-	return m.teardowns.pending
-}
 
 // Delete ends a sandbox and forgets it, returning once it is gone to
 // everyone and nothing runs in it; its teardown goes on in the background.
@@ -168,18 +119,11 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 	}
 	m.hooks.Deleted(id)
 	out := make(chan error, 1)
-	t := m.teardowns
-	t.add(1)
-	t.running.Add(1)
-	go func() {
-		defer t.running.Done()
-		t.slots <- struct{}{}
+	m.teardowns.Go(func() {
 		err := m.teardown(ctx, be, h)
-		<-t.slots
 		unlock()
-		t.add(-1)
 		out <- err
-	}()
+	})
 	return out, nil
 }
 

@@ -5,6 +5,7 @@
 package create
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -195,4 +197,49 @@ func CheckMaxLifetime(d time.Duration) error {
 		return fmt.Errorf("max_lifetime_s must be between 1 and %d, got %d", int(maxMaxLifetime.Seconds()), int(d.Seconds()))
 	}
 	return nil
+}
+
+// Spec is what sandbox id is made from, with these options: its root, the
+// host directories bound in it, the files that name it, its limits. Its
+// environment is not in it: the sandbox's env is given to each command, so
+// that a sandbox made ahead of time for a warm pool serves any.
+func (o Options) Spec(id, rootDir string, binds []backend.Bind) backend.Spec {
+	return backend.Spec{
+		ID:       id,
+		Hostname: id,
+		RootDir:  rootDir,
+		Binds:    binds,
+		Files:    identityFiles(id),
+		Limits: backend.Limits{
+			CPUs:        o.CPUs,
+			MemoryBytes: o.MemoryMB << 20,
+			Pids:        o.Pids,
+			DiskBytes:   o.DiskMB << 20,
+		},
+	}
+}
+
+// NewID returns a random sandbox ID: 12 characters of [a-z0-9], valid as a
+// hostname, a path element and a container name.
+func NewID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 12)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// identityFiles are the files that name a sandbox, and its resolver: the
+// daemon's, at its gateway (see sandboxnet), never the host's. (Its
+// accounts come with its template.)
+func identityFiles(id string) map[string]backend.File {
+	hosts := fmt.Sprintf("127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", id)
+	resolv := "nameserver " + sandboxnet.RouterAddr.String() + "\n"
+	return map[string]backend.File{
+		"/etc/hosts":       {Data: []byte(hosts), Mode: 0o644},
+		"/etc/hostname":    {Data: []byte(id + "\n"), Mode: 0o644},
+		"/etc/resolv.conf": {Data: []byte(resolv), Mode: 0o644},
+	}
 }

@@ -54,3 +54,25 @@ func TestWithDefaultsRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox's spec names it, resolves through the daemon and has the
+// options' limits; its ids are valid hostnames, and differ.
+func TestSpec(t *testing.T) {
+	t.Parallel()
+	o, _, err := Options{CPUs: 0.5, MemoryMB: 256}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := NewID()
+	if len(id) != 12 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" || NewID() == id {
+		t.Fatalf("ids %q", id)
+	}
+	s := o.Spec(id, "/roots/host", nil)
+	if s.ID != id || s.Hostname != id || s.RootDir != "/roots/host" || s.Limits.CPUs != 0.5 || s.Limits.MemoryBytes != 256<<20 ||
+		s.Limits.Pids != DefaultPids || s.Limits.DiskBytes != DefaultDiskMB<<20 {
+		t.Errorf("spec %+v", s)
+	}
+	if string(s.Files["/etc/hostname"].Data) != id+"\n" || !strings.HasPrefix(string(s.Files["/etc/resolv.conf"].Data), "nameserver ") {
+		t.Errorf("identity files %v", s.Files)
+	}
+}

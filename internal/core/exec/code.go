@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
@@ -90,7 +90,7 @@ func (s *Service) RunCode(ctx context.Context, id string, req CodeRequest, out O
 		args = append(args, "--allow-env="+strings.Join(slices.Sorted(maps.Keys(req.Env)), ","))
 	}
 	// A marker the code cannot know: its own output never passes for it.
-	marker := "hutch: missing runtime " + core.NewID()
+	marker := "hutch: missing runtime " + create.NewID()
 	code := req.Code
 	cmd := append([]string{"/bin/sh", "-c", codeScript, "hutch-code", marker, lang.ext, lang.program}, args...)
 	exec := Request{Cmd: cmd, Cwd: req.Cwd, Env: req.Env, Stdin: &code, Timeout: req.Timeout, ForUser: req.ForUser}

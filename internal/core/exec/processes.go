@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -171,7 +172,7 @@ func defaultProcessName(argv []string) string {
 	if base == "" {
 		base = "process"
 	}
-	return fmt.Sprintf("%.40s-%s", base, core.NewID()[:6])
+	return fmt.Sprintf("%.40s-%s", base, create.NewID()[:6])
 }
 
 // ListProcesses lists a sandbox's background processes. It does not wake a

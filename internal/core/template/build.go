@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/exec"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/net/egress"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
@@ -66,7 +66,7 @@ func (s *Service) runBuildStep(ctx context.Context, root string, step rootfs.Run
 	if builder == nil {
 		return errdefs.FailedPrecondition("runtime %s cannot run template build steps", be.Name())
 	}
-	id := core.NewID()
+	id := create.NewID()
 	log := s.log.With("sandbox_id", id, "build_step", true)
 	h, err := be.Create(ctx, backend.Spec{
 		ID:       id,

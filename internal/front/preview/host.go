@@ -48,7 +48,7 @@ func ParseHost(host, domain string) (t Target, ok bool) {
 }
 
 // isID says whether s may be a sandbox's id: letters and digits
-// (core.NewID's), and hyphens.
+// (create.NewID's), and hyphens.
 func isID(s string) bool {
 	if s == "" || len(s) > 63 {
 		return false
