@@ -15,7 +15,7 @@ import (
 // startHooks runs every Starter's Start for inst, whose network policy is
 // policy, keeping what stops them in inst (see instance.stopHooks).
 func (m *Manager) startHooks(ctx context.Context, inst *instance, policy netpolicy.Policy) error {
-	stop, err := m.hooks.Start(ctx, hook.Live{ID: inst.id, Backend: inst.backend, Handle: inst.handle, Network: policy})
+	stop, err := m.hooks.Start(ctx, hook.Live{ID: inst.id, Backend: inst.backend, Handle: inst.handle, Agent: inst.agent, Network: policy})
 	if err != nil {
 		return err
 	}

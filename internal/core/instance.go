@@ -5,7 +5,6 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
@@ -36,11 +35,6 @@ type instance struct {
 	lastActive time.Time
 	running    int               // calls in flight (see hold)
 	limitHits  backend.LimitHits // limit hits already put down to a command
-	// reclaims counts the processes killed for the sandbox's memory by
-	// the daemon (see reclaimMemory), which LimitHits cannot count;
-	// reclaiming is held while one is being killed.
-	reclaims   atomic.Int64
-	reclaiming sync.Mutex
 	// The last CPU sample (see sampleCPU), and the share of a CPU used
 	// between it and the one before.
 	cpuAt    time.Time

@@ -158,7 +158,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 	// Its network is served already, refusing everything: now by its
 	// policy (prepared by create).
 	inst := sb.inst
-	m.hooks.Claimed(ctx, hook.Live{ID: inst.id, Backend: inst.backend, Handle: inst.handle, Network: policy})
+	m.hooks.Claimed(ctx, hook.Live{ID: inst.id, Backend: inst.backend, Handle: inst.handle, Agent: inst.agent, Network: policy})
 	inst.mu.Lock()
 	inst.idleTimeout, inst.env, inst.owner, inst.lastActive = rec.IdleTimeout, rec.Env, ownerOf(rec), m.clock.Now()
 	inst.mu.Unlock()
@@ -470,35 +470,7 @@ func (m *Manager) watch(inst *instance, ended func(reason string)) {
 		m.log.Warn("sandbox not watched: its end is found at the next call", attrSandbox, inst.id, "error", err)
 		return
 	}
-	if mw := inst.backend.Capabilities().WatchMemory; mw != nil {
-		err := mw.WatchMemory(ctx, inst.handle, func() { m.reclaimMemory(inst) })
-		if err != nil && !errors.Is(err, errdefs.ErrNotImplemented) {
-			m.log.Warn("sandbox's memory not watched: past its limit, the host's OOM killer may end it whole", attrSandbox, inst.id, "error", err)
-		}
-	}
 	inst.setUnwatch(cancel)
-}
-
-// reclaimMemory has the agent of a sandbox near its memory limit kill the
-// process that holds the most memory (see backend.MemoryWatcher), one at
-// a time; the command it ran is then put down to the memory limit, as an
-// OOM kill of the kernel's would be.
-func (m *Manager) reclaimMemory(inst *instance) {
-	if !inst.reclaiming.TryLock() {
-		return // one is under way
-	}
-	defer inst.reclaiming.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, err := inst.agent.ReclaimMemory(ctx)
-	switch {
-	case err != nil:
-		m.log.Warn("sandbox near its memory limit: no process killed", attrSandbox, inst.id, "error", err)
-	case v.Pid != 0:
-		inst.reclaims.Add(1)
-		m.log.Info("process killed: its sandbox was out of memory", attrSandbox, inst.id,
-			"pid", v.Pid, "name", v.Name, "rss_bytes", v.RSSBytes)
-	}
 }
 
 // ended marks a live sandbox whose container ended by itself, with what

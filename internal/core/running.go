@@ -61,20 +61,16 @@ func (r *Running) Lost(ctx context.Context, err error) error {
 
 // LimitHits are the counts of the limits the sandbox hit at the last look
 // (prev) and now, which become the last look: what a command that failed
-// meanwhile is put down to. A memory reclaim under way (see
-// Manager.reclaimMemory) is waited for: the command's end can come back
-// before the agent's answer does.
+// meanwhile is put down to. The hooks add what the backend cannot count
+// (hook.Counter: the processes the daemon killed for its memory).
 func (r *Running) LimitHits(ctx context.Context) (prev, now backend.LimitHits, err error) {
 	inst := r.inst
-	inst.reclaiming.Lock()
-	//lint:ignore SA2001 the lock is taken only to wait for a reclaim under way
-	inst.reclaiming.Unlock()
 	now, err = inst.backend.LimitHits(ctx, inst.handle)
 	if err != nil {
 		r.m.log.Warn("read limit hits", attrSandbox, inst.id, "error", err)
 		return prev, now, err
 	}
-	now.OOMKills += inst.reclaims.Load()
+	r.m.hooks.CountHits(inst.id, &now)
 	inst.mu.Lock()
 	prev, inst.limitHits = inst.limitHits, now
 	inst.mu.Unlock()

@@ -63,6 +63,8 @@ type Live struct {
 	ID      string
 	Backend backend.Backend
 	Handle  backend.Handle
+	// Agent is the client of its agent.
+	Agent *agentclient.Client
 	// Network is its network policy; a warm pool's sandbox, no one's yet,
 	// has mode none until it is claimed.
 	Network netpolicy.Policy
@@ -201,4 +203,12 @@ type Importer interface {
 type Remover interface {
 	Hook
 	Removed(ctx context.Context, id string) error
+}
+
+// A Counter counts the limits a sandbox's running container hit that its
+// backend's LimitHits cannot (the processes the daemon killed for its
+// memory), adding them to hits.
+type Counter interface {
+	Hook
+	CountHits(id string, hits *backend.LimitHits)
 }

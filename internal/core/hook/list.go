@@ -208,3 +208,12 @@ func (l List) Busy(ctx context.Context, sb Sandbox) (reasons []string, errs []er
 	}
 	return reasons, errs
 }
+
+// CountHits has every Counter add to hits, sandbox id's limit hits.
+func (l List) CountHits(id string, hits *backend.LimitHits) {
+	for _, h := range l {
+		if c, ok := h.(Counter); ok {
+			c.CountHits(id, hits)
+		}
+	}
+}
