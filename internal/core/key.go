@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -57,7 +58,7 @@ func (m *Manager) Create(ctx context.Context, opts create.Options) (sb *store.Sa
 	}
 	if opts.Template != "" && opts.Template != rec.Template || opts.Runtime != "" && opts.Runtime != rec.Backend {
 		return nil, false, errdefs.Conflict("key %q names sandbox %s, of template %s on %s; this asks for %s on %s",
-			opts.Key, rec.ID, rec.Template, rec.Backend, orDefault(opts.Template, rec.Template), orDefault(opts.Runtime, rec.Backend))
+			opts.Key, rec.ID, rec.Template, rec.Backend, cmp.Or(opts.Template, rec.Template), cmp.Or(opts.Runtime, rec.Backend))
 	}
 	sb, err = m.Resume(ctx, rec.ID) // wakes or starts it, a failed one too
 	if err == nil || rec.State != store.Error {

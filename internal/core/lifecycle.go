@@ -167,11 +167,6 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 	return view(rec), nil
 }
 
-// Get returns a sandbox's record.
-func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
-	return m.get(ctx, id)
-}
-
 // Place is where a sandbox belongs: the workspace that owns it and the
 // node that holds it.
 type Place struct {

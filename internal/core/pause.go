@@ -7,11 +7,10 @@ import (
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
 
 // Pause freezes a running sandbox: its processes keep their memory and get
-// no CPU. Any call that needs it (exec, files) thaws it first; Unpause does
+// no CPU. Any call that needs it (exec, files) thaws it first; Resume does
 // so explicitly. Pausing a paused sandbox does nothing.
 func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock, err := m.locks.Lock(ctx, id)
@@ -19,9 +18,13 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 		return nil, err
 	}
 	defer unlock()
-	inst, pauser, err := m.pausable(ctx, id)
-	if err != nil {
-		return nil, err
+	inst := m.liveInstance(id)
+	if inst == nil {
+		return nil, m.notLive(ctx, id)
+	}
+	pauser := inst.backend.Capabilities().Pause
+	if pauser == nil {
+		return nil, errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
 	}
 	if !inst.isPaused() {
 		if err := pauser.Pause(ctx, inst.handle); err != nil {
@@ -34,20 +37,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 		}
 		m.log.Info("sandbox paused", attrSandbox, id)
 	}
-	return m.get(ctx, id)
-}
-
-// pausable returns a live sandbox and its backend's Pauser.
-func (m *Manager) pausable(ctx context.Context, id string) (*instance, backend.Pauser, error) {
-	inst := m.liveInstance(id)
-	if inst == nil {
-		return nil, nil, m.notLive(ctx, id)
-	}
-	pauser := inst.backend.Capabilities().Pause
-	if pauser == nil {
-		return nil, nil, errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
-	}
-	return inst, pauser, nil
+	return m.Get(ctx, id)
 }
 
 // thaw unpauses inst if it is paused, saying why. It is on the way of

@@ -82,7 +82,7 @@ func newWarmPool(specs []PoolSpec, def string) *warmPool {
 	}
 	for _, s := range specs {
 		if s.Size > 0 {
-			p.size[poolKey{s.Template, orDefault(s.Runtime, def)}] = s.Size
+			p.size[poolKey{s.Template, cmp.Or(s.Runtime, def)}] = s.Size
 		}
 	}
 	return p
@@ -349,31 +349,13 @@ func (m *Manager) destroyPooled(sb pooled) {
 	}
 }
 
-func orDefault(v, fallback string) string {
-	if v == "" {
-		return fallback
-	}
-	return v
-}
-
 // warmUp runs true in a new sandbox through its agent.
 func warmUp(ctx context.Context, agent *agentclient.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	exe, err := agent.Start(ctx, agentclient.Command{Argv: []string{"true"}, Cwd: "/", User: rootfs.UserName})
-	if err != nil {
-		return err
+	st, err := agent.Run(ctx, agentclient.Command{Argv: []string{"true"}, Cwd: "/", User: rootfs.UserName})
+	if err == nil && st.Code != 0 {
+		err = fmt.Errorf("true exited %d in a new sandbox", st.Code)
 	}
-	defer func() { _ = exe.Close() }()
-	for {
-		ev, err := exe.Recv()
-		switch {
-		case err != nil:
-			return err
-		case ev.Exit != nil && ev.Exit.Code != 0:
-			return fmt.Errorf("true exited %d in a new sandbox", ev.Exit.Code)
-		case ev.Exit != nil:
-			return nil
-		}
-	}
+	return err
 }

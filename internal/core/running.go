@@ -39,10 +39,6 @@ func (r *Running) Runtime() string { return r.inst.backend.Name() }
 // more than it. A call whose request fails returns Err(ctx, err).
 func (r *Running) Agent() *agentclient.Client { return r.inst.agent }
 
-// Env is the sandbox's environment with env over it: what a command
-// started in it gets. It may hold secrets: never log it.
-func (r *Running) Env(env map[string]string) map[string]string { return withEnv(r.inst.env, env) }
-
 // CommandEnv is the environment of a command run for forUser ("": the
 // sandbox's user) with env of its own: the sandbox's, its secrets, env.
 // A terminal's command and a code context's kernel start with it.

@@ -97,7 +97,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 	if keepMemory {
 		m.hooks.Suspended(id)
 	}
-	return m.get(sctx, id)
+	return m.Get(sctx, id)
 }
 
 // Resume starts a suspended, stopped or failed sandbox again, with its
@@ -117,7 +117,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error)
 		return nil, err
 	}
 	release()
-	return m.get(ctx, id)
+	return m.Get(ctx, id)
 }
 
 // start starts sandbox id if it is stopped, which calls do not.
@@ -205,21 +205,8 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 // leaves the idle timeout as it was. It changes the timers only, so it
 // never undoes a change of state made meanwhile.
 func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
-	if timeout == 0 && lifetime == 0 {
-		return nil, errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
-	}
-	if timeout != 0 && (timeout < time.Second || timeout > create.MaxIdleTimeout) {
-		return nil, errdefs.InvalidArgument("idle_timeout_s must be between 1 and %d, got %d", int(create.MaxIdleTimeout.Seconds()), int(timeout.Seconds()))
-	}
-	if lifetime != 0 {
-		if err := create.CheckMaxLifetime(lifetime); err != nil {
-			return nil, errdefs.InvalidArgument("%v", err)
-		}
-	}
-	if action != "" {
-		if err := create.CheckIdleAction(action); err != nil {
-			return nil, errdefs.InvalidArgument("%v", err)
-		}
+	if err := create.CheckKeepalive(timeout, action, lifetime); err != nil {
+		return nil, err
 	}
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
@@ -244,5 +231,5 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 		inst.idleTimeout, inst.lastActive = t.IdleTimeout, now
 		inst.mu.Unlock()
 	}
-	return m.get(ctx, id)
+	return m.Get(ctx, id)
 }

@@ -7,9 +7,8 @@ import (
 )
 
 // view is a sandbox as the core tells its callers (the API, MCP): its
-// record without what
-// is the core's alone (the backend's handle) and without its
-// environment, which may hold secrets and is never returned.
+// record without what is the core's alone (the backend's handle) and
+// without its environment, which may hold secrets and is never returned.
 func view(rec *store.Sandbox) *store.Sandbox {
 	sb := *rec
 	sb.Env, sb.Handle = nil, nil
@@ -25,8 +24,8 @@ func views(recs []*store.Sandbox) []*store.Sandbox {
 	return out
 }
 
-// get returns a sandbox as callers see it.
-func (m *Manager) get(ctx context.Context, id string) (*store.Sandbox, error) {
+// Get returns a sandbox as callers see it (see view).
+func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err

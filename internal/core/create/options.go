@@ -32,7 +32,7 @@ const (
 	DefaultIdleTimeout = 300 * time.Second
 	DefaultMaxLifetime = 30 * 24 * time.Hour
 
-	MaxIdleTimeout = 30 * 24 * time.Hour
+	maxIdleTimeout = 30 * 24 * time.Hour
 
 	minMemoryMB    = 32
 	maxMemoryMB    = 1 << 20
@@ -147,7 +147,7 @@ func (o Options) WithDefaults() (_ Options, files map[string]backend.File, err e
 	if len(o.Key) > 256 || strings.ContainsFunc(o.Key, unicode.IsControl) {
 		errs = append(errs, fmt.Errorf("key must be at most 256 characters, none of them control characters"))
 	}
-	if err := CheckIdleAction(o.IdleAction); err != nil {
+	if err := checkIdleAction(o.IdleAction); err != nil {
 		errs = append(errs, err)
 	}
 	if err := workspace.Check(o.Workspace); err != nil {
@@ -163,10 +163,10 @@ func (o Options) WithDefaults() (_ Options, files map[string]backend.File, err e
 			errs = append(errs, fmt.Errorf("secret name %q is not a valid variable name", name))
 		}
 	}
-	if o.IdleTimeout < time.Second || o.IdleTimeout > MaxIdleTimeout {
-		errs = append(errs, fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(MaxIdleTimeout.Seconds()), int(o.IdleTimeout.Seconds())))
+	if err := checkIdleTimeout(o.IdleTimeout); err != nil {
+		errs = append(errs, err)
 	}
-	if err := CheckMaxLifetime(o.MaxLifetime); err != nil {
+	if err := checkMaxLifetime(o.MaxLifetime); err != nil {
 		errs = append(errs, err)
 	}
 	if files, err = rootfs.WorkspaceFiles(o.Files, o.FilesTar); err != nil {
@@ -183,16 +183,47 @@ func (o Options) WithDefaults() (_ Options, files map[string]backend.File, err e
 	return o, files, nil
 }
 
-// CheckIdleAction checks an idle action a call gives.
-func CheckIdleAction(a string) error {
+// CheckKeepalive checks the timers a keepalive gives (core.Manager's
+// Keepalive): a new idle timeout, idle action or max lifetime, each zero
+// when left as it is, not all of them.
+func CheckKeepalive(timeout time.Duration, action string, lifetime time.Duration) error {
+	var err error
+	switch {
+	case timeout == 0 && lifetime == 0:
+		return errdefs.InvalidArgument("give idle_timeout_s, max_lifetime_s or both")
+	case timeout != 0:
+		err = checkIdleTimeout(timeout)
+	}
+	if err == nil && lifetime != 0 {
+		err = checkMaxLifetime(lifetime)
+	}
+	if err == nil && action != "" {
+		err = checkIdleAction(action)
+	}
+	if err != nil {
+		return errdefs.InvalidArgument("%v", err)
+	}
+	return nil
+}
+
+// checkIdleTimeout checks an idle timeout a call gives.
+func checkIdleTimeout(d time.Duration) error {
+	if d < time.Second || d > maxIdleTimeout {
+		return fmt.Errorf("idle_timeout_s must be between 1 and %d, got %d", int(maxIdleTimeout.Seconds()), int(d.Seconds()))
+	}
+	return nil
+}
+
+// checkIdleAction checks an idle action a call gives.
+func checkIdleAction(a string) error {
 	if a != store.IdleSuspend && a != store.IdleStop && a != store.IdleDelete {
 		return fmt.Errorf("idle_action must be %s, %s or %s, got %q", store.IdleSuspend, store.IdleStop, store.IdleDelete, a)
 	}
 	return nil
 }
 
-// CheckMaxLifetime checks a max lifetime a call gives.
-func CheckMaxLifetime(d time.Duration) error {
+// checkMaxLifetime checks a max lifetime a call gives.
+func checkMaxLifetime(d time.Duration) error {
 	if d < time.Second || d > maxMaxLifetime {
 		return fmt.Errorf("max_lifetime_s must be between 1 and %d, got %d", int(maxMaxLifetime.Seconds()), int(d.Seconds()))
 	}

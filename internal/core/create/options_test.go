@@ -76,3 +76,26 @@ func TestSpec(t *testing.T) {
 		t.Errorf("identity files %v", s.Files)
 	}
 }
+
+// A keepalive gives a timer or two, each within its bounds.
+func TestCheckKeepalive(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		timeout  time.Duration
+		action   string
+		lifetime time.Duration
+		ok       bool
+	}{
+		{time.Minute, "", 0, true},
+		{0, store.IdleStop, time.Hour, true},
+		{0, store.IdleDelete, 0, false},
+		{time.Millisecond, "", 0, false},
+		{time.Minute, "explode", 0, false},
+		{0, "", 400 * 24 * time.Hour, false},
+	} {
+		err := CheckKeepalive(tc.timeout, tc.action, tc.lifetime)
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("CheckKeepalive(%v, %q, %v): %v", tc.timeout, tc.action, tc.lifetime, err)
+		}
+	}
+}

@@ -60,8 +60,8 @@ func TestSnapshotAndFork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env := r.Env(nil); env["GREETING"] != "hello" {
-			t.Errorf("fork %s's env: %v", f.ID, env)
+		if env, err := r.CommandEnv(ctx, "", nil); err != nil || env["GREETING"] != "hello" {
+			t.Errorf("fork %s's env: %v, %v", f.ID, env, err)
 		}
 		procs, err := processes.Running(ctx, r)
 		release()

@@ -566,3 +566,21 @@ func TestCanceledByWhom(t *testing.T) {
 		})
 	}
 }
+
+// Run waits for the command's end, dropping its output; a stream that
+// breaks first is its error.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	c := serveAgent(t, &fakeAgent{start: func(req *hutchagent.StartRequest, send func(*hutchagent.Event) error) error {
+		if req.GetCommand().GetArgv()[0] == "broken" {
+			return sendAll(send, startedEvent(1), stdout("x"))
+		}
+		return sendAll(send, startedEvent(1), stdout("out"), keepalive, exited(&hutchagent.Exited{ExitCode: 3, Exited: true}))
+	}})
+	if st, err := c.Run(t.Context(), Command{Argv: []string{"false"}}); err != nil || st.Code != 3 || !st.Exited {
+		t.Errorf("Run: %+v, %v; want exit 3", st, err)
+	}
+	if _, err := c.Run(t.Context(), Command{Argv: []string{"broken"}}); err == nil {
+		t.Error("Run of a stream that ends without an exit: no error")
+	}
+}

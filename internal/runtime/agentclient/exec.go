@@ -96,6 +96,24 @@ type Execution struct {
 	cancel context.CancelFunc // of the stream's context
 }
 
+// Run starts cmd and waits for it to end, its output dropped.
+func (c *Client) Run(ctx context.Context, cmd Command) (ExitStatus, error) {
+	exe, err := c.Start(ctx, cmd)
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	defer func() { _ = exe.Close() }()
+	for {
+		ev, err := exe.Recv()
+		switch {
+		case err != nil:
+			return ExitStatus{}, err
+		case ev.Exit != nil:
+			return *ev.Exit, nil
+		}
+	}
+}
+
 // Start starts cmd and returns once the agent reports it running, with its
 // pid; its events follow through Recv. ctx bounds the stream, not the
 // command: a command whose stream ends runs on until it exits, its timeout,
