@@ -8,6 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Template build steps and the quotas. A build step runs in a sandbox of
@@ -82,15 +83,15 @@ func (h *buildHolds) addTo(u *Usage) {
 
 // WorkspaceQuota is workspace ws's quota; none (all zero) for a workspace
 // not recorded yet.
-func (k *Keeper) WorkspaceQuota(ctx context.Context, ws string) (Quota, error) {
+func (k *Keeper) WorkspaceQuota(ctx context.Context, ws string) (store.Quota, error) {
 	w, err := k.store.GetWorkspace(ctx, ws)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return Quota{}, nil
+		return store.Quota{}, nil
 	}
 	if err != nil {
-		return Quota{}, err
+		return store.Quota{}, err
 	}
-	return Quota(w.Quota), nil
+	return w.Quota, nil
 }
 
 // AdmitBuildStep admits a template build step of workspace ws, which
@@ -106,7 +107,7 @@ func (k *Keeper) AdmitBuildStep(ctx context.Context, ws string, want StepLimits)
 	if err != nil {
 		return StepLimits{}, nil, err
 	}
-	if q == (Quota{}) {
+	if q == (store.Quota{}) {
 		return want, func() {}, nil
 	}
 	unlock, err := k.locks.Lock(ctx, ws)

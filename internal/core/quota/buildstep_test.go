@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/testclock"
@@ -28,7 +29,7 @@ func TestAdmitBuildStep(t *testing.T) {
 		release()
 	}
 
-	if err := d.k.SetQuota(ctx, "acme", quota.Quota{Sandboxes: 2, MemoryMB: 1536, CPUs: 2, DiskMB: 4096}); err != nil {
+	if err := d.k.SetQuota(ctx, "acme", store.Quota{Sandboxes: 2, MemoryMB: 1536, CPUs: 2, DiskMB: 4096}); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.Create(t, create.Options{Workspace: "acme", MemoryMB: 1024, CPUs: 1, DiskMB: 2048})
@@ -57,14 +58,14 @@ func TestAdmitBuildStep(t *testing.T) {
 	}
 
 	// Below a floor, refused, saying which.
-	if err := d.k.SetQuota(ctx, "acme", quota.Quota{MemoryMB: 1200}); err != nil {
+	if err := d.k.SetQuota(ctx, "acme", store.Quota{MemoryMB: 1200}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := d.k.AdmitBuildStep(ctx, "acme", want); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "quota of memory") || !strings.Contains(err.Error(), "256 MiB at least") {
 		t.Errorf("a step with 176 MiB left: %v, want resource exhausted", err)
 	}
 	// A quota below the floor is the floor.
-	if err := d.k.SetQuota(ctx, "tiny", quota.Quota{MemoryMB: 128, CPUs: 0.1}); err != nil {
+	if err := d.k.SetQuota(ctx, "tiny", store.Quota{MemoryMB: 128, CPUs: 0.1}); err != nil {
 		t.Fatal(err)
 	}
 	if got, release, err := d.k.AdmitBuildStep(ctx, "tiny", want); err != nil || got.MemoryMB != 128 || got.CPUs != 0.1 {

@@ -81,29 +81,12 @@ func New(cfg Config) *Keeper {
 // Name names the hook.
 func (k *Keeper) Name() string { return "quota" }
 
-// Quota bounds what a workspace's sandboxes use together (see
-// store.Quota, its record). A zero field is no bound.
-type Quota struct {
-	Sandboxes    int
-	MemoryMB     int64
-	CPUs         float64
-	DiskMB       int64
-	SandboxHours float64
-}
-
-// Workspace is a workspace and its quota.
-type Workspace struct {
-	Name      string
-	Quota     Quota
-	CreatedAt time.Time
-}
-
 // Usage is what a workspace's sandboxes use, beside its quota. Its
 // template build steps in flight count as running sandboxes (see
 // AdmitBuildStep).
 type Usage struct {
 	Workspace string
-	Quota     Quota
+	Quota     store.Quota
 	// Sandboxes are those running (or paused, or on their way).
 	Sandboxes int
 	MemoryMB  int64
@@ -129,7 +112,7 @@ func (k *Keeper) Usage(ctx context.Context, ws string) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{Workspace: ws, Quota: Quota(w.Quota), Day: dayOf(k.now())}
+	u := Usage{Workspace: ws, Quota: w.Quota, Day: dayOf(k.now())}
 	for _, rec := range recs {
 		if rec.Workspace != ws {
 			continue
@@ -151,28 +134,28 @@ func (k *Keeper) Usage(ctx context.Context, ws string) (Usage, error) {
 }
 
 // Workspaces lists the workspaces.
-func (k *Keeper) Workspaces(ctx context.Context) ([]Workspace, error) {
+func (k *Keeper) Workspaces(ctx context.Context) ([]store.Workspace, error) {
 	recs, err := k.store.ListWorkspaces(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Workspace, 0, len(recs))
+	out := make([]store.Workspace, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, Workspace{Name: r.Name, Quota: Quota(r.Quota), CreatedAt: r.CreatedAt})
+		out = append(out, store.Workspace{Name: r.Name, Quota: r.Quota, CreatedAt: r.CreatedAt})
 	}
 	return out, nil
 }
 
 // SetQuota sets workspace ws's quota (making the workspace if it is
 // not yet). A zero field is no bound.
-func (k *Keeper) SetQuota(ctx context.Context, ws string, q Quota) error {
+func (k *Keeper) SetQuota(ctx context.Context, ws string, q store.Quota) error {
 	if err := workspace.Check(ws); err != nil {
 		return err
 	}
 	if q.Sandboxes < 0 || q.MemoryMB < 0 || q.CPUs < 0 || q.DiskMB < 0 || q.SandboxHours < 0 {
 		return errdefs.InvalidArgument("a quota's figures must be 0 (no bound) or more")
 	}
-	if err := k.store.SetQuota(ctx, ws, store.Quota(q), k.now().UTC()); err != nil {
+	if err := k.store.SetQuota(ctx, ws, q, k.now().UTC()); err != nil {
 		return err
 	}
 	k.log.Info("workspace quota set", "workspace", ws, "quota", fmt.Sprintf("%+v", q))

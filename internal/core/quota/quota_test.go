@@ -33,15 +33,15 @@ func TestQuotas(t *testing.T) {
 	ctx := t.Context()
 	tests := []struct {
 		name   string
-		quota  quota.Quota
+		quota  store.Quota
 		first  create.Options // fits
 		second create.Options // does not
 		want   string         // in the refusal
 	}{
-		{"running sandboxes", quota.Quota{Sandboxes: 1}, create.Options{}, create.Options{}, "running sandboxes: 1 of 1 run"},
-		{"memory", quota.Quota{MemoryMB: 1000}, create.Options{MemoryMB: 600}, create.Options{MemoryMB: 500}, "memory: 600 MiB of 1000 MiB in use, and this sandbox asks for 500 MiB"},
-		{"cpus", quota.Quota{CPUs: 1.5}, create.Options{CPUs: 1}, create.Options{CPUs: 1}, "CPUs: 1 of 1.5 in use, and this sandbox asks for 1"},
-		{"disk", quota.Quota{DiskMB: 3000}, create.Options{DiskMB: 2048}, create.Options{DiskMB: 2048}, "disk: 2048 MiB of 3000 MiB"},
+		{"running sandboxes", store.Quota{Sandboxes: 1}, create.Options{}, create.Options{}, "running sandboxes: 1 of 1 run"},
+		{"memory", store.Quota{MemoryMB: 1000}, create.Options{MemoryMB: 600}, create.Options{MemoryMB: 500}, "memory: 600 MiB of 1000 MiB in use, and this sandbox asks for 500 MiB"},
+		{"cpus", store.Quota{CPUs: 1.5}, create.Options{CPUs: 1}, create.Options{CPUs: 1}, "CPUs: 1 of 1.5 in use, and this sandbox asks for 1"},
+		{"disk", store.Quota{DiskMB: 3000}, create.Options{DiskMB: 2048}, create.Options{DiskMB: 2048}, "disk: 2048 MiB of 3000 MiB"},
 	}
 	for i, tt := range tests {
 		ws := "quota-" + string(rune('a'+i))
@@ -75,7 +75,7 @@ func TestQuotas(t *testing.T) {
 	}
 
 	// A suspended sandbox runs no more: its place is free, its disk not.
-	if err := d.k.SetQuota(ctx, "suspending", quota.Quota{Sandboxes: 1, DiskMB: 4096}); err != nil {
+	if err := d.k.SetQuota(ctx, "suspending", store.Quota{Sandboxes: 1, DiskMB: 4096}); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.Create(t, create.Options{Workspace: "suspending"})
@@ -114,7 +114,7 @@ func TestQuotaSandboxHours(t *testing.T) {
 	c := testclock.New()
 	d := start(t, c)
 	ctx := t.Context()
-	if err := d.k.SetQuota(ctx, "hours", quota.Quota{SandboxHours: 0.5}); err != nil {
+	if err := d.k.SetQuota(ctx, "hours", store.Quota{SandboxHours: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	sb := d.Create(t, create.Options{Workspace: "hours", IdleTimeout: 24 * time.Hour})
@@ -144,7 +144,7 @@ func TestQuotaRace(t *testing.T) {
 	t.Parallel()
 	d := start(t, testclock.New())
 	ctx := t.Context()
-	if err := d.k.SetQuota(ctx, "race", quota.Quota{Sandboxes: 3}); err != nil {
+	if err := d.k.SetQuota(ctx, "race", store.Quota{Sandboxes: 3}); err != nil {
 		t.Fatal(err)
 	}
 	var (

@@ -19,9 +19,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
-	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs/imagetest"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Attacks on the quotas of issue 36, finding 14 (docs/security.md): a
@@ -70,7 +70,7 @@ func TestAttackBuildIgnoresQuota(t *testing.T) {
 	c, s := start(t, func(cfg *Config) { cfg.BuildBackend = spy })
 	ctx := t.Context()
 	commitTemplate(t, c.Templates, "base")
-	if err := c.Quotas.SetQuota(ctx, "acme", quota.Quota{MemoryMB: 1024, CPUs: 1, DiskMB: 2048}); err != nil {
+	if err := c.Quotas.SetQuota(ctx, "acme", store.Quota{MemoryMB: 1024, CPUs: 1, DiskMB: 2048}); err != nil {
 		t.Fatal(err)
 	}
 	build := func(name, ws string, admin bool) error {
@@ -146,7 +146,7 @@ func TestAttackImageImportUnbounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Dir(filepath.Dir(filepath.Dir(base.RootDir))) // DIR/base/VERSION/rootfs
-	if err = c.Quotas.SetQuota(ctx, "acme", quota.Quota{DiskMB: 1}); err != nil {
+	if err = c.Quotas.SetQuota(ctx, "acme", store.Quota{DiskMB: 1}); err != nil {
 		t.Fatal(err)
 	}
 	archive := func(body func(i int) string) []byte {

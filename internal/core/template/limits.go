@@ -8,6 +8,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"github.com/hutchdev/hutch/internal/storage/store"
 	"github.com/hutchdev/hutch/internal/trust/workspace"
 )
 
@@ -59,7 +60,7 @@ func (s *Service) limitsOf(ctx context.Context, name, ws string, admin bool) (bu
 	} else if admin {
 		return buildLimits{admin: true}, nil
 	}
-	var q quota.Quota
+	var q store.Quota
 	if s.quotas != nil {
 		var err error
 		if q, err = s.quotas.WorkspaceQuota(ctx, ws); err != nil {

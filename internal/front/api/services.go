@@ -107,9 +107,9 @@ type Networks interface {
 
 // Workspaces keeps the workspaces' quotas and tells their usage.
 type Workspaces interface {
-	Workspaces(ctx context.Context) ([]quota.Workspace, error)
+	Workspaces(ctx context.Context) ([]store.Workspace, error)
 	Usage(ctx context.Context, ws string) (quota.Usage, error)
-	SetQuota(ctx context.Context, ws string, q quota.Quota) error
+	SetQuota(ctx context.Context, ws string, q store.Quota) error
 }
 
 // Volumes keeps the volumes sandboxes mount.

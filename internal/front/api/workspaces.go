@@ -6,12 +6,13 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/quota"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Workspaces: the administrator lists them and sets their quotas; a key
 // reads its own workspace's usage.
 
-func quotaJSON(q quota.Quota) client.Quota { return client.Quota(q) }
+func quotaJSON(q store.Quota) client.Quota { return client.Quota(q) }
 
 func usageJSON(u quota.Usage) client.WorkspaceUsage {
 	return client.WorkspaceUsage{
@@ -75,7 +76,7 @@ func (s *Server) setQuota(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := s.spaces.SetQuota(r.Context(), ws, quota.Quota(q)); err != nil {
+	if err := s.spaces.SetQuota(r.Context(), ws, store.Quota(q)); err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
