@@ -2,7 +2,6 @@ package exec
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -31,35 +30,20 @@ type Context struct {
 	User     string
 }
 
-// CodeEvent is one thing code in a context gave: exactly one field is set.
-type CodeEvent struct {
-	Stdout, Stderr string
-	Result         *CodeResult
-	Error          *CodeError
-}
-
-// CodeResult is a kernel's output: the cell's value (Main) or something
-// it displayed. Data is the MIME bundle, MIME type to JSON content.
-type CodeResult struct {
-	Data     map[string]json.RawMessage
-	Metadata json.RawMessage
-	Main     bool
-}
-
-// CodeError is the code's failure.
-type CodeError struct {
-	Name, Value string
-	Traceback   []string
-}
-
-// CodeEnd is how a call in a context ended (see agentclient.CodeEnd).
-type CodeEnd struct {
-	ExecutionCount int
-	TimedOut       bool
-	Restarted      bool
-	Files          []string
-	FilesTruncated bool
-}
+// What code in a context gives is the agent client's types, one of each
+// from the agent to the fronts: named here for the fronts, which know no
+// runtime package.
+type (
+	// CodeEvent is one thing code gave: exactly one field is set.
+	CodeEvent = agentclient.CodeEvent
+	// CodeResult is a kernel's output: the cell's value (Main) or
+	// something it displayed.
+	CodeResult = agentclient.CodeResult
+	// CodeError is the code's failure.
+	CodeError = agentclient.CodeError
+	// CodeEnd is how a call in a context ended.
+	CodeEnd = agentclient.CodeEnd
+)
 
 // ContextRequest is a code context to create.
 type ContextRequest struct {
@@ -145,17 +129,8 @@ func (s *Service) RunInContext(ctx context.Context, id string, req ContextCode, 
 	}
 	var end CodeEnd
 	err := s.withAgent(ctx, id, func(r *core.Running) error {
-		e, err := r.Agent().RunCode(ctx, req.ContextID, req.Code, timeout, req.ListFiles, func(ev agentclient.CodeEvent) error {
-			out := CodeEvent{Stdout: ev.Stdout, Stderr: ev.Stderr}
-			if r := ev.Result; r != nil {
-				out.Result = &CodeResult{Data: r.Data, Metadata: r.Metadata, Main: r.Main}
-			}
-			if e := ev.Error; e != nil {
-				out.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}
-			}
-			return fn(out)
-		})
-		end = CodeEnd{ExecutionCount: e.ExecutionCount, TimedOut: e.TimedOut, Restarted: e.Restarted, Files: e.Files, FilesTruncated: e.FilesTruncated}
+		var err error
+		end, err = r.Agent().RunCode(ctx, req.ContextID, req.Code, timeout, req.ListFiles, fn)
 		return err
 	})
 	return end, err
