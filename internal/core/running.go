@@ -17,7 +17,8 @@ import (
 // templates) reach a sandbox through. Until the call's release, the idle
 // timer leaves the sandbox alone and a suspend or stop is refused; a
 // delete is not, and the call's next agent request then fails, which Err
-// turns into what happened.
+// turns into what happened. The hooks see one in their steps, and one a
+// look at a live sandbox finds (hook.Kernel's Peek), which is not held.
 type Running struct {
 	m    *Manager
 	inst *instance
