@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 

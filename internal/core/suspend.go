@@ -5,9 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/storage/store"
 
 	"go.uber.org/goleak"

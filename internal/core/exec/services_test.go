@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/core/exec"
 )
 

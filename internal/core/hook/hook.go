@@ -3,9 +3,9 @@
 // hook implements, and what each step hands it (HashiCorp Nomad's
 // allocrunner hooks are the model). A hook implements the interfaces of
 // the steps it attaches to; core.Config.Hooks lists them, and each step
-// runs its hooks in that order. Adding a capability adds a hook, not
-// methods on the kernel. The hooks import this package, not the kernel:
-// the kernel's own tests wire them as the daemon does.
+// runs its hooks in that order (List). Adding a capability adds a hook,
+// not methods on the kernel. The hooks import this package, not the
+// kernel: the kernel's own tests wire them as the daemon does.
 package hook
 
 import (
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"

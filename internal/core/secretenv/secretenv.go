@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/mitm"
 	"github.com/hutchdev/hutch/internal/runtime/backend"

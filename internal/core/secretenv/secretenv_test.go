@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
-	"github.com/hutchdev/hutch/internal/core/exec"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/secretenv"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"go.uber.org/goleak"

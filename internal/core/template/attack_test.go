@@ -5,10 +5,9 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/coretest"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 )
 

@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/exec"
-
-	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/net/egress"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"

@@ -7,11 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
-	"github.com/hutchdev/hutch/internal/core/exec"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"

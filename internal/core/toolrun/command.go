@@ -9,10 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/exec"
-
 	"github.com/hutchdev/hutch/internal/agent/tools"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 )
 

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
