@@ -3,10 +3,10 @@
 // stop, delete, the timers, the warm pool), every change of state going
 // through one transition under the sandbox's lock. Features attach to its
 // steps as hooks (internal/core/hook), each in a package of its own
-// (quota, network, secretenv, processes). What is done in a sandbox is
-// the services' beside it (internal/core/exec, files, toolrun, template):
-// they take a running sandbox from Acquire and reach its agent through
-// the Running it hands them, never around the core.
+// (quota, network, secretenv, processes, volume, memory, move). What is
+// done in a sandbox is the services' beside it (internal/core/exec, files,
+// toolrun, template): they take a running sandbox from Acquire and reach
+// its agent through the Running it hands them, never around the core.
 package core
 
 import (
