@@ -179,6 +179,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if images != nil {
 		defer func() { _ = images.Close() }() // nothing is written through it by now
 	}
+	if node != nil {
+		// Before the core recovers the sandboxes of its name as its own.
+		if err := cluster.Claim(ctx, db, cfg.nodeNameOf(), node.id.Fingerprint, cfg.NodeTimeout, time.Now().UTC()); err != nil {
+			return err
+		}
+	}
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	procs := processes.New(db, log)
 	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log)}
