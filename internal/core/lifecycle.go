@@ -315,7 +315,7 @@ func NotRunning(sb *store.Sandbox) error {
 	if sb.State == store.Running || sb.State == store.Paused {
 		return nil
 	}
-	return notRunning(&store.Sandbox{ID: sb.ID, State: sb.State, StateReason: sb.StateReason})
+	return notRunning(sb)
 }
 
 // notRunning is the error of a call to a sandbox that is not running.

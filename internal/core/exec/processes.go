@@ -250,7 +250,7 @@ func (s *Service) ProcessLogs(ctx context.Context, id, name string, follow bool,
 		if ev.Exit != nil {
 			return nil
 		}
-		if err := Deliver(out, ev); err != nil {
+		if err := deliver(out, ev); err != nil {
 			return err
 		}
 	}

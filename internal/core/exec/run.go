@@ -167,15 +167,15 @@ func Run(ctx context.Context, r *core.Running, req Request, out Output) (Result,
 			}
 			return res, nil
 		}
-		if err := Deliver(out, ev); err != nil {
+		if err := deliver(out, ev); err != nil {
 			kill()
 			return Result{}, r.Err(ctx, err)
 		}
 	}
 }
 
-// Deliver sends a command's output event to out.
-func Deliver(out Output, ev agentclient.Event) error {
+// deliver sends a command's output event to out.
+func deliver(out Output, ev agentclient.Event) error {
 	switch ev.Stream {
 	case agentclient.Stdout:
 		return out(Stdout, ev.Data)
