@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // The kernel's steps run the hooks attached to them (Config.Hooks, a
@@ -21,6 +23,12 @@ func (m *Manager) startHooks(ctx context.Context, inst *instance, policy netpoli
 	}
 	inst.addStop(stop)
 	return nil
+}
+
+// observed tells the Observers that step name of sandbox rec, begun at
+// began, has ended with err.
+func (m *Manager) observed(name string, rec *store.Sandbox, began time.Time, err error) {
+	m.hooks.Observed(hook.Step{Name: name, Sandbox: rec.ID, Workspace: rec.Workspace, Runtime: rec.Backend, Took: time.Since(began), Err: err})
 }
 
 // commandEnv is the environment of a command run in inst for user ("":

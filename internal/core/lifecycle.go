@@ -21,10 +21,19 @@ import (
 // create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
 func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sandbox, err error) {
+	step, began := hook.Step{Name: "create"}, time.Now()
+	defer func() {
+		if sb != nil {
+			step.Sandbox = sb.ID
+		}
+		step.Took, step.Err = time.Since(began), err
+		m.hooks.Observed(step)
+	}()
 	opts, files, err := opts.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
+	step.Workspace = opts.Workspace
 	if err := m.hooks.Prepare(ctx, &opts); err != nil {
 		return nil, err
 	}
@@ -57,14 +66,17 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	if err != nil {
 		return nil, err
 	}
+	step.Runtime = be.Name()
 	// A pool's sandboxes run already: files and volumes go in before the
 	// start, and a snapshot's memory is the start.
 	if len(files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
-		if sb, ok := m.takePooled(opts, be.Name()); ok {
-			if sb.version == tmpl.Version {
-				return m.adopt(ctx, sb, opts, policy, admitted)
-			}
+		var sb pooled
+		switch sb, step.Pool = m.takePooled(opts, be.Name()); {
+		case step.Pool == poolHit && sb.version == tmpl.Version:
+			return m.adopt(ctx, sb, opts, policy, admitted)
+		case step.Pool == poolHit:
 			go m.destroyPooled(sb) // made before a rebuild
+			step.Pool = poolMiss
 		}
 	}
 	now := m.clock.Now().UTC()

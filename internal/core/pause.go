@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/storage/store"
-
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/hook"
+	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
 // Pause freezes a running sandbox: its processes keep their memory and get
@@ -27,6 +27,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 		return nil, errdefs.NotImplemented("runtime %s cannot pause sandboxes", inst.backend.Name())
 	}
 	if !inst.isPaused() {
+		began := time.Now()
 		if err := pauser.Pause(ctx, inst.handle); err != nil {
 			return nil, err
 		}
@@ -36,6 +37,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (*store.Sandbox, error) 
 			return nil, err
 		}
 		m.log.Info("sandbox paused", attrSandbox, id)
+		m.hooks.Observed(hook.Step{Name: "pause", Sandbox: id, Workspace: inst.owner.workspace, Runtime: inst.backend.Name(), Took: time.Since(began)})
 	}
 	return m.Get(ctx, id)
 }

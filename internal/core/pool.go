@@ -180,25 +180,35 @@ func (m *Manager) isCurrent(template, version string) bool {
 	return err == nil && t.Version == version
 }
 
+// Outcomes of a create at its warm pool (hook.Step's Pool).
+const (
+	poolHit  = "hit"
+	poolMiss = "miss" // a pool serves its template and runtime but had none ready
+)
+
 // takePooled hands over a ready sandbox for opts (already defaulted), if
-// the pool has one of that template, runtime and shape.
-func (m *Manager) takePooled(opts create.Options, runtime string) (pooled, bool) {
+// the pool has one of that template, runtime and shape; pool says how it
+// went (poolHit, poolMiss, or "" when no pool serves opts).
+func (m *Manager) takePooled(opts create.Options, runtime string) (sb pooled, pool string) {
 	def, _, _ := create.Options{}.WithDefaults()
 	if opts.CPUs != def.CPUs || opts.MemoryMB != def.MemoryMB || opts.Pids != def.Pids || opts.DiskMB != def.DiskMB {
-		return pooled{}, false
+		return pooled{}, ""
 	}
 	p := m.pool
 	key := poolKey{opts.Template, runtime}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.ready[key]) == 0 {
-		return pooled{}, false
+	if p.size[key] == 0 {
+		return pooled{}, ""
 	}
-	sb := p.ready[key][0]
+	if len(p.ready[key]) == 0 {
+		return pooled{}, poolMiss
+	}
+	sb = p.ready[key][0]
 	p.ready[key] = p.ready[key][1:]
 	sb.inst.unwatch() // the taker watches it as its own
 	time.AfterFunc(poolRefillDelay, p.wake)
-	return sb, true
+	return sb, poolHit
 }
 
 // poolLost replaces a ready sandbox whose container ended by itself.

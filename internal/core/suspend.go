@@ -32,7 +32,7 @@ type Halt struct {
 }
 
 // Halt suspends or stops a running (or paused) sandbox (see Halt).
-func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox, error) {
+func (m *Manager) Halt(ctx context.Context, id string, how Halt) (_ *store.Sandbox, err error) {
 	keepMemory, reason := !how.Stop, how.Reason
 	halting, halted := store.Suspending, store.Suspended
 	if !keepMemory {
@@ -65,6 +65,11 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox
 	if suspender == nil {
 		return nil, errdefs.NotImplemented("runtime %s cannot suspend or stop sandboxes", be.Name())
 	}
+	step := "suspend"
+	if !keepMemory {
+		step = "stop"
+	}
+	defer func(began time.Time) { m.observed(step, rec, began, err) }(time.Now())
 	// Whatever the caller does next, the sandbox ends up wholly halted or
 	// still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -136,7 +141,7 @@ func (m *Manager) start(ctx context.Context, id string) error {
 
 // resume brings a suspended, stopped or failed sandbox back and makes it
 // live; the caller holds its lock.
-func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (*instance, error) {
+func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string) (_ *instance, err error) {
 	be := m.runtimes.Get(rec.Backend)
 	if be == nil {
 		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
@@ -155,6 +160,7 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	began := time.Now()
+	defer func() { m.observed("resume", rec, began, err) }()
 	// store.Resuming is recorded first: a daemon that dies half-way suspends it
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.

@@ -82,6 +82,7 @@ func (m *Manager) AwaitTeardown(ctx context.Context, id string) error {
 
 // delete is Delete's first step; done receives the teardown's outcome.
 func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err error) {
+	began := time.Now()
 	if rec, err := m.store.GetSandbox(ctx, id); err == nil && rec.State == store.Deleting {
 		return nil, deletedError(id) // not to wait for its teardown
 	}
@@ -121,6 +122,7 @@ func (m *Manager) delete(ctx context.Context, id string) (done <-chan error, err
 	out := make(chan error, 1)
 	m.teardowns.Go(func() {
 		err := m.teardown(ctx, be, h)
+		m.observed("delete", rec, began, err)
 		unlock()
 		out <- err
 	})

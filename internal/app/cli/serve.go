@@ -43,7 +43,7 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 					return err
 				}
 				fields := map[string]*string{
-					"listen": &fileCfg.Listen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "tools-host-user": &fileCfg.ToolsHostUser, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
+					"listen": &fileCfg.Listen, "metrics-listen": &fileCfg.MetricsListen, "public-url": &fileCfg.PublicURL, "preview-domain": &fileCfg.PreviewDomain, "tools-mode": &fileCfg.ToolsMode, "tools-host-dir": &fileCfg.ToolsHostDir, "tools-host-user": &fileCfg.ToolsHostUser, "data-dir": &fileCfg.DataDir, "store": &fileCfg.Store, "run-dir": &fileCfg.RunDir,
 					"runc": &fileCfg.Runc, "runsc": &fileCfg.Runsc, "runtime": &fileCfg.Runtime,
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
@@ -91,6 +91,7 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 	f := cmd.Flags()
 	f.StringVar(&configFile, "config", "", "TOML config file (version = 1); flags override it")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "TCP address of the REST API")
+	f.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve GET /metrics (Prometheus) alone on TCP address `ADDR` too, behind the administrator's key as on --listen (default: --listen only)")
 	f.StringVar(&cfg.PublicURL, "public-url", "", "how callers reach the API, for the download URLs it makes (default: http:// and --listen)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", cfg.PreviewDomain, "serve a sandbox's port at {port}-{sandbox}.DOMAIN on --listen too (browsers resolve *.localhost themselves; another domain needs a wildcard DNS record); \"\": path routing only")
 	f.StringVar(&e2bListen, "e2b-listen", "", "serve E2B's sandbox front (E2B_SANDBOX_URL) on TCP address `ADDR`; E2B's control plane is on --listen under /e2b, and hutch e2b env prints both (default: 127.0.0.1:49983 for the default --data-dir, else a free port on 127.0.0.1); \"\": none")

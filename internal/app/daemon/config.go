@@ -43,6 +43,10 @@ type Config struct {
 	// Listen under /e2b. Empty: no front. Unset (nil): the one derived
 	// from DataDir (see e2bListen), as the run dir is.
 	E2BListen *string `toml:"e2b_listen"`
+	// MetricsListen is a TCP address that serves GET /metrics alone,
+	// behind the administrator's key as on Listen (where it is served
+	// too). Empty: none.
+	MetricsListen string `toml:"metrics_listen"`
 	// ToolsMode is the sandbox mode of tool calls that name none: all
 	// (the default), selective or off. ToolsHostDir is where calls run on
 	// the host in the last two, which are refused without it: trusted
@@ -202,6 +206,11 @@ func (c Config) Validate() error {
 	if addr := c.e2bListen(); addr != "" {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("e2b_listen %q: %w", addr, err))
+		}
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("metrics_listen %q: %w", c.MetricsListen, err))
 		}
 	}
 	if c.PreviewDomain != "" {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/metrics"
 
 	"golang.org/x/sync/errgroup"
 
@@ -187,7 +188,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	procs := processes.New(db, log)
-	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log)}
+	steps := metrics.NewSteps()
+	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
 	}
@@ -222,8 +224,11 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	templateService := template.New(template.Config{
 		Core: mgr, Store: db, Templates: templateStore, BuildBackend: buildBackend, BuildUnusable: unusable[template.BuildRuntime],
-		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Processes: procs, Logger: log,
+		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Processes: procs, Observer: steps, Logger: log,
 	})
+	daemonMetrics := metrics.New(metrics.Config{Steps: steps, Version: version, State: metrics.State{
+		Sandboxes: mgr.List, Node: cfg.nodeNameOf(), Pools: poolsOf(mgr), Workspaces: quotas.Workspaces, Egress: nets.Totals, Logger: log,
+	}})
 
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
@@ -250,7 +255,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
 	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
-		DataDir: cfg.DataDir, RecentLog: recent, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
+		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -290,6 +295,17 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		servers = append(servers, server(node.guard(front, nil, log)))
 		listeners = append(listeners, e2bLn)
 	}
+	if cfg.MetricsListen != "" {
+		// Prometheus's scrapes, not the cluster's: plain HTTP, the
+		// administrator's key (see docs/observability.md).
+		metricsLn, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen on %s (--metrics-listen): %w", cfg.MetricsListen, err)
+		}
+		defer metricsLn.Close()
+		servers = append(servers, server(srv.MetricsHandler()))
+		listeners = append(listeners, metricsLn)
+	}
 	log.Info("hutch serving", "listen", tcp.Addr().String(), "e2b_sandbox_url", e2bInfo.SandboxURL, "socket", cfg.socketPath(), "data_dir", cfg.DataDir)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -327,6 +343,17 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		return nil
 	})
 	return g.Wait()
+}
+
+// poolsOf reads the warm pools of mgr for the metrics.
+func poolsOf(mgr *core.Manager) func(ctx context.Context) []metrics.Pool {
+	return func(ctx context.Context) []metrics.Pool {
+		var out []metrics.Pool
+		for _, p := range mgr.Health(ctx).Pools {
+			out = append(out, metrics.Pool{Template: p.Template, Runtime: p.Runtime, Size: p.Size, Ready: p.Ready})
+		}
+		return out
+	}
 }
 
 // e2bPrefix is where E2B's control plane is served on the API's listener

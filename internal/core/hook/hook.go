@@ -211,3 +211,29 @@ type Counter interface {
 	Hook
 	CountHits(id string, hits *backend.LimitHits)
 }
+
+// Step is one of a sandbox's lifecycle steps, once it has ended, as an
+// Observer sees it.
+type Step struct {
+	// Name is the step: create, resume, suspend, stop, pause or delete
+	// (its teardown) from the kernel; fork and build from the services
+	// beside it.
+	Name string
+	// Sandbox, Workspace and Runtime say whose step it was ("" where the
+	// step has none: a template build's sandbox).
+	Sandbox, Workspace, Runtime string
+	// Pool says how a create went by its warm pool: "hit", "miss" (a
+	// pool for its template and runtime had none ready), or "" (no pool
+	// serves it).
+	Pool string
+	Took time.Duration
+	// Err is why it failed; nil when it did not.
+	Err error
+}
+
+// An Observer learns of each lifecycle step once it has ended (metrics,
+// events). It must not block: the step's caller waits for it.
+type Observer interface {
+	Hook
+	Observed(s Step)
+}

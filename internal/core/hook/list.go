@@ -217,3 +217,12 @@ func (l List) CountHits(id string, hits *backend.LimitHits) {
 		}
 	}
 }
+
+// Observed runs every Observer's Observed.
+func (l List) Observed(s Step) {
+	for _, h := range l {
+		if o, ok := h.(Observer); ok {
+			o.Observed(s)
+		}
+	}
+}

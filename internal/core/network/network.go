@@ -16,17 +16,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
-
 	"github.com/miekg/dns"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/mitm"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
@@ -68,12 +68,16 @@ type Plane struct {
 
 	mu   sync.Mutex
 	nets map[string]*sandboxNet
+	// gone is what deleted sandboxes' connections carried, and refusals
+	// what every sandbox's policy refused (see Totals).
+	gone     Counters
+	refusals map[Refusal]int64
 }
 
 // New returns a Plane.
 func New(cfg Config) *Plane {
 	cfg = cfg.withDefaults()
-	p := &Plane{cfg: cfg, log: cfg.Logger, nets: map[string]*sandboxNet{}}
+	p := &Plane{cfg: cfg, log: cfg.Logger, nets: map[string]*sandboxNet{}, refusals: map[Refusal]int64{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +117,7 @@ func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
 	sn.checker.Store(checker)
 	refused := func(ev netproxy.Event) {
 		sn.events.Add(ev)
+		p.countRefusal(ev)
 		p.log.Debug("network refusal", attrSandbox, id, "kind", ev.Kind, "dest", ev.Dest, "rule", ev.Rule)
 	}
 	var swaps func(name string, port uint16) []mitm.Swap
@@ -137,6 +142,9 @@ func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
 // Deleted forgets a deleted sandbox's network state (hook.Deleter).
 func (p *Plane) Deleted(id string) {
 	p.mu.Lock()
+	if sn := p.nets[id]; sn != nil {
+		p.gone = p.gone.plus(sn.counters())
+	}
 	delete(p.nets, id)
 	p.mu.Unlock()
 }
@@ -287,7 +295,43 @@ func (p *Plane) Counters(id string) Counters {
 	if sn == nil {
 		return Counters{}
 	}
+	return sn.counters()
+}
+
+func (sn *sandboxNet) counters() Counters {
 	return Counters{BytesOut: sn.proxy.BytesOut.Load(), BytesIn: sn.proxy.BytesIn.Load(), Connections: sn.proxy.Connections.Load()}
+}
+
+func (c Counters) plus(d Counters) Counters {
+	return Counters{BytesOut: c.BytesOut + d.BytesOut, BytesIn: c.BytesIn + d.BytesIn, Connections: c.Connections + d.Connections}
+}
+
+// Refusal is a kind of refusal, as the daemon's metrics count them: Kind
+// is the event's ("dns", "tcp", "udp"), By what refused it: "mode" (the
+// sandbox's mode leaves it out), "always" (no policy allows it) or
+// "rule" (one of the policy's own rules).
+type Refusal struct{ Kind, By string }
+
+func (p *Plane) countRefusal(ev netproxy.Event) {
+	by := ev.Rule
+	if by != "mode" && by != "always" {
+		by = "rule"
+	}
+	p.mu.Lock()
+	p.refusals[Refusal{Kind: ev.Kind, By: by}]++
+	p.mu.Unlock()
+}
+
+// Totals is what every sandbox's connections carried, and what their
+// policies refused, since the daemon started: counters that only grow.
+func (p *Plane) Totals() (Counters, map[Refusal]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sum := p.gone
+	for _, sn := range p.nets {
+		sum = sum.plus(sn.counters())
+	}
+	return sum, maps.Clone(p.refusals)
 }
 
 // Default is the policy of a sandbox created without one.

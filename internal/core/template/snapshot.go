@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/exec"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -100,7 +101,7 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (rootfs.Info, e
 // their network policy the source's, which ceiling (the caller's key's, ""
 // for any) must allow. On failure none
 // of them is left.
-func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*store.Sandbox, error) {
+func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) (_ []*store.Sandbox, err error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
@@ -108,6 +109,9 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	if err != nil {
 		return nil, err
 	}
+	defer func(began time.Time) {
+		s.observed(hook.Step{Name: "fork", Sandbox: id, Workspace: rec.Workspace, Runtime: rec.Backend, Took: time.Since(began), Err: err})
+	}(time.Now())
 	// The fork's snapshot is the sandbox's workspace's own: a shared one
 	// would show its files to every workspace.
 	info, err := s.Snapshot(ctx, id, workspace.Qualify("fork-"+id, rec.Workspace))

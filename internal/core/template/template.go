@@ -18,9 +18,11 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
@@ -65,7 +67,10 @@ type Config struct {
 	// Processes start a fork's background processes that ran in its
 	// source (and did not come with its memory); nil: none are.
 	Processes *processes.Keeper
-	Logger    *slog.Logger
+	// Observer hears of each build and fork once it has ended (the
+	// daemon's metrics); nil: none does.
+	Observer hook.Observer
+	Logger   *slog.Logger
 }
 
 // Service lists, builds, imports, snapshots and removes templates.
@@ -79,6 +84,7 @@ type Service struct {
 	withdraw      func(ctx context.Context, name string) error
 	quotas        *quota.Keeper
 	processes     *processes.Keeper
+	observer      hook.Observer
 	log           *slog.Logger
 }
 
@@ -86,7 +92,7 @@ type Service struct {
 func New(cfg Config) *Service {
 	s := &Service{
 		core: cfg.Core, store: cfg.Store, templates: cfg.Templates, buildBackend: cfg.BuildBackend,
-		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, quotas: cfg.Quotas, processes: cfg.Processes, log: cfg.Logger,
+		buildUnusable: cfg.BuildUnusable, packageCache: cfg.PackageCache, withdraw: cfg.Withdraw, quotas: cfg.Quotas, processes: cfg.Processes, observer: cfg.Observer, log: cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -338,13 +344,24 @@ func (s *Service) Import(ctx context.Context, name string, r io.Reader, progress
 // and old versions no sandbox uses.)
 func (s *Service) made(name, how string, build func() (rootfs.Info, error)) (Info, error) {
 	log := s.log.With("template", name)
+	began := time.Now()
 	info, err := build()
+	if how != "import" {
+		s.observed(hook.Step{Name: "build", Runtime: BuildRuntime, Took: time.Since(began), Err: err})
+	}
 	if err != nil {
 		log.Warn("template "+how+" failed", "error", err)
 		return Info{}, err
 	}
 	log.Info("template made", "how", how, "version", info.Version, "size_bytes", info.SizeBytes)
 	return Info{Info: info}, nil
+}
+
+// observed tells the Observer, if there is one, of step.
+func (s *Service) observed(step hook.Step) {
+	if s.observer != nil {
+		s.observer.Observed(step)
+	}
 }
 
 // users maps template names to the sandboxes made from them.

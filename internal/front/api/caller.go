@@ -1,11 +1,13 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hutchdev/hutch/console"
 	"github.com/hutchdev/hutch/internal/agent/tools"
@@ -179,16 +181,20 @@ func (c caller) filter(r *http.Request) string {
 // guard is a route's handler behind the limits (see limits.go; the
 // rate and streams of keys when limited) and the check of the sandbox it
 // names, if it names one ({id}): a sandbox the caller may not see is not
-// found. Every route goes through it (see Handler), and through the audit
-// log.
+// found. Every route goes through it (see Handler), through the audit
+// log, and into the metrics.
 func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 	namesSandbox := strings.Contains(rt.pattern, "{id}")
 	recorded := audited(rt.pattern)
 	return func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
 		c := callerOf(r.Context())
 		done, err := s.limit(w, r, rt, c, limited)
 		rec, r := s.auditing(w, r, rt.pattern, recorded, c)
 		defer rec.done()
+		if s.metrics != nil {
+			defer func() { s.metrics.Request(rt.pattern, cmp.Or(rec.status, http.StatusOK), rec.code, time.Since(began)) }()
+		}
 		if err != nil {
 			writeError(rec, r, s.log, err)
 			return

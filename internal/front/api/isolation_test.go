@@ -121,6 +121,7 @@ func TestWorkspacesIsolated(t *testing.T) {
 		"GET /v1/secrets":      {{want: 200}},
 		"GET /v1/workspaces":   {{want: 200}},
 		"GET /v1/audit":        {{want: 200}},
+		"GET /metrics":         {{want: 403}},
 		"POST /v1/sandboxes": {
 			{body: `{"template":"snapa-7"}`, want: 404},
 			{body: `{"from_snapshot":"snapa-7"}`, want: 404},

@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/logring"
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/metrics"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/trust/apikeys"
 )
@@ -74,6 +75,9 @@ type Config struct {
 	// Defaults are what the daemon gives a sandbox or a tool call that
 	// names no mode (GET /v1/whoami tells them).
 	Defaults client.Defaults
+	// Metrics are the daemon's Prometheus metrics (GET /metrics), which
+	// record every request; nil: none.
+	Metrics *metrics.Metrics
 }
 
 // Server is the REST API's handlers.
@@ -103,6 +107,7 @@ type Server struct {
 	dataDir   string
 	recent    *logring.Ring
 	defaults  client.Defaults
+	metrics   *metrics.Metrics
 }
 
 // New returns a Server.
@@ -112,7 +117,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
-	s.dataDir, s.recent, s.defaults = cfg.DataDir, cfg.RecentLog, cfg.Defaults
+	s.dataDir, s.recent, s.defaults, s.metrics = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -136,6 +141,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/whoami", s.whoami},
 		{"GET /v1/e2b", s.e2bInfo},
 		{"GET /v1/openapi.yaml", s.openapi},
+		{metricsRoute, s.serveMetrics},
 		{"POST /v1/sandboxes", s.createSandbox},
 		{"GET /v1/sandboxes", s.listSandboxes},
 		{"GET /v1/sandboxes/{id}", s.getSandbox},

@@ -201,9 +201,12 @@ type Builder interface {
 
 // Stats is what a sandbox uses, as its cgroups and its writable layer tell.
 type Stats struct {
-	CPUTime       time.Duration // CPU time of all its processes, user and system
-	MemoryBytes   int64         // memory charged now, page cache included
-	MemoryPeak    int64         // the most ever charged
+	CPUTime time.Duration // CPU time of all its processes, user and system
+	// CPULimit is how many CPUs its quota lets it use at once; 0: no
+	// quota.
+	CPULimit      float64
+	MemoryBytes   int64 // memory charged now, page cache included
+	MemoryPeak    int64 // the most ever charged
 	MemoryLimit   int64
 	Pids          int64 // tasks (processes and threads) now
 	PidsLimit     int64

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,9 @@ func (s *suite) testStats(t *testing.T) {
 	lim := sb.spec.Limits
 	if before.MemoryLimit != lim.MemoryBytes {
 		t.Errorf("MemoryLimit = %d, want the spec's %d", before.MemoryLimit, lim.MemoryBytes)
+	}
+	if lim.CPUs > 0 && math.Abs(before.CPULimit-lim.CPUs) > 0.01 {
+		t.Errorf("CPULimit = %v, want the spec's %v", before.CPULimit, lim.CPUs)
 	}
 	if want := lim.Pids + s.h.ExtraPids; before.PidsLimit != want {
 		t.Errorf("PidsLimit = %d, want %d (the spec's %d + %d for the runtime)", before.PidsLimit, want, lim.Pids, s.h.ExtraPids)

@@ -48,6 +48,9 @@ func readCgroupV1(st *backend.Stats, rel string) error {
 	var r numbers
 	v1 := func(controller, file string) int64 { return r.read(filepath.Join(cgroupRoot, controller, rel, file)) }
 	st.CPUTime = time.Duration(v1("cpuacct", "cpuacct.usage")) // ns
+	if quota, period := v1("cpu", "cpu.cfs_quota_us"), v1("cpu", "cpu.cfs_period_us"); quota > 0 && period > 0 {
+		st.CPULimit = float64(quota) / float64(period) // -1: no quota
+	}
 	st.MemoryBytes = v1("memory", "memory.usage_in_bytes")
 	st.MemoryPeak = v1("memory", "memory.max_usage_in_bytes")
 	st.MemoryLimit = v1("memory", "memory.limit_in_bytes")
@@ -60,12 +63,35 @@ func readCgroupV2(st *backend.Stats, dir string) error {
 	var r numbers
 	v2 := func(file string) int64 { return r.read(filepath.Join(dir, file)) }
 	st.CPUTime = time.Duration(r.field(filepath.Join(dir, "cpu.stat"), "usage_usec")) * time.Microsecond
+	st.CPULimit, r.err = cpuMax(filepath.Join(dir, "cpu.max"), r.err)
 	st.MemoryBytes = v2("memory.current")
 	st.MemoryPeak = v2("memory.peak")
 	st.MemoryLimit = v2("memory.max")
 	st.Pids = v2("pids.current")
 	st.PidsLimit = v2("pids.max")
 	return r.err
+}
+
+// cpuMax reads a cgroup v2 cpu.max ("quota period", or "max period" for
+// no quota) as CPUs, adding a failure to errs.
+func cpuMax(path string, errs error) (float64, error) {
+	b, err := os.ReadFile(path) // #nosec G304 -- a file of the sandbox's own cgroup
+	if err != nil {
+		return 0, errors.Join(errs, err)
+	}
+	var quota string
+	var period int64
+	if _, err := fmt.Sscan(string(b), &quota, &period); err != nil {
+		return 0, errors.Join(errs, fmt.Errorf("read %s: %w", path, err))
+	}
+	if quota == "max" || period <= 0 {
+		return 0, errs
+	}
+	q, err := strconv.ParseInt(quota, 10, 64)
+	if err != nil {
+		return 0, errors.Join(errs, fmt.Errorf("read %s: %w", path, err))
+	}
+	return float64(q) / float64(period), errs
 }
 
 // numbers reads numbers from cgroup files, gathering the errors.
