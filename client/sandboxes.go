@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"time"
 )
 
 // Health reports whether the daemon is up and which backends it can use.
@@ -64,6 +66,23 @@ func (c *Client) Stats(ctx context.Context, id string) (*SandboxStats, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// SandboxMetrics returns what a sandbox used over time: its samples taken
+// after since (all it keeps when since is zero), oldest first.
+func (c *Client) SandboxMetrics(ctx context.Context, id string, since time.Time) (*SandboxMetrics, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if !since.IsZero() {
+		q.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	var m SandboxMetrics
+	if err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id) + "/metrics", query: q}, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // PauseSandbox freezes a running sandbox: its processes keep their memory

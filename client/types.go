@@ -432,6 +432,32 @@ type SandboxStats struct {
 	NetworkConnections int64 `json:"network_connections"`
 }
 
+// SandboxMetrics is the body of GET /v1/sandboxes/{id}/metrics: what a
+// sandbox used over time, sampled every IntervalS seconds while it runs
+// and kept for its life (the newest samples: an hour's at the default
+// interval).
+type SandboxMetrics struct {
+	IntervalS float64         `json:"interval_s"`
+	Samples   []MetricsSample `json:"samples"`
+}
+
+// MetricsSample is what a sandbox used at Time.
+type MetricsSample struct {
+	Time time.Time `json:"time"`
+	// CPUPercent is its CPU use since the sample before, in percent of its
+	// CPU limit (CPUs; of one CPU when it has none): 100 is the limit.
+	CPUPercent       float64 `json:"cpu_percent"`
+	CPUs             float64 `json:"cpus"`
+	MemoryBytes      int64   `json:"memory_bytes"`
+	MemoryLimitBytes int64   `json:"memory_limit_bytes"`
+	DiskUsedBytes    int64   `json:"disk_used_bytes"`
+	DiskLimitBytes   int64   `json:"disk_limit_bytes"`
+	Pids             int64   `json:"pids"`
+	// What its connections received and sent, since the daemon started.
+	NetworkBytesIn  int64 `json:"network_bytes_in"`
+	NetworkBytesOut int64 `json:"network_bytes_out"`
+}
+
 // Where a template came from.
 const (
 	TemplateSourceHost   = "host"

@@ -1,22 +1,31 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/spf13/cobra"
 )
 
 func (a *app) newStatsCmd() *cobra.Command {
-	return &cobra.Command{
+	var watch bool
+	cmd := &cobra.Command{
 		Use:   "stats ID",
 		Short: "Show what a running sandbox uses: CPU time, memory, processes, disk, network",
-		Args:  exactArgs(1, "a sandbox ID"),
+		Long: "Show what a running sandbox uses now; with --watch, what it used over time:\n" +
+			"the samples the daemon kept, then each new one as it is taken, until interrupted.",
+		Args: exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()
 			if err != nil {
 				return err
+			}
+			if watch {
+				return a.watchStats(cmd.Context(), c, args[0])
 			}
 			st, err := c.Stats(cmd.Context(), args[0])
 			if err != nil {
@@ -33,6 +42,53 @@ func (a *app) newStatsCmd() *cobra.Command {
 			return t.flush()
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the samples kept of what it used, then each new one, until interrupted (-o json: one object a line)")
+	return cmd
+}
+
+// watchStats prints sandbox id's samples, then each new one as the daemon
+// takes it, until ctx ends.
+func (a *app) watchStats(ctx context.Context, c *client.Client, id string) error {
+	var since time.Time
+	if !a.jsonOutput() {
+		fmt.Fprintf(a.stdout, "%-8s  %6s  %-22s  %-10s  %5s  %-10s  %-10s\n", "TIME", "CPU", "MEMORY", "DISK", "PIDS", "NET IN", "NET OUT")
+	}
+	for {
+		m, err := c.SandboxMetrics(ctx, id, since)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted
+			}
+			return err
+		}
+		for _, smp := range m.Samples {
+			if err := a.printSample(smp); err != nil {
+				return err
+			}
+			since = smp.Time
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(max(time.Second, time.Duration(m.IntervalS*float64(time.Second)))):
+		}
+	}
+}
+
+// printSample prints one sample: a line of the table, or of JSON.
+func (a *app) printSample(smp client.MetricsSample) error {
+	if a.jsonOutput() {
+		b, err := json.Marshal(smp)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(a.stdout, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(a.stdout, "%-8s  %5.1f%%  %-22s  %-10s  %5d  %-10s  %-10s\n",
+		smp.Time.Local().Format(time.TimeOnly), smp.CPUPercent, mib(smp.MemoryBytes)+" of "+mib(smp.MemoryLimitBytes),
+		mib(smp.DiskUsedBytes), smp.Pids, mib(smp.NetworkBytesIn), mib(smp.NetworkBytesOut))
+	return err
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -143,6 +143,10 @@ type Config struct {
 	// defaults). Flags only.
 	Heartbeat   time.Duration `toml:"-"`
 	NodeTimeout time.Duration `toml:"-"`
+	// SampleInterval is how often each running sandbox's use is sampled
+	// (GET /v1/sandboxes/{id}/metrics; 0: internal/core/samples's
+	// default). Flags only.
+	SampleInterval time.Duration `toml:"-"`
 }
 
 // The roles of Config.Role.
@@ -207,6 +211,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("e2b_listen %q: %w", addr, err))
 		}
+	}
+	if c.SampleInterval != 0 && c.SampleInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("sample interval must be 100ms or more, got %s", c.SampleInterval))
 	}
 	if c.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {

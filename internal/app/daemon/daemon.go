@@ -23,6 +23,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/metrics"
+	"github.com/hutchdev/hutch/internal/core/samples"
 
 	"golang.org/x/sync/errgroup"
 
@@ -189,7 +190,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	quotas := quota.New(quota.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
 	procs := processes.New(db, log)
 	steps := metrics.NewSteps()
-	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps}
+	sampler := samples.New(samples.Config{Interval: cfg.SampleInterval, Network: nets.Counters, Logger: log})
+	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
 	}
@@ -255,7 +257,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
 	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
-		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
+		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -318,6 +320,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		})
 	}
 	g.Go(func() error { return mgr.Run(gctx) })
+	g.Go(func() error { return sampler.Run(gctx) })
 	if membership != nil {
 		g.Go(func() error { return cluster.Beat(gctx, *membership) })
 		g.Go(func() error { return templateSync(membership, db, templateStore, node, log).Run(gctx) })

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 )
 
@@ -32,4 +33,32 @@ func (s *Server) MetricsHandler() http.Handler {
 		writeError(w, r, s.log, errdefs.NotFound("no such endpoint: %s %s (this listener serves GET /metrics only)", r.Method, r.URL.Path))
 	})
 	return CanonicalPaths(s.identify(mux, true))
+}
+
+// sandboxMetrics answers GET /v1/sandboxes/{id}/metrics: its samples
+// after ?since=.
+func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
+	since, err := timeParam(r, "since")
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	sb, err := s.m.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := client.SandboxMetrics{Samples: []client.MetricsSample{}}
+	if s.samples != nil {
+		out.IntervalS = s.samples.Interval().Seconds()
+		for _, smp := range s.samples.Samples(sb.ID, since) {
+			out.Samples = append(out.Samples, client.MetricsSample{
+				Time: smp.Time, CPUPercent: smp.CPUPercent, CPUs: smp.CPULimit,
+				MemoryBytes: smp.MemoryBytes, MemoryLimitBytes: smp.MemoryLimit,
+				DiskUsedBytes: smp.DiskUsedBytes, DiskLimitBytes: sb.DiskMB << 20, Pids: smp.Pids,
+				NetworkBytesIn: smp.NetworkInBytes, NetworkBytesOut: smp.NetworkOutBytes,
+			})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	hutchapi "github.com/hutchdev/hutch/api"
 	"github.com/hutchdev/hutch/client"
@@ -78,6 +81,8 @@ type Config struct {
 	// Metrics are the daemon's Prometheus metrics (GET /metrics), which
 	// record every request; nil: none.
 	Metrics *metrics.Metrics
+	// Samples are what each sandbox used over time; nil: none are kept.
+	Samples Samples
 }
 
 // Server is the REST API's handlers.
@@ -108,6 +113,7 @@ type Server struct {
 	recent    *logring.Ring
 	defaults  client.Defaults
 	metrics   *metrics.Metrics
+	samples   Samples
 }
 
 // New returns a Server.
@@ -117,7 +123,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
-	s.dataDir, s.recent, s.defaults, s.metrics = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics
+	s.dataDir, s.recent, s.defaults, s.metrics, s.samples = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics, cfg.Samples
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -148,6 +154,7 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/sandboxes/{id}", s.deleteSandbox},
 		{"PATCH /v1/sandboxes/{id}", s.updateSandbox},
 		{"GET /v1/sandboxes/{id}/stats", s.sandboxStats},
+		{"GET /v1/sandboxes/{id}/metrics", s.sandboxMetrics},
 		{"GET /v1/sandboxes/{id}/network/events", s.networkEvents},
 		{"POST /v1/sandboxes/{id}/pause", s.pauseSandbox},
 		{"POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox},
@@ -304,6 +311,24 @@ func decode(r *http.Request, v any) error {
 }
 
 // intParam reads an optional integer query parameter.
+// timeParam reads query parameter name as a time: RFC 3339, or Unix
+// seconds; zero when it is not given.
+func timeParam(r *http.Request, name string) (time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+		return time.Time{}, errdefs.InvalidArgument("query parameter %s must be a time (RFC 3339, or Unix seconds), got %q", name, v)
+	}
+	whole, frac := math.Modf(secs)
+	return time.Unix(int64(whole), int64(frac*1e9)).UTC(), nil
+}
+
 func intParam(r *http.Request, name string, def int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/network"
 	"github.com/hutchdev/hutch/internal/core/quota"
+	"github.com/hutchdev/hutch/internal/core/samples"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
@@ -103,6 +105,12 @@ type Networks interface {
 	Set(ctx context.Context, id string, p netpolicy.Policy) error
 	Events(ctx context.Context, id string) (*netproxy.Log, error)
 	Counters(id string) network.Counters
+}
+
+// Samples are what the sandboxes used over time (internal/core/samples).
+type Samples interface {
+	Samples(id string, since time.Time) []samples.Sample
+	Interval() time.Duration
 }
 
 // Workspaces keeps the workspaces' quotas and tells their usage.

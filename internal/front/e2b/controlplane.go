@@ -656,24 +656,76 @@ func (cp *ControlPlane) connect(c *call) error {
 	return nil
 }
 
-// metrics answers one sample, now: Hutch keeps no history of them.
+// metrics answers the sandbox's samples between ?start= and ?end= (Unix
+// seconds; either may be left out), as E2B's SandboxMetric; a running
+// sandbox not sampled yet answers one reading, now.
 func (cp *ControlPlane) metrics(c *call) error {
 	id := c.r.PathValue("id")
+	start, end, err := unixRange(c.r)
+	if err != nil {
+		return err
+	}
 	sb, err := c.c.GetSandbox(c.ctx, id)
 	if err != nil {
 		return err
 	}
-	st, err := c.c.Stats(c.ctx, id)
+	if !start.IsZero() {
+		start = start.Add(-time.Nanosecond) // E2B's start is inclusive
+	}
+	m, err := c.c.SandboxMetrics(c.ctx, id, start)
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
-	writeJSON(c.w, http.StatusOK, []map[string]any{{
-		"timestamp": now, "timestampUnix": now.Unix(), "cpuCount": max(1, int(sb.CPUs+0.5)), "cpuUsedPct": 0,
-		"memUsed": st.MemoryBytes, "memTotal": st.MemoryLimitBytes, "memCache": 0,
-		"diskUsed": st.DiskUsedBytes, "diskTotal": sb.DiskMB << 20,
-	}})
+	cpus := max(1, int(sb.CPUs+0.5))
+	out := []map[string]any{}
+	for _, smp := range m.Samples {
+		if !end.IsZero() && smp.Time.After(end) {
+			break
+		}
+		// E2B's percent is of its cpuCount, Hutch's of its limit.
+		pct := smp.CPUPercent
+		if smp.CPUs > 0 {
+			pct *= smp.CPUs / float64(cpus)
+		}
+		out = append(out, metric(smp.Time, cpus, pct, smp.MemoryBytes, smp.MemoryLimitBytes, smp.DiskUsedBytes, smp.DiskLimitBytes))
+	}
+	if len(m.Samples) == 0 && sb.State == client.StateRunning {
+		st, err := c.c.Stats(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		out = append(out, metric(time.Now().UTC(), cpus, 0, st.MemoryBytes, st.MemoryLimitBytes, st.DiskUsedBytes, sb.DiskMB<<20))
+	}
+	writeJSON(c.w, http.StatusOK, out)
 	return nil
+}
+
+// metric is one of E2B's SandboxMetric.
+func metric(at time.Time, cpus int, cpuPct float64, mem, memTotal, disk, diskTotal int64) map[string]any {
+	return map[string]any{
+		"timestamp": at, "timestampUnix": at.Unix(), "cpuCount": cpus, "cpuUsedPct": cpuPct,
+		"memUsed": mem, "memTotal": memTotal, "memCache": 0, "diskUsed": disk, "diskTotal": diskTotal,
+	}
+}
+
+// unixRange reads ?start= and ?end=, Unix seconds; zero where left out.
+func unixRange(r *http.Request) (start, end time.Time, err error) {
+	read := func(name string) (time.Time, error) {
+		v := r.URL.Query().Get(name)
+		if v == "" {
+			return time.Time{}, nil
+		}
+		secs, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, errdefs.InvalidArgument("%s must be Unix seconds, got %q", name, v)
+		}
+		return time.Unix(secs, 0).UTC(), nil
+	}
+	if start, err = read("start"); err != nil {
+		return
+	}
+	end, err = read("end")
+	return
 }
 
 // updateNetwork sets the sandbox's network policy from E2B's options.
