@@ -44,17 +44,18 @@ export function age(iso?: string): string {
   return `${Math.round(s / 86400)} d`;
 }
 
-/** poll calls read every `every` ms, each call once the last has answered
- * (so that a slow answer never overlaps the next), until the function it
- * returns is called. read catches its own errors; alive() says, after an
- * await, whether the view is still there to be drawn on. */
-export function poll(every: number, read: (alive: () => boolean) => Promise<void>): () => void {
+/** poll calls read every `every` ms (asked again after each call when it
+ * is a function), each call once the last has answered (so that a slow
+ * answer never overlaps the next), until the function it returns is
+ * called. read catches its own errors; alive() says, after an await,
+ * whether the view is still there to be drawn on. */
+export function poll(every: number | (() => number), read: (alive: () => boolean) => Promise<void>): () => void {
   let timer = 0;
   let stopped = false;
   const alive = () => !stopped;
   const next = async () => {
     await read(alive);
-    if (!stopped) timer = window.setTimeout(next, every);
+    if (!stopped) timer = window.setTimeout(next, typeof every === "number" ? every : every());
   };
   void next();
   return () => {

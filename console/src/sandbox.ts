@@ -1,8 +1,9 @@
-// One sandbox: what it uses, its terminal, a command run with its output
-// streamed, a scratch pad for code, its background processes, its
-// services with a preview, its files with an editor, and the network
-// lookups and connections its policy refused, and its settings. The terminal, the editor
-// and each panel load with this view, not with the console.
+// One sandbox: what it used over time, its terminal, a command run with
+// its output streamed, a scratch pad for code, its background processes,
+// its services with a preview, its files with an editor, the network
+// lookups and connections its policy refused, and its settings. The
+// terminal, the editor and each panel load with this view, not with the
+// console.
 
 import type { Hutch } from "../../sdk/typescript/src/index";
 import { age, h, message } from "./dom";

@@ -2,7 +2,8 @@
 // TestConsole runs it, as an unprivileged user with Chromium's own sandbox
 // on). With a sandbox made through the API (an allow-list policy, so that
 // a lookup is refused), it signs in and opens the sandbox's page: its use
-// charts show figures; a background process that prints a line a second
+// charts (of the daemon's samples) show figures and lines that grow as
+// samples come; a background process that prints a line a second
 // is started and its log shows "tick 3" while it still runs; python in the
 // code pad prints 6*7 and gives a PNG, a second cell sees the first one's
 // variable and gives HTML, shown in a frame that runs no scripts, and a
@@ -26,12 +27,35 @@ try {
   await page.getByRole("link", { name: id }).click();
   await page.getByRole("heading", { name: `Sandbox ${id}` }).waitFor();
 
-  // The charts: a CPU rate once two samples are in, memory, network.
-  await page.getByRole("img", { name: /^CPU: \d+\.\d % of one core now$/ }).waitFor();
-  await page.getByRole("img", { name: /^Memory: [\d.]+ (B|KiB|MiB|GiB) used now/ }).waitFor();
-  await page.getByRole("img", { name: /^Network: in [\d.]+ \w+\/s, out [\d.]+ \w+\/s now$/ }).waitFor();
+  // The charts of the daemon's samples (TestConsole's daemon takes one
+  // every 500 ms): CPU in percent of its limit, memory up to its limit,
+  // network once two samples give a rate; each drawn, and drawn further
+  // as new samples come, asked for after the last one the page has.
   const stats = page.getByRole("region", { name: "Stats" });
-  check(/\d+\.\d %/.test(await stats.locator("figure").first().locator("strong").textContent()), "the CPU figure");
+  const cpu = stats.getByRole("img", { name: /^CPU over time, in percent of (its limit of [\d.]+ CPUs?|one CPU \(it has no limit\)): \d+\.\d % now$/ });
+  const memory = stats.getByRole("img", { name: /^Memory over time, (up to its limit of [\d.]+ (KiB|MiB|GiB)|with no limit): [\d.]+ (B|KiB|MiB|GiB) used now$/ });
+  await cpu.waitFor();
+  await memory.waitFor();
+  await stats.getByRole("img", { name: /^Network over time: in [\d.]+ \w+\/s, out [\d.]+ \w+\/s now$/ }).waitFor();
+  check(/^\d+\.\d %$/.test(await stats.locator("figure").first().locator("strong").textContent()), "the CPU figure");
+  await stats.getByText(/^(1 sample|\d+ samples over \d+ (s|min)), one every 0\.5 s while it runs\.$/).waitFor();
+  const asked = [];
+  page.on("request", (r) => r.url().includes(`/v1/sandboxes/${id}/metrics`) && asked.push(new URL(r.url()).searchParams.get("since")));
+  // points are a chart's points drawn, in the chart's box (300x60).
+  const points = (chart) =>
+    chart.evaluate((svg) =>
+      [...svg.querySelectorAll("polyline")].flatMap((l) => l.getAttribute("points").trim().split(/\s+/).map((p) => p.split(",").map(Number))),
+    );
+  for (const chart of [cpu, memory]) {
+    const drawn = await points(chart);
+    check(drawn.length >= 2 && drawn.every(([x, y]) => x >= 0 && x <= 300 && y >= 0 && y <= 60), `a chart's points: ${JSON.stringify(drawn)}`);
+  }
+  const before = (await points(cpu)).length;
+  for (let i = 0; (await points(cpu)).length <= before; i++) {
+    check(i < 50, `no sample drawn after the first ${before} points in 10 s`);
+    await page.waitForTimeout(200);
+  }
+  check(asked.length > 0 && asked.every((since) => since && !Number.isNaN(Date.parse(since))), `the samples asked for after the first: since=${asked}`);
 
   // A background process, its log followed while it runs.
   await page.getByLabel("Process name").fill("ticker");
@@ -126,7 +150,7 @@ try {
   await page.getByRole("link", { name: "Keys" }).click();
   await page.getByRole("heading", { name: "API keys" }).waitFor();
   const polled = [];
-  page.on("request", (r) => /\/v1\/sandboxes\/[^/]+\/(stats|processes|network)/.test(r.url()) && polled.push(`${r.method()} ${r.url()}`));
+  page.on("request", (r) => /\/v1\/sandboxes\/[^/]+\/(stats|metrics|processes|network)/.test(r.url()) && polled.push(`${r.method()} ${r.url()}`));
   await page.waitForTimeout(4_000);
   check(polled.length === 0, `polls after the page was left: ${polled}`);
   run.noErrors();

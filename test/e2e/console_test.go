@@ -37,9 +37,11 @@ const nobody = "65534"
 // neither blank nor broken, and no console error. The other scripts of
 // test/console (but screenshot.test.mjs, which TestBrowser runs: it needs
 // the browser template) each drive one part of the console the same way.
+// The daemon samples its sandboxes every 500 ms, so that a sandbox page's
+// charts have samples to draw soon.
 func TestConsole(t *testing.T) {
 	r := newConsoleRunner(t)
-	d := startDaemon(t)
+	d := startDaemonWith(t, "--sample-interval", "500ms")
 	scripts, err := filepath.Glob(filepath.Join(r.dir, "*.test.mjs"))
 	if err != nil {
 		t.Fatal(err)

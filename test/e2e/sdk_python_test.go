@@ -30,7 +30,8 @@ func TestPythonSDK(t *testing.T) {
 	if out, err := parse.CombinedOutput(); err != nil {
 		t.Fatalf("the examples do not parse: %v\n%s", err, out)
 	}
-	d := startDaemon(t)
+	// Sampled every 0.5 s, a sandbox has metrics to read within a second.
+	d := startDaemonWith(t, "--sample-interval", "500ms")
 	cmd := exec.CommandContext(t.Context(), python, "-m", "unittest", "discover", "-v", "-s", "tests")
 	cmd.Dir = sdk
 	cmd.Env = append(os.Environ(), "HUTCH_URL=http://"+d.addr, "HUTCH_API_KEY="+d.key, "PYTHONPATH="+sdk,
@@ -43,8 +44,8 @@ func TestPythonSDK(t *testing.T) {
 	if ran == nil {
 		t.Fatalf("no test summary in:\n%s", out)
 	}
-	if n, _ := strconv.Atoi(string(ran[1])); n < 13 {
-		t.Errorf("%d tests ran, want at least 13:\n%s", n, out)
+	if n, _ := strconv.Atoi(string(ran[1])); n < 14 {
+		t.Errorf("%d tests ran, want at least 14:\n%s", n, out)
 	}
 	if regexp.MustCompile(`(?m)skipped|^OK \(`).Match(out) {
 		t.Errorf("tests were skipped:\n%s", out)

@@ -50,7 +50,8 @@ func TestTypeScriptSDK(t *testing.T) {
 	}
 	npm("run", "build")
 
-	d := startDaemon(t)
+	// Sampled every 0.5 s, a sandbox has metrics to read within a second.
+	d := startDaemonWith(t, "--sample-interval", "500ms")
 	cmd := exec.CommandContext(t.Context(), "node", "--test", "test/")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HUTCH_URL=http://"+d.addr, "HUTCH_API_KEY="+d.key)
@@ -66,8 +67,8 @@ func TestTypeScriptSDK(t *testing.T) {
 		n, _ := strconv.Atoi(string(m[1]))
 		return n
 	}
-	if pass, fail, skipped := count("pass"), count("fail"), count("skipped"); pass < 9 || fail > 0 || skipped > 0 {
-		t.Errorf("%d passed, %d failed, %d skipped; want at least 9 passed, none failed or skipped:\n%s", pass, fail, skipped, out)
+	if pass, fail, skipped := count("pass"), count("fail"), count("skipped"); pass < 11 || fail > 0 || skipped > 0 {
+		t.Errorf("%d passed, %d failed, %d skipped; want at least 11 passed, none failed or skipped:\n%s", pass, fail, skipped, out)
 	}
 	left, err := d.client.ListSandboxes(t.Context())
 	if err != nil {

@@ -169,7 +169,7 @@ func (s *Sampler) round(ctx context.Context, now time.Time) {
 		if err != nil {
 			continue // stopped meanwhile, or a runtime that cannot say
 		}
-		s.add(src, st, now.UTC())
+		s.add(src, st, now.UTC().Truncate(time.Millisecond)) // what every client's clock type holds: since=a sample's time is exact
 	}
 }
 

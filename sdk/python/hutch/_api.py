@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
 from ._wire import Request, path
@@ -192,6 +193,13 @@ class API:
 
     def stats(self, sandbox_id: str):
         return self._call(Request("GET", path("sandboxes", sandbox_id, "stats")))
+
+    def metrics(self, sandbox_id: str, since: Optional[datetime] = None):
+        """What a sandbox used over time: {interval_s, samples}, its samples
+        taken after since (all it keeps without), oldest first. A naive
+        since is local time."""
+        query = {"since": since.astimezone(timezone.utc).isoformat() if since is not None else None}
+        return self._call(Request("GET", path("sandboxes", sandbox_id, "metrics"), query=query))
 
     # Commands.
 

@@ -8,6 +8,7 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+from datetime import datetime
 
 from hutch import AsyncClient, Client, HutchError
 
@@ -117,6 +118,29 @@ class TestClient(unittest.TestCase):
         finally:
             self.client.delete_secret(name)
         self.assertNotIn(name, [s["name"] for s in self.client.list_secrets()])
+
+    def test_metrics(self):
+        # The daemon samples every 0.5 s (test/e2e): two samples come soon.
+        deadline = time.time() + 30
+        while len((m := self.client.metrics(self.sb.id))["samples"]) < 2:
+            self.assertLess(time.time(), deadline, f"fewer than two samples in 30 s: {m}")
+            time.sleep(0.2)
+        self.assertGreater(m["interval_s"], 0)
+        last = m["samples"][-1]
+        self.assertEqual(set(last), {"time", "cpu_percent", "cpus", "memory_bytes", "memory_limit_bytes", "disk_used_bytes",
+                                     "disk_limit_bytes", "pids", "network_bytes_in", "network_bytes_out"})
+        self.assertEqual((last["cpus"], last["memory_limit_bytes"], last["disk_limit_bytes"]),
+                         (self.sb.info["cpus"], self.sb.info["memory_mb"] << 20, self.sb.info["disk_mb"] << 20))
+        self.assertGreater(last["cpus"], 0)
+        self.assertGreater(last["memory_bytes"], 0)
+        self.assertGreaterEqual(last["cpu_percent"], 0)
+        self.assertGreaterEqual(last["pids"], 1)
+        times = [datetime.fromisoformat(s["time"]) for s in m["samples"]]
+        self.assertEqual(times, sorted(times))
+        self.assertIsNotNone(times[-1].tzinfo)
+        # A sample's time is to the millisecond: since is exact.
+        later = self.client.metrics(self.sb.id, since=times[-1])
+        self.assertTrue(all(datetime.fromisoformat(s["time"]) > times[-1] for s in later["samples"]), later)
 
     def test_whoami(self):
         me = self.client.whoami()

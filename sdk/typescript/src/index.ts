@@ -11,6 +11,8 @@ export type Sandbox = Schemas["Sandbox"];
 export type CreateSandboxRequest = Schemas["CreateSandboxRequest"];
 export type NetworkPolicy = Schemas["NetworkPolicy"];
 export type SandboxStats = Schemas["SandboxStats"];
+export type SandboxMetrics = Schemas["SandboxMetrics"];
+export type MetricsSample = Schemas["MetricsSample"];
 export type ExecRequest = Schemas["ExecRequest"];
 export type ExecResult = Schemas["ExecResult"];
 export type ExecExit = Schemas["ExecExitEvent"];
@@ -211,6 +213,12 @@ export class Hutch {
 
   stats(id: string): Promise<SandboxStats> {
     return this.#json("GET", `/v1/sandboxes/${seg(id)}/stats`);
+  }
+
+  /** What a sandbox used over time: its samples taken after since (all it
+   * keeps without), oldest first. */
+  metrics(id: string, since?: Date): Promise<SandboxMetrics> {
+    return this.#json("GET", `/v1/sandboxes/${seg(id)}/metrics`, { query: { since: since?.toISOString() } });
   }
 
   activity(id: string): Promise<Activity> {

@@ -21,6 +21,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The daemon's Prometheus metrics (the administrator's key only)
+         * @description Prometheus's text format (OpenMetrics when the scraper asks for it): the sandboxes by state, runtime and workspace; the lifecycle steps' latencies; the API's requests and errors by route; the warm pools; the workspaces' quotas and use; the sandboxes' egress; the daemon's Go runtime. No label holds a sandbox's id. Also served alone on `--metrics-listen`. See docs/observability.md.
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -143,6 +163,26 @@ export interface paths {
          * @description CPU time, memory and tasks from the sandbox's cgroups (under gVisor, those of gVisor's own processes, which run the sandbox's: pids are host tasks, and pids_limit is the process limit, which gVisor enforces inside, plus 512 of room for them), and the bytes its writable layer holds on disk. Reading stats is not activity: it does not delay the idle timeout.
          */
         get: operations["getSandboxStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a sandbox used over time
+         * @description Samples of its CPU (in percent of its CPU limit), memory, disk, processes and network counters, taken every `interval_s` seconds while it runs (none while it is suspended or stopped) and kept from its create to its delete: the newest, an hour's at the default interval. Reading them is not activity.
+         */
+        get: operations["getSandboxMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1437,6 +1477,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The sandboxes' lifecycle events, oldest first; a stream of them as they come
+         * @description What happened to the caller's workspace's sandboxes (the daemon's own key: every workspace's, or `?workspace=`): created, started, paused, suspended, stopped, resumed, deleted, errored and eviction_notice (a sandbox's max lifetime ends within five minutes), each with its reason as a stable code (`created`, `request`, `deleted`, `idle_timeout`, `max_lifetime`, `oom`, `error`, `woken`, `daemon_recovery`) and a message. With `Accept: text/event-stream` the answer is a stream: each event with its id, its type as the SSE event name, and the Event as data; a client that reconnects with `Last-Event-ID` goes on after it. Events are kept for seven days.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's webhooks (the daemon's own key, every workspace's), without secrets */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Post the workspace's events to a URL
+         * @description Each event (of `events`' types; all when left out) is posted as JSON to `url`, signed: `Hutch-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>`, with `Hutch-Event`, `Hutch-Event-Id` and `Hutch-Webhook-Id`. A receiver that does not answer 2xx gets the event again after 1, 2, 4, 8, 16 and 32 seconds. The URL is reached as a sandbox's egress in network mode `full` is: never the host's own, private or link-local addresses, whatever its name resolves to. The secret is answered here only.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Stop posting events to a webhook */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook's latest delivery attempts, newest first */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/downloads/{token}": {
         parameters: {
             query?: never;
@@ -1841,7 +1956,7 @@ export interface components {
         SandboxStats: {
             /** @description CPU time of all its processes */
             cpu_time_ms: number;
-            /** @description Memory charged now */
+            /** @description Memory charged now, page cache included. */
             memory_bytes: number;
             memory_peak_bytes: number;
             /** @description -1: no limit. */
@@ -1858,6 +1973,76 @@ export interface components {
             network_bytes_in?: number;
             /** @description Connections the daemon made for it, since the daemon started. */
             network_connections?: number;
+        };
+        Event: {
+            id: number;
+            /** Format: date-time */
+            time: string;
+            /** @enum {string} */
+            type: "sandbox.created" | "sandbox.started" | "sandbox.paused" | "sandbox.suspended" | "sandbox.stopped" | "sandbox.resumed" | "sandbox.deleted" | "sandbox.errored" | "sandbox.eviction_notice" | "service.status" | "process.exited";
+            workspace: string;
+            sandbox_id?: string;
+            /** @description Why, as a stable code: created, request, deleted, idle_timeout, max_lifetime, oom, error, woken, daemon_recovery. */
+            reason?: string;
+            /** @description Why */
+            message?: string;
+            data?: {
+                [key: string]: string;
+            };
+        };
+        CreateWebhookRequest: {
+            /** @description An http or https URL. */
+            url: string;
+            /** @description The event types it is sent; all when left out. */
+            events?: string[];
+            /** @description Signs the deliveries, 16 to 256 characters; one is made when left out. */
+            secret?: string;
+        };
+        Webhook: {
+            id: string;
+            url: string;
+            events?: string[];
+            workspace: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description In the answer of its create alone. */
+            secret?: string;
+        };
+        WebhookDelivery: {
+            event_id: number;
+            /** @description Counts from 1. */
+            attempt: number;
+            /** Format: date-time */
+            time: string;
+            /** @description The receiver's HTTP status; absent when it gave none (error says why). */
+            status?: number;
+            error?: string;
+            duration_ms: number;
+        };
+        SandboxMetrics: {
+            /** @description How often a running sandbox is sampled. */
+            interval_s: number;
+            samples: components["schemas"]["MetricsSample"][];
+        };
+        MetricsSample: {
+            /** Format: date-time */
+            time: string;
+            /** @description CPU use since the sample before, in percent of its CPU limit (of one CPU when it has none): 100 is the limit. */
+            cpu_percent: number;
+            /** @description Its CPU limit in CPUs; 0: none. */
+            cpus: number;
+            /** @description Memory charged, page cache included. */
+            memory_bytes: number;
+            memory_limit_bytes: number;
+            /** @description What its writable layer holds. */
+            disk_used_bytes: number;
+            disk_limit_bytes: number;
+            /** @description Tasks (processes and threads). */
+            pids: number;
+            /** @description Bytes its connections received, since the daemon started. */
+            network_bytes_in: number;
+            /** @description Bytes its connections sent, since the daemon started. */
+            network_bytes_out: number;
         };
         Template: {
             name: string;
@@ -2401,6 +2586,27 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
     whoami: {
         parameters: {
             query?: never;
@@ -2623,6 +2829,32 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SandboxStats"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getSandboxMetrics: {
+        parameters: {
+            query?: {
+                /** @description Only samples after this time (RFC 3339, or Unix seconds). */
+                since?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its samples, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxMetrics"];
                 };
             };
             default: components["responses"]["Error"];
@@ -4323,6 +4555,134 @@ export interface operations {
                     "application/json": {
                         entries: components["schemas"]["AuditEntry"][];
                     };
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                workspace?: string;
+                /** @description A sandbox's id: its events only. */
+                sandbox?: string;
+                /** @description An event's id: those after it. */
+                after?: number;
+                limit?: number;
+            };
+            header?: {
+                /** @description What a reconnecting stream sends: as after. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events (a list, or a stream). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        events: components["schemas"]["Event"][];
+                    };
+                    "text/event-stream": string;
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                workspace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhooks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhookRequest"];
+            };
+        };
+        responses: {
+            /** @description The webhook, with its secret. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                webhook: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                webhook: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"][];
                 };
             };
             default: components["responses"]["Error"];

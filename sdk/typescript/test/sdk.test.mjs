@@ -86,6 +86,28 @@ describe("Hutch", { skip }, () => {
     await hutch.deleteService(sb.id, "web");
   });
 
+  test("metrics", async () => {
+    // The daemon samples every 0.5 s (test/e2e): two samples come soon.
+    let m;
+    for (let i = 0; (m = await hutch.metrics(sb.id)).samples.length < 2; i++) {
+      assert.ok(i < 150, `fewer than two samples in 30 s: ${JSON.stringify(m)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.ok(m.interval_s > 0);
+    const last = m.samples.at(-1);
+    assert.deepEqual(Object.keys(last).sort(), [
+      "cpu_percent", "cpus", "disk_limit_bytes", "disk_used_bytes", "memory_bytes", "memory_limit_bytes",
+      "network_bytes_in", "network_bytes_out", "pids", "time",
+    ]);
+    assert.deepEqual([last.cpus, last.memory_limit_bytes, last.disk_limit_bytes], [sb.cpus, sb.memory_mb * 2 ** 20, sb.disk_mb * 2 ** 20]);
+    assert.ok(last.cpus > 0 && last.memory_bytes > 0 && last.cpu_percent >= 0 && last.pids >= 1, JSON.stringify(last));
+    const times = m.samples.map((s) => new Date(s.time));
+    assert.ok(times.every((t, i) => !Number.isNaN(t.getTime()) && (i === 0 || t >= times[i - 1])), JSON.stringify(m.samples));
+    // A sample's time is to the millisecond, as a Date: since is exact.
+    const later = await hutch.metrics(sb.id, times.at(-1));
+    assert.ok(later.samples.every((s) => new Date(s.time) > times.at(-1)), JSON.stringify(later));
+  });
+
   test("tools", async () => {
     const anthropic = await hutch.listTools();
     const openai = await hutch.listTools("openai");
