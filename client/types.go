@@ -458,6 +458,59 @@ type MetricsSample struct {
 	NetworkBytesOut int64 `json:"network_bytes_out"`
 }
 
+// Event is something that happened to a sandbox: GET /v1/events lists
+// and follows them, webhooks are posted them.
+type Event struct {
+	ID        int64     `json:"id"`
+	Time      time.Time `json:"time"`
+	Type      string    `json:"type"` // sandbox.created, sandbox.suspended, sandbox.deleted, …
+	Workspace string    `json:"workspace"`
+	SandboxID string    `json:"sandbox_id,omitempty"`
+	// Reason is why, as a stable code: created, request, deleted,
+	// idle_timeout, max_lifetime, oom, error, woken, daemon_recovery, …;
+	// Message says it to a person.
+	Reason  string            `json:"reason,omitempty"`
+	Message string            `json:"message,omitempty"`
+	Data    map[string]string `json:"data,omitempty"`
+}
+
+// Events is the body of GET /v1/events without a stream: the events
+// after the cursor asked for, oldest first.
+type Events struct {
+	Events []Event `json:"events"`
+}
+
+// CreateWebhookRequest is the body of POST /v1/webhooks.
+type CreateWebhookRequest struct {
+	URL string `json:"url"`
+	// Events are the event types it is sent; empty: all of them.
+	Events []string `json:"events,omitempty"`
+	// Secret signs its deliveries (16 to 256 characters); empty: one is
+	// made, and answered once.
+	Secret string `json:"secret,omitempty"`
+}
+
+// Webhook is a URL a workspace's events are posted to.
+type Webhook struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Events    []string  `json:"events,omitempty"`
+	Workspace string    `json:"workspace"`
+	CreatedAt time.Time `json:"created_at"`
+	// Secret is in the answer of its create alone.
+	Secret string `json:"secret,omitempty"`
+}
+
+// WebhookDelivery is one attempt to post an event to a webhook.
+type WebhookDelivery struct {
+	EventID    int64     `json:"event_id"`
+	Attempt    int       `json:"attempt"`
+	Time       time.Time `json:"time"`
+	Status     int       `json:"status,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	DurationMS float64   `json:"duration_ms"`
+}
+
 // Where a template came from.
 const (
 	TemplateSourceHost   = "host"

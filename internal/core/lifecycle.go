@@ -166,6 +166,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 		go m.destroyPooled(sb)
 		return nil, err
 	}
+	m.changed(ctx, rec.ID, store.Creating, rec.StateReason)
 	// Its network is served already, refusing everything: now by its
 	// policy (prepared by create).
 	inst := sb.inst
@@ -310,6 +311,7 @@ func (m *Manager) wake(ctx context.Context, id string) error {
 		return err
 	}
 	reason := "woken by a call"
+	ctx = causeOr(ctx, hook.CauseWoken)
 	switch rec.State {
 	case store.Suspended:
 	case store.Error:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -18,6 +19,7 @@ import (
 // container died are marked error and cleaned; ones caught half-made are
 // removed; containers no record knows are destroyed.
 func (m *Manager) recoverSandboxes(ctx context.Context) error {
+	ctx = hook.WithCause(ctx, hook.Cause{Code: hook.CauseRecovery})
 	recs, err := m.held(ctx)
 	if err != nil {
 		return err
@@ -241,6 +243,7 @@ func (m *Manager) inBackground(id string, fn func()) {
 // says something keeps it busy (a background process that is not a
 // service: see hook.Busier): that is activity.
 func (m *Manager) reap(ctx context.Context, id string) {
+	ctx = hook.WithCause(ctx, hook.Cause{Code: hook.CauseIdle})
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return // deleted meanwhile
@@ -281,6 +284,7 @@ func (m *Manager) deleteExpired(ctx context.Context, now time.Time) {
 		}
 		m.inBackground(rec.ID, func() {
 			m.log.Info("deleting sandbox at the end of its max lifetime", attrSandbox, rec.ID, "expired_at", rec.ExpiresAt)
+			ctx := hook.WithCause(ctx, hook.Cause{Code: hook.CauseLifetime})
 			if err := m.deleteAndWait(ctx, rec.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				m.log.Error("delete expired sandbox", attrSandbox, rec.ID, "error", err)
 			}

@@ -33,6 +33,14 @@ func (r *Running) Woken() bool { return r.woken }
 // ID is the sandbox's id.
 func (r *Running) ID() string { return r.inst.id }
 
+// Workspace is the workspace the sandbox belongs to ("" for a warm
+// pool's, no one's yet).
+func (r *Running) Workspace() string {
+	r.inst.mu.Lock()
+	defer r.inst.mu.Unlock()
+	return r.inst.owner.workspace
+}
+
 // Runtime is the name of the backend the sandbox runs on.
 func (r *Running) Runtime() string { return r.inst.backend.Name() }
 

@@ -3,8 +3,10 @@ package core
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -32,7 +34,56 @@ func (m *Manager) transitionHandle(ctx context.Context, id string, handle []byte
 		return err
 	}
 	m.log.Debug("sandbox state", attrSandbox, id, "state", to, "from", from, "reason", reason)
+	var was store.State
+	if len(from) == 1 {
+		was = from[0]
+	}
+	m.changed(ctx, id, was, reason)
 	return nil
+}
+
+// changed tells the Changers that sandbox id went from was ("": one of
+// several) to the state its record has now, saying why: the cause ctx
+// carries, or the one the change itself says.
+func (m *Manager) changed(ctx context.Context, id string, was store.State, reason string) {
+	if !m.hooks.Changes() {
+		return
+	}
+	rec, err := m.store.GetSandbox(context.WithoutCancel(ctx), id)
+	if err != nil {
+		m.log.Warn("sandbox changed, but its record is not found: no hook hears of it", attrSandbox, id, "error", err)
+		return
+	}
+	cause, ok := hook.CauseOf(ctx)
+	if !ok {
+		cause = hook.Cause{Code: causeOf(was, rec.State, reason)}
+	}
+	m.hooks.Changed(hook.Change{Sandbox: view(rec), From: was, Reason: reason, Cause: cause})
+}
+
+// causeOr is ctx carrying cause code, unless it carries one already (a
+// caller's, which a step it leads to keeps).
+func causeOr(ctx context.Context, code string) context.Context {
+	if _, ok := hook.CauseOf(ctx); ok {
+		return ctx
+	}
+	return hook.WithCause(ctx, hook.Cause{Code: code})
+}
+
+// causeOf is the cause of a change from was to to, saying reason, that
+// no caller or timer named.
+func causeOf(was, to store.State, reason string) string {
+	switch {
+	case was == store.Creating && to == store.Running:
+		return hook.CauseCreated
+	case to == store.Deleting:
+		return hook.CauseDeleted
+	case to == store.Error && strings.Contains(reason, "OOM"):
+		return hook.CauseOOM // the runtime's watch saw the OOM killer act
+	case to == store.Error:
+		return hook.CauseError
+	}
+	return hook.CauseRequest
 }
 
 // mustTransition is transition for steps that go on whatever the store

@@ -108,6 +108,7 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (_ *store.Sandb
 // files as they were, and thaws a paused one. Resuming a running one does
 // nothing.
 func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error) {
+	ctx = causeOr(ctx, hook.CauseRequest)
 	if inst := m.liveInstance(id); inst != nil {
 		if err := m.thaw(ctx, inst, "unpaused by request"); err != nil {
 			return nil, err

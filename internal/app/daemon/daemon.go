@@ -22,8 +22,10 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/events"
 	"github.com/hutchdev/hutch/internal/core/metrics"
 	"github.com/hutchdev/hutch/internal/core/samples"
+	"github.com/hutchdev/hutch/internal/core/webhooks"
 
 	"golang.org/x/sync/errgroup"
 
@@ -191,7 +193,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	procs := processes.New(db, log)
 	steps := metrics.NewSteps()
 	sampler := samples.New(samples.Config{Interval: cfg.SampleInterval, Network: nets.Counters, Logger: log})
-	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler}
+	eventLog := events.New(events.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
+	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler, eventLog}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
 	}
@@ -232,9 +235,17 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		Sandboxes: mgr.List, Node: cfg.nodeNameOf(), Pools: poolsOf(mgr), Workspaces: quotas.Workspaces, Egress: nets.Totals, Logger: log,
 	}})
 
+	// Webhooks are reached as the sandboxes' egress is, under mode full.
+	hooksOut, err := webhooks.New(webhooks.Config{Store: db, Key: key, Dial: netCfg.Dial, Lookup: netCfg.Lookup, Version: version, Logger: log})
+	if err != nil {
+		return err
+	}
+	eventLog.Subscribe(hooksOut.Take)
+
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
 	execs := exec.New(mgr, procs, db, log)
+	execs.OnEvent(eventLog.Emit)
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Starting: execs.PortStarting, Logger: log})
 	// E2B's sandbox front listens first: the API tells its address, the
 	// one bound (a daemon on another data dir than the default gets a
@@ -257,7 +268,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
 	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
-		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
+		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Events: eventLog, Webhooks: hooksOut, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -321,6 +332,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	}
 	g.Go(func() error { return mgr.Run(gctx) })
 	g.Go(func() error { return sampler.Run(gctx) })
+	g.Go(func() error { return eventLog.Run(gctx) })
+	g.Go(func() error { return hooksOut.Run(gctx) })
 	if membership != nil {
 		g.Go(func() error { return cluster.Beat(gctx, *membership) })
 		g.Go(func() error { return templateSync(membership, db, templateStore, node, log).Run(gctx) })

@@ -11,9 +11,12 @@ package exec
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/events"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -38,6 +41,20 @@ type Service struct {
 	store  Store
 	log    *slog.Logger
 	states serviceStates // what is seen of services' runs (services.go)
+	// emit adds an event to the sandboxes' events (see OnEvent).
+	emit func(*store.Event)
+}
+
+// OnEvent has the service tell emit of what it sees happen: a service's
+// status change, a command ended by a limit (internal/core/events).
+// Call it before the service is used.
+func (s *Service) OnEvent(emit func(*store.Event)) { s.emit = emit }
+
+// event tells the events of ev, if anyone listens.
+func (s *Service) event(ev *store.Event) {
+	if s.emit != nil {
+		s.emit(ev)
+	}
 }
 
 // New returns a Service over core's sandboxes, keeping background
@@ -64,5 +81,20 @@ func (s *Service) Exec(ctx context.Context, id string, req Request, out Output) 
 		return Result{}, err
 	}
 	defer release()
-	return Run(ctx, r, req, out)
+	res, err := Run(ctx, r, req, out)
+	if err == nil && (res.KilledBy == KilledByOOM || res.KilledBy == KilledByPids) {
+		s.limitEnded(r.ID(), r.Workspace(), "command", res)
+	}
+	return res, err
+}
+
+// limitEnded tells the events that a command or process of sandbox id
+// ended at a limit of the sandbox's (res.KilledBy).
+func (s *Service) limitEnded(id, ws, kind string, res Result) {
+	reason, msg := hook.CauseOOM, "killed for the sandbox's memory limit"
+	if res.KilledBy == KilledByPids {
+		reason, msg = hook.CausePids, "failed at the sandbox's process limit"
+	}
+	s.event(&store.Event{Workspace: ws, Sandbox: id, Type: events.ProcessExited, Reason: reason, Message: "a " + kind + " " + msg,
+		Data: map[string]string{"kind": kind, "exit_code": strconv.Itoa(res.ExitCode), "killed_by": res.KilledBy}})
 }

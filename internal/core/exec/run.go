@@ -203,6 +203,13 @@ func ResultOf(e agentclient.ExitStatus, d time.Duration) Result {
 	return r
 }
 
+// What a command's Result puts its end down to, besides a timeout and a
+// signal: the sandbox's limits.
+const (
+	KilledByOOM  = "oom"
+	KilledByPids = "pids"
+)
+
 // Blame puts a failed command down to a limit its sandbox hit between the
 // counts prev and now: "oom" when it ended as an OOM kill ends (see
 // killedForMemory); else "pids" when a fork was refused at the process
@@ -213,9 +220,9 @@ func ResultOf(e agentclient.ExitStatus, d time.Duration) Result {
 func (r *Result) Blame(prev, now backend.LimitHits) {
 	switch {
 	case r.killedForMemory(prev, now):
-		r.KilledBy = "oom"
+		r.KilledBy = KilledByOOM
 	case r.KilledBy == "" && now.PidsMax > prev.PidsMax:
-		r.KilledBy = "pids"
+		r.KilledBy = KilledByPids
 	}
 }
 

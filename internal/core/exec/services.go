@@ -5,11 +5,14 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/core/events"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/processes"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
@@ -202,10 +205,11 @@ func (s *Service) serviceInfo(ctx context.Context, rec *store.Sandbox, p *store.
 	}
 	if status == ServiceStarting && !st.probing {
 		st.probing = true
-		go s.probe(context.WithoutCancel(ctx), rec.ID, p.Name, p.Port, st)
+		go s.probe(context.WithoutCancel(ctx), rec, p.Name, p.Port, st)
 	}
 	if status != st.status {
 		st.status, st.since = status, time.Now().UTC()
+		s.statusEvent(rec, p, st)
 	}
 	info := ServiceInfo{ProcessInfo: pi, Public: p.Public, Slot: p.Slot, Since: st.since, LinksRevoked: p.LinksRevokedAt}
 	info.Status = status
@@ -213,6 +217,22 @@ func (s *Service) serviceInfo(ctx context.Context, rec *store.Sandbox, p *store.
 		info.ExitCode, info.LogTail = st.exit, st.tail
 	}
 	return info
+}
+
+// statusEvent tells the events that service p of sandbox rec is now as
+// st says. The caller holds s.states.mu.
+func (s *Service) statusEvent(rec *store.Sandbox, p *store.Process, st *serviceState) {
+	data := map[string]string{"service": p.Name, "status": st.status, "port": strconv.Itoa(p.Port)}
+	ev := &store.Event{Time: st.since, Workspace: rec.Workspace, Sandbox: rec.ID, Type: events.ServiceStatus,
+		Message: "service " + p.Name + " is " + st.status, Data: data}
+	if st.status == ServiceError {
+		ev.Reason = hook.CauseError
+		if st.exit != nil {
+			data["exit_code"] = strconv.Itoa(*st.exit)
+			ev.Message += ": it ended with exit code " + strconv.Itoa(*st.exit)
+		}
+	}
+	s.event(ev)
 }
 
 // state returns what is remembered of a service, its run now pid (0 when
@@ -255,7 +275,8 @@ func (s *Service) newRun(id, name string, pid uint32) {
 // probe connects to a starting service's port until it accepts, then
 // marks the run ready; it gives up after readyTimeout, or when the run
 // ends.
-func (s *Service) probe(ctx context.Context, id, name string, port int, st *serviceState) {
+func (s *Service) probe(ctx context.Context, rec *store.Sandbox, name string, port int, st *serviceState) {
+	id := rec.ID
 	s.states.mu.Lock()
 	pid := st.pid
 	s.states.mu.Unlock()
@@ -271,6 +292,10 @@ func (s *Service) probe(ctx context.Context, id, name string, port int, st *serv
 			s.states.mu.Lock()
 			if st.pid == pid {
 				st.ready = ok
+				if ok && st.status == ServiceStarting {
+					st.status, st.since = ServiceRunning, time.Now().UTC()
+					s.statusEvent(rec, &store.Process{Name: name, Port: port}, st)
+				}
 			}
 			s.states.mu.Unlock()
 			return

@@ -237,3 +237,63 @@ type Observer interface {
 	Hook
 	Observed(s Step)
 }
+
+// Change is a sandbox's change of state, once the store has it.
+type Change struct {
+	// Sandbox is its record after the change (as the kernel answers it:
+	// without its env).
+	Sandbox *store.Sandbox
+	From    store.State
+	// Reason says why, as the record's StateReason does; Cause is why as
+	// a code (see Cause).
+	Reason string
+	Cause  Cause
+}
+
+// A Changer learns of each change of a sandbox's state (events). It must
+// not block: the change's caller waits for it.
+type Changer interface {
+	Hook
+	Changed(c Change)
+}
+
+// Cause is why the kernel changes a sandbox, as a stable code: what a
+// caller, a timer or a failure did. A call's context carries it into the
+// kernel (WithCause); a change without one is a caller's request.
+type Cause struct {
+	// Code is one of the Cause* constants.
+	Code string
+	// By says who, when a caller did it: "key acme-ci", "the
+	// administrator".
+	By string
+}
+
+// The causes of a change.
+const (
+	CauseCreated  = "created"
+	CauseRequest  = "request" // a call asked for it: pause, suspend, resume, start
+	CauseDeleted  = "deleted" // a call deleted it
+	CauseIdle     = "idle_timeout"
+	CauseLifetime = "max_lifetime"
+	CauseOOM      = "oom"
+	CauseDiskFull = "disk_full"
+	CausePids     = "process_limit"
+	CauseNodeLost = "node_lost"
+	CauseRecovery = "daemon_recovery" // what a daemon's start found
+	CauseQuota    = "quota"
+	CauseError    = "error" // its container or agent failed
+	CauseWoken    = "woken" // a call to a suspended sandbox woke it
+)
+
+type causeKey struct{}
+
+// WithCause is ctx carrying cause into the kernel's changes.
+func WithCause(ctx context.Context, c Cause) context.Context {
+	return context.WithValue(ctx, causeKey{}, c)
+}
+
+// CauseOf is the cause ctx carries, if any.
+func CauseOf(ctx context.Context) (Cause, bool) {
+	c, ok := ctx.Value(causeKey{}).(Cause)
+	return c, ok
+}

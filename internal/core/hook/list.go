@@ -226,3 +226,23 @@ func (l List) Observed(s Step) {
 		}
 	}
 }
+
+// Changes says whether any hook is a Changer: the kernel reads the record
+// of a change only for them.
+func (l List) Changes() bool {
+	for _, h := range l {
+		if _, ok := h.(Changer); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Changed runs every Changer's Changed.
+func (l List) Changed(c Change) {
+	for _, h := range l {
+		if ch, ok := h.(Changer); ok {
+			ch.Changed(c)
+		}
+	}
+}

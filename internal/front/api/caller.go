@@ -164,6 +164,17 @@ func (s *Server) callerFor(r *http.Request, requireKey bool) (caller, error) {
 var errUnauthenticated = errdefs.Unauthenticated(
 	"missing or wrong API key: send 'Authorization: Bearer <key>' (the daemon's own key is in its data dir, api.key)")
 
+// who names c in what it did (an event's "deleted by …").
+func (c caller) who() string {
+	switch {
+	case c.admin:
+		return "the administrator"
+	case c.anonymous:
+		return "a signed link"
+	}
+	return "key " + c.key
+}
+
 // sees says whether c may see an object of workspace ws.
 func (c caller) sees(ws string) bool {
 	return c.admin || !c.anonymous && ws == c.workspace

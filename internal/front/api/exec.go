@@ -250,10 +250,21 @@ type sseWriter struct {
 }
 
 func (s *sseWriter) event(name string, v any) error {
+	return s.eventWithID("", name, v)
+}
+
+// eventWithID is event with an id ("": none), which a client that
+// reconnects sends back as Last-Event-ID.
+func (s *sseWriter) eventWithID(id, name string, v any) error {
 	s.begin()
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
 	}
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 		return err

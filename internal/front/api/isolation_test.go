@@ -68,12 +68,16 @@ func TestWorkspacesIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := link.URL[strings.LastIndex(link.URL, "/")+1:]
+	hook, err := a.CreateWebhook(ctx, client.CreateWebhookRequest{URL: "https://hooks.example.com/a7"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// What ws-b's key must never read.
-	marks := []string{sb.ID, "proc-a7", "vola-7", "snapa-7", "TOKEN_A7", "app-a2", `"ws-a"`, "ws-a's file"}
+	marks := []string{sb.ID, "proc-a7", "vola-7", "snapa-7", "TOKEN_A7", "app-a2", `"ws-a"`, "ws-a's file", hook.ID, "hooks.example.com/a7"}
 
 	// The object each path parameter names, by the path's start.
 	params := func(path string) string {
-		r := strings.NewReplacer("{id}", sb.ID, "{token}", token, "{w}", "ws-a")
+		r := strings.NewReplacer("{id}", sb.ID, "{token}", token, "{w}", "ws-a", "{webhook}", hook.ID)
 		switch {
 		case strings.Contains(path, "/processes/{name}"), strings.Contains(path, "/services/{name}"):
 			path = strings.Replace(path, "{name}", "proc-a7", 1)
@@ -122,6 +126,9 @@ func TestWorkspacesIsolated(t *testing.T) {
 		"GET /v1/workspaces":   {{want: 200}},
 		"GET /v1/audit":        {{want: 200}},
 		"GET /metrics":         {{want: 403}},
+		"GET /v1/events":       {{want: 200}},
+		"GET /v1/webhooks":     {{want: 200}},
+		"POST /v1/webhooks":    {{body: `{"url":"https://hooks.example.com/b"}`, want: 201}},
 		"POST /v1/sandboxes": {
 			{body: `{"template":"snapa-7"}`, want: 404},
 			{body: `{"from_snapshot":"snapa-7"}`, want: 404},

@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/volume"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -165,6 +166,7 @@ func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 // deleteSandbox answers once the sandbox is gone to every caller and
 // nothing runs in it; with ?wait=true, once its teardown has ended too.
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(hook.WithCause(r.Context(), hook.Cause{Code: hook.CauseDeleted, By: callerOf(r.Context()).who()}))
 	del := s.m.Delete
 	if wait, err := boolQuery(r, "wait", false); err != nil {
 		writeError(w, r, s.log, err)

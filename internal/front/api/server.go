@@ -83,6 +83,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Samples are what each sandbox used over time; nil: none are kept.
 	Samples Samples
+	// Events are the sandboxes' lifecycle events, and Webhooks the URLs
+	// they are posted to; nil: none.
+	Events   Events
+	Webhooks Webhooks
 }
 
 // Server is the REST API's handlers.
@@ -114,6 +118,8 @@ type Server struct {
 	defaults  client.Defaults
 	metrics   *metrics.Metrics
 	samples   Samples
+	events    Events
+	webhooks  Webhooks
 }
 
 // New returns a Server.
@@ -124,6 +130,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	s.dataDir, s.recent, s.defaults, s.metrics, s.samples = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics, cfg.Samples
+	s.events, s.webhooks = cfg.Events, cfg.Webhooks
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -204,6 +211,11 @@ func (s *Server) routes() []route {
 		{"GET /v1/keys", s.listAPIKeys},
 		{"DELETE /v1/keys/{name}", s.deleteAPIKey},
 		{"GET /v1/audit", s.listAudit},
+		{"GET /v1/events", s.listEvents},
+		{"POST /v1/webhooks", s.createWebhook},
+		{"GET /v1/webhooks", s.listWebhooks},
+		{"DELETE /v1/webhooks/{webhook}", s.deleteWebhook},
+		{"GET /v1/webhooks/{webhook}/deliveries", s.webhookDeliveries},
 		{"POST /v1/secrets", s.setSecret},
 		{"GET /v1/secrets", s.listSecrets},
 		{"DELETE /v1/secrets/{name}", s.deleteSecret},

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/base/download"
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core"
+	"github.com/hutchdev/hutch/internal/core/events"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/hook"
@@ -23,6 +26,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/template"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/core/volume"
+	"github.com/hutchdev/hutch/internal/core/webhooks"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
@@ -71,10 +75,20 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	volumeDir := t.TempDir()
 	mounts := &volume.Mounts{Store: db, Dir: volumeDir}
 	procs := processes.New(db, nil)
-	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, procs, mounts}})
+	eventLog := events.New(events.Config{Store: db, Poll: 50 * time.Millisecond})
+	m, err := core.New(t.Context(), core.Config{Store: db, Backends: []backend.Backend{be}, Default: fake.Name, Templates: templateStore, Hooks: []hook.Hook{quotas, nets, procs, mounts, eventLog}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	hooksOut, err := webhooks.New(webhooks.Config{Store: db, Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventLog.Subscribe(hooksOut.Take)
+	runCtx, stopRunning := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { _ = eventLog.Run(runCtx) })
+	running.Go(func() { _ = hooksOut.Run(runCtx) })
 	vault, err := secrets.Open(t.Context(), db, secrets.KeySource{File: filepath.Join(dir, "secrets.key"), Create: true}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +108,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 		Manager: m, Exec: exec.New(m, procs, db, nil), Files: files.New(m), Tools: tools,
 		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, volumeDir, nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor,
-		APIKey: testKey, Version: "test",
+		Events: eventLog, Webhooks: hooksOut, APIKey: testKey, Version: "test",
 	}
 	for _, f := range configure {
 		f(&cfg)
@@ -104,6 +118,8 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 		srv.Close()
 		auditLog.Close()
 		m.Close()
+		stopRunning()
+		running.Wait()
 		if err := db.Close(); err != nil {
 			t.Error(err)
 		}

@@ -155,6 +155,20 @@ func New(path string) (in *Internet, err error) {
 	return in, nil
 }
 
+// Serve serves h on HTTP at addr (one of Hosts' addresses, a port of the
+// test's) in the test internet, until Close: a host of the test's own
+// (a webhook's receiver).
+func (in *Internet) Serve(addr string, h http.Handler) error {
+	ln, err := in.listen(addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	in.closers = append(in.closers, srv)
+	in.wg.Go(func() { _ = srv.Serve(ln) })
+	return nil
+}
+
 // listen opens a TCP listener at addr in the test internet.
 func (in *Internet) listen(addr string) (ln net.Listener, err error) {
 	err = sandboxnet.InNetns(in.Netns, func() error {

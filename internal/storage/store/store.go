@@ -67,6 +67,7 @@ type Store interface {
 	Workspaces
 	Audit
 	Nodes
+	Events
 	Close() error
 }
 

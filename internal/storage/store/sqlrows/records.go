@@ -311,3 +311,95 @@ func ScanClusterTemplate(row Scanner) (*store.ClusterTemplate, error) {
 	t.Info, t.UpdatedAt = []byte(info), Time(updated)
 	return &t, nil
 }
+
+// EventColumns are an event's columns but its id (which the database
+// gives), in the order of EventArgs.
+const EventColumns = `at, workspace, sandbox, type, reason, message, data`
+
+// EventArgs are e's values for EventColumns.
+func EventArgs(e *store.Event) ([]any, error) {
+	data, err := json.Marshal(nonNil(e.Data))
+	if err != nil {
+		return nil, err
+	}
+	return []any{e.Time.UnixNano(), e.Workspace, e.Sandbox, e.Type, e.Reason, e.Message, string(data)}, nil
+}
+
+// ScanEvent reads a row of id and EventColumns.
+func ScanEvent(row Scanner) (*store.Event, error) {
+	var (
+		e    store.Event
+		at   int64
+		data string
+	)
+	if err := row.Scan(&e.ID, &at, &e.Workspace, &e.Sandbox, &e.Type, &e.Reason, &e.Message, &data); err != nil {
+		return nil, err
+	}
+	e.Time = Time(at)
+	if err := json.Unmarshal([]byte(data), &e.Data); err != nil {
+		return nil, fmt.Errorf("decode data of event %d: %w", e.ID, err)
+	}
+	if len(e.Data) == 0 {
+		e.Data = nil
+	}
+	return &e, nil
+}
+
+// WebhookColumns are a webhook's columns, in the order of WebhookArgs and
+// ScanWebhook.
+const WebhookColumns = `id, workspace, url, types, sealed_secret, created_at`
+
+// WebhookArgs are w's values for WebhookColumns.
+func WebhookArgs(w *store.Webhook) ([]any, error) {
+	types := w.Types
+	if types == nil {
+		types = []string{}
+	}
+	b, err := json.Marshal(types)
+	if err != nil {
+		return nil, err
+	}
+	return []any{w.ID, w.Workspace, w.URL, string(b), w.SealedSecret, w.CreatedAt.UnixNano()}, nil
+}
+
+// ScanWebhook reads a row of WebhookColumns.
+func ScanWebhook(row Scanner) (*store.Webhook, error) {
+	var (
+		w       store.Webhook
+		types   string
+		created int64
+	)
+	if err := row.Scan(&w.ID, &w.Workspace, &w.URL, &types, &w.SealedSecret, &created); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(types), &w.Types); err != nil {
+		return nil, fmt.Errorf("decode types of webhook %s: %w", w.ID, err)
+	}
+	if len(w.Types) == 0 {
+		w.Types = nil
+	}
+	w.CreatedAt = Time(created)
+	return &w, nil
+}
+
+// DeliveryColumns are a delivery's columns but its id (which the
+// database gives), in the order of DeliveryArgs.
+const DeliveryColumns = `webhook, event, attempt, at, status, error, duration_ns`
+
+// DeliveryArgs are d's values for DeliveryColumns.
+func DeliveryArgs(d *store.Delivery) []any {
+	return []any{d.Webhook, d.Event, d.Attempt, d.Time.UnixNano(), d.Status, d.Error, int64(d.Duration)}
+}
+
+// ScanDelivery reads a row of id and DeliveryColumns.
+func ScanDelivery(row Scanner) (*store.Delivery, error) {
+	var (
+		d        store.Delivery
+		at, took int64
+	)
+	if err := row.Scan(&d.ID, &d.Webhook, &d.Event, &d.Attempt, &at, &d.Status, &d.Error, &took); err != nil {
+		return nil, err
+	}
+	d.Time, d.Duration = Time(at), time.Duration(took)
+	return &d, nil
+}

@@ -56,6 +56,8 @@ func Run(t *testing.T, h Harness) {
 		{"NodeLostRace", testNodeLostRace},
 		{"ClusterTemplates", testClusterTemplates},
 		{"MoveSandbox", testMoveSandbox},
+		{"Events", testEvents},
+		{"Webhooks", testWebhooks},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
