@@ -63,7 +63,7 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 				if cmd.Flags().Changed("max-streams") {
 					fileCfg.MaxStreams = cfg.MaxStreams
 				}
-				fileCfg.Heartbeat, fileCfg.NodeTimeout, fileCfg.SampleInterval = cfg.Heartbeat, cfg.NodeTimeout, cfg.SampleInterval
+				fileCfg.Heartbeat, fileCfg.NodeTimeout, fileCfg.SampleInterval, fileCfg.EvictionNotice = cfg.Heartbeat, cfg.NodeTimeout, cfg.SampleInterval, cfg.EvictionNotice
 				cfg = fileCfg
 			}
 			if cmd.Flags().Changed("e2b-listen") {
@@ -120,6 +120,7 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 	f.StringVar(&cfg.Advertise, "advertise", "", "the URL API replicas reach this node's API on, over TLS pinned to the certificate it publishes in the store (default: https:// and --listen)")
 	f.StringVar(&cfg.APIKeyFile, "api-key-file", "", "a file holding the API key, the same for every node and replica (default: api.key in --data-dir, made on first start)")
 	f.StringVar(&cfg.ImageStore, "image-store", "", "where suspended sandboxes' images go so that another node can resume them: a directory every node mounts, or s3://bucket/prefix?endpoint=URL (keys from $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY) (default: none)")
+	f.DurationVar(&cfg.EvictionNotice, "eviction-notice", 0, "how long before its max lifetime ends a sandbox gets its sandbox.eviction_notice event (default 5m)")
 	f.DurationVar(&cfg.SampleInterval, "sample-interval", 0, "how often each running sandbox's CPU, memory, disk and network are sampled for GET /v1/sandboxes/{id}/metrics (default 5s)")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "how often a node tells the others it is up (default 5s)")
 	f.DurationVar(&cfg.NodeTimeout, "node-timeout", 0, "how long a node may be silent before it is marked lost and its running sandboxes error (default 15s)")

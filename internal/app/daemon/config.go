@@ -147,6 +147,10 @@ type Config struct {
 	// (GET /v1/sandboxes/{id}/metrics; 0: internal/core/samples's
 	// default). Flags only.
 	SampleInterval time.Duration `toml:"-"`
+	// EvictionNotice is how long before the end of its max lifetime a
+	// sandbox's eviction notice event comes (0: internal/core/events's
+	// default). Flags only.
+	EvictionNotice time.Duration `toml:"-"`
 }
 
 // The roles of Config.Role.
@@ -211,6 +215,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("e2b_listen %q: %w", addr, err))
 		}
+	}
+	if c.EvictionNotice < 0 {
+		errs = append(errs, fmt.Errorf("eviction notice must not be negative, got %s", c.EvictionNotice))
 	}
 	if c.SampleInterval != 0 && c.SampleInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("sample interval must be 100ms or more, got %s", c.SampleInterval))

@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	procs := processes.New(db, log)
 	steps := metrics.NewSteps()
 	sampler := samples.New(samples.Config{Interval: cfg.SampleInterval, Network: nets.Counters, Logger: log})
-	eventLog := events.New(events.Config{Store: db, Node: cfg.nodeNameOf(), Logger: log})
+	eventLog := events.New(events.Config{Store: db, Node: cfg.nodeNameOf(), Notice: cfg.EvictionNotice, Logger: log})
 	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler, eventLog}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
