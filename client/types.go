@@ -204,6 +204,37 @@ type NetworkEvents struct {
 	Cursor uint64 `json:"cursor"`
 }
 
+// NetworkLog is the body of GET /v1/sandboxes/{id}/network/log: a
+// sandbox's latest outbound connections and DNS lookups (the newest 2,000
+// it made since the daemon started), each with the rule that decided it.
+type NetworkLog struct {
+	Entries []NetworkLogEntry `json:"entries"`
+	// Cursor is the number of the newest entry: ?after=Cursor lists those
+	// that come next.
+	Cursor uint64 `json:"cursor"`
+}
+
+// NetworkLogEntry is one connection or lookup.
+type NetworkLogEntry struct {
+	Time time.Time `json:"time"`
+	// Kind is dns, tcp or udp; Protocol, for TCP, http, tls or tcp.
+	Kind     string `json:"kind"`
+	Protocol string `json:"protocol,omitempty"`
+	// Name is the host name it named (a lookup, TLS SNI, HTTP Host), Addr
+	// the address it went to.
+	Name string `json:"name,omitempty"`
+	Addr string `json:"addr,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// Allowed says whether the policy let it through, Rule which rule
+	// decided ("mode": the sandbox's mode; "always": what no policy
+	// allows), Reason why it was refused.
+	Allowed  bool   `json:"allowed"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
+}
+
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Zero fields take
 // the daemon's defaults: template "host", 1 CPU, 512 MiB, 256 pids, a
 // 2048 MiB disk, 300 s idle timeout.
@@ -751,4 +782,40 @@ type CreateAPIKeyRequest struct {
 	// Workspace is the workspace it acts in (made on first use); default:
 	// the caller's.
 	Workspace string `json:"workspace,omitempty"`
+}
+
+// Node is a member of the cluster, as GET /v1/nodes tells the
+// administrator: a node daemon (role node) as its last heartbeat told,
+// or a single box (role all) answering for itself.
+type Node struct {
+	ID string `json:"id"`
+	// Role is "node" (hutch serve --role node) or "all" (a single box).
+	Role string `json:"role"`
+	// URL is its API, as the API replicas reach it (a single box's:
+	// its public URL).
+	URL string `json:"url"`
+	// State is "up", or "lost" when it was not heard from within the
+	// node timeout; Reason says why it is lost.
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	// StartedAt is when its daemon started; HeartbeatAt its last beat
+	// (a single box's: now).
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// CPUs and MemoryMB are its machine's; the committed ones what the
+	// limits of its live sandboxes add up to.
+	CPUs              float64 `json:"cpus"`
+	MemoryMB          int64   `json:"memory_mb"`
+	CommittedCPUs     float64 `json:"committed_cpus"`
+	CommittedMemoryMB int64   `json:"committed_memory_mb"`
+	// Sandboxes counts those it holds, live or not.
+	Sandboxes int `json:"sandboxes"`
+	// Templates are the templates it has: version by name.
+	Templates map[string]string `json:"templates"`
+	// Warm counts its warm pools' ready sandboxes by TEMPLATE@RUNTIME.
+	Warm map[string]int `json:"warm"`
+	// Runtimes are the runtimes it can run.
+	Runtimes []string `json:"runtimes"`
+	// Version is its daemon's version.
+	Version string `json:"version"`
 }

@@ -2,11 +2,13 @@
 // not, when it cannot), which one new sandboxes get, the warm pools, and
 // the sandboxes still being torn down; for the daemon's own key also the
 // data dir's disk and the daemon's recent warnings and errors, which the
-// API gives no other key (they may name any workspace's sandboxes). It is
-// read again every 5 s while the page is open.
+// API gives no other key (they may name any workspace's sandboxes), and
+// the cluster's nodes (GET /v1/nodes: a single box is its one node; a
+// key's 403 hides them). It is read again every 5 s while the page is
+// open.
 
-import type { Health, Hutch } from "../../sdk/typescript/src/index";
-import { h, listTable, message, poll } from "./dom";
+import { HutchError, type ClusterNode, type Health, type Hutch } from "../../sdk/typescript/src/index";
+import { age, h, listTable, message, poll } from "./dom";
 import "./health.css";
 
 /** How often the page reads the daemon's health again. */
@@ -45,6 +47,36 @@ function poolRow(p: Pool): HTMLElement {
     cell("Template", p.template),
     cell("Runtime", p.runtime),
     cell("Ready", h("span", { "aria-label": `${p.ready} of ${p.size} ready` }, `${p.ready}/${p.size}`)),
+  );
+}
+
+/** Committed of total: "1.5 of 8". */
+function committed(used: number, total: number, unit = ""): string {
+  const n = (v: number) => String(Math.round(v * 10) / 10);
+  return `${n(used)} of ${n(total)}${unit}`;
+}
+
+function nodeRow(n: ClusterNode): HTMLElement {
+  const templates = Object.keys(n.templates).sort();
+  const warm = Object.entries(n.warm).map(([pool, ready]) => `${pool}: ${ready}`);
+  return h(
+    "tr",
+    {},
+    h("th", { scope: "row" }, n.id),
+    cell("Role", n.role),
+    cell(
+      "State",
+      h("span", { class: n.state === "up" ? "usable yes" : "usable no" }, n.state),
+      ...(n.reason ? [h("div", { class: "muted" }, n.reason)] : []),
+    ),
+    cell("Address", h("code", {}, n.url)),
+    cell("Last heartbeat", h("time", { datetime: n.heartbeat_at, title: n.heartbeat_at }, `${age(n.heartbeat_at)} ago`)),
+    cell("CPUs", committed(n.committed_cpus, n.cpus)),
+    cell("Memory", committed(n.committed_memory_mb / 1024, n.memory_mb / 1024, " GiB")),
+    cell("Sandboxes", String(n.sandboxes)),
+    cell("Templates", h("span", { title: templates.join(", ") }, String(templates.length))),
+    cell("Warm", warm.join(", ") || "none"),
+    cell("Version", n.version),
   );
 }
 
@@ -102,6 +134,15 @@ export function healthPanel(client: Hutch): { panel: HTMLElement; close: () => v
   const disk = h("div", {});
   const errors = listTable("Recent errors", ["Time", "Level", "Message", "Attributes"]);
   const errorsBody = h("div", {}, errors.table);
+  const nodes = listTable("Nodes", ["Node", "Role", "State", "Address", "Last heartbeat", "CPUs", "Memory", "Sandboxes", "Templates", "Warm", "Version"]);
+  const nodesFailure = h("p", { role: "alert", class: "error-text" });
+  const nodesPart = part(
+    "health-nodes",
+    "Nodes",
+    h("p", { class: "muted" }, "The daemons that run sandboxes, as each last told (a single box is its one node): CPUs and memory are what their sandboxes' limits commit of the machine's."),
+    nodesFailure,
+    nodes.table,
+  );
   const raw = h("pre", { class: "output", "aria-label": "The daemon's answer" });
 
   const panel = h(
@@ -117,6 +158,7 @@ export function healthPanel(client: Hutch): { panel: HTMLElement; close: () => v
       h("p", { class: "muted" }, "Sandboxes made ahead of time: a create of a pool's template and runtime with the default limits takes one, and the pool refills."),
       pools.table,
     ),
+    nodesPart,
     part("health-disk", "Disk", disk),
     part("health-errors", "Recent errors", h("p", { class: "muted" }, "The daemon's latest warnings and errors, newest first."), errorsBody),
     // The answer as it came, to copy into a bug report.
@@ -154,7 +196,30 @@ export function healthPanel(client: Hutch): { panel: HTMLElement; close: () => v
     raw.textContent = JSON.stringify(health, null, 2);
   };
 
+  // The nodes are the daemon's own key's: another key's 403 hides them,
+  // and they are not asked for again.
+  let nodesForbidden = false;
+  const readNodes = async (alive: () => boolean) => {
+    if (nodesForbidden) return;
+    try {
+      const list = await client.listNodes();
+      if (!alive()) return;
+      nodes.fill(list.map(nodeRow), "No nodes.");
+      nodesFailure.textContent = "";
+    } catch (err) {
+      if (!alive()) return;
+      if (err instanceof HutchError && err.status === 403) {
+        nodesForbidden = true;
+        nodesPart.hidden = true;
+        return;
+      }
+      const text = `The nodes could not be read: ${message(err)}`;
+      if (nodesFailure.textContent !== text) nodesFailure.textContent = text;
+    }
+  };
+
   const stop = poll(refreshMs, async (alive) => {
+    const nodesRead = readNodes(alive);
     try {
       const health = await client.health();
       if (!alive()) return;
@@ -166,6 +231,8 @@ export function healthPanel(client: Hutch): { panel: HTMLElement; close: () => v
       // Said once, not again on every failed refresh.
       const text = `The daemon's health could not be read: ${message(err)}`;
       if (failure.textContent !== text) failure.textContent = text;
+    } finally {
+      await nodesRead;
     }
   });
   return { panel, close: stop };

@@ -11,7 +11,7 @@ export function sandboxSettings(client: Hutch, id: string): { panel: HTMLElement
   const facts = h("dl", { class: "facts" });
   const status = h("p", { role: "status", class: "muted", id: "sandbox-settings-status" });
 
-  const mode = select("policy-mode", ["none", "allowlist", "full"]);
+  const mode = select("policy-mode", ["none", "allowlist", "full", "learn"]);
   const allow = h("input", { id: "policy-allow", name: "policy-allow", size: "40", placeholder: "pypi.org, *.github.com" });
   const deny = h("input", { id: "policy-deny", name: "policy-deny", size: "40", placeholder: "203.0.113.0/24" });
   const network = h(

@@ -29,6 +29,8 @@ type Reporter struct {
 	// CPUs and MemoryMB are the machine's (its own when 0).
 	CPUs     float64
 	MemoryMB int64
+	// Version is the daemon's version.
+	Version string
 }
 
 // Report is the node's report now.
@@ -40,7 +42,7 @@ func (r Reporter) Report(ctx context.Context) (store.NodeReport, error) {
 	h := r.Health(ctx)
 	rep := store.NodeReport{
 		CPUs: r.CPUs, MemoryMB: r.MemoryMB, DefaultRuntime: h.Default, DefaultTemplate: create.DefaultTemplate,
-		Runtimes: slices.Clone(h.Usable), Templates: map[string]string{}, Warm: map[string]int{},
+		Runtimes: slices.Clone(h.Usable), Templates: map[string]string{}, Warm: map[string]int{}, Version: r.Version,
 	}
 	if rep.CPUs == 0 {
 		rep.CPUs = float64(runtime.NumCPU())

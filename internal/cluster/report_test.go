@@ -36,7 +36,7 @@ func TestReport(t *testing.T) {
 				Pools: []core.PoolStatus{{Template: "base", Runtime: "runc", Ready: 2}}}
 		},
 		Templates: templateList{{Name: "base", Version: "v1"}, {Name: "python", Version: "v7"}},
-		CPUs:      8, MemoryMB: 16384,
+		CPUs:      8, MemoryMB: 16384, Version: "1.2.3",
 	}
 	got, err := r.Report(t.Context())
 	if err != nil {
@@ -45,7 +45,7 @@ func TestReport(t *testing.T) {
 	want := store.NodeReport{
 		CPUs: 8, MemoryMB: 16384, Sandboxes: 3, CommittedCPUs: 1.5, CommittedMemoryMB: 768,
 		DefaultRuntime: "runsc", DefaultTemplate: create.DefaultTemplate, Runtimes: []string{"runc", "runsc"},
-		Templates: map[string]string{"base": "v1", "python": "v7"}, Warm: map[string]int{"base@runc": 2},
+		Templates: map[string]string{"base": "v1", "python": "v7"}, Warm: map[string]int{"base@runc": 2}, Version: "1.2.3",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("report\n got %+v\nwant %+v", got, want)

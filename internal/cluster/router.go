@@ -69,9 +69,10 @@ type RouterConfig struct {
 // over TLS pinned to the node's certificate and with the cluster key
 // (NodeTransport): a call about a sandbox to the node holding it, a
 // create to the node placement picks, anything else to any node up,
-// since every node answers it from the shared store. The one thing it
-// does itself, moving a lost node's suspended sandbox to another node,
-// it does only for a caller whose key may see that sandbox (mayMove).
+// since every node answers it from the shared store. What it does
+// itself: moving a lost node's suspended sandbox to another node, only
+// for a caller whose key may see that sandbox (mayMove), and listing the
+// nodes, lost ones too, to the administrator (serveNodes).
 type Router struct {
 	cfg RouterConfig
 	// e2b: this Router is E2B's sandbox front's, sending calls to the
@@ -158,6 +159,10 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == mcpPath && rt.cfg.Self != "" && !isPreviewHost(r, rt.cfg.PreviewDomain) {
 		rt.mcp.ServeHTTP(w, r, rt)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == nodesPath && !rt.e2b && !isPreviewHost(r, rt.cfg.PreviewDomain) {
+		rt.serveNodes(w, r)
 		return
 	}
 	t, err := rt.route(w, r)
@@ -500,26 +505,37 @@ func (rt *Router) mayMove(r *http.Request, sb *store.Sandbox) error {
 	if rt.e2b {
 		return errdefs.Unavailable("sandbox %s is on node %s, which does not answer: resume it through the API, which moves it to another node", sb.ID, sb.Node)
 	}
-	key, ok := presentedKey(r)
+	admin, k, err := rt.keyOf(r)
 	switch {
-	case !ok || key == "":
-		return errUnauthenticated
-	case rt.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(rt.cfg.AdminKey)) == 1:
-		return nil // the administrator sees every workspace
-	case rt.cfg.Keys == nil:
-		return errUnauthenticated
-	}
-	k, err := rt.cfg.Keys.Lookup(r.Context(), key)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return errUnauthenticated
-	}
-	if err != nil {
+	case err != nil:
 		return err
-	}
-	if k.Workspace != sb.Workspace {
+	case !admin && k.Workspace != sb.Workspace:
 		return errdefs.NotFound("sandbox %s not found", sb.ID)
 	}
 	return nil
+}
+
+// keyOf is who r's caller is, as a node would tell: the administrator
+// (the daemon's own key, which sees every workspace), or a key of the
+// store's; errUnauthenticated for no key or a wrong one.
+func (rt *Router) keyOf(r *http.Request) (admin bool, k *apikeys.Key, err error) {
+	key, ok := presentedKey(r)
+	switch {
+	case !ok || key == "":
+		return false, nil, errUnauthenticated
+	case rt.cfg.AdminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(rt.cfg.AdminKey)) == 1:
+		return true, nil, nil
+	case rt.cfg.Keys == nil:
+		return false, nil, errUnauthenticated
+	}
+	k, err = rt.cfg.Keys.Lookup(r.Context(), key)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil, errUnauthenticated
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return false, k, nil
 }
 
 // presentedKey is the API key r presents, as a node reads it: its

@@ -10,22 +10,28 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // create makes and starts a sandbox and returns it once its agent answers.
 // On failure nothing of it remains.
 func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sandbox, err error) {
 	step, began := hook.Step{Name: "create"}, time.Now()
+	ctx, span := spans.Start(ctx, "sandbox.create")
 	defer func() {
 		if sb != nil {
 			step.Sandbox = sb.ID
 		}
+		span.SetAttributes(spans.Sandbox.String(step.Sandbox), spans.Workspace.String(step.Workspace), spans.Runtime.String(step.Runtime),
+			spans.Template.String(opts.Template), attribute.String("hutch.warm_pool", step.Pool))
+		spans.End(span, err)
 		step.Took, step.Err = time.Since(began), err
 		m.hooks.Observed(step)
 	}()
@@ -34,7 +40,10 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 		return nil, err
 	}
 	step.Workspace = opts.Workspace
-	if err := m.hooks.Prepare(ctx, &opts); err != nil {
+	pctx, prepare := spans.Start(ctx, "prepare")
+	err = m.hooks.Prepare(pctx, &opts)
+	spans.End(prepare, err)
+	if err != nil {
 		return nil, err
 	}
 	policy := netpolicy.Policy{Mode: netpolicy.Full}
@@ -124,7 +133,9 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	if tmpl.MemoryRuntime == be.Name() {
 		spec.Restore = tmpl.Memory // a snapshot's processes go on
 	}
-	h, err = be.Create(ctx, spec)
+	rctx, runtime := spans.Start(ctx, "runtime.create", spans.Runtime.String(be.Name()))
+	h, err = be.Create(rctx, spec)
+	spans.End(runtime, err)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", rec.ID, err)
 	}

@@ -6,10 +6,12 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Halt says how a sandbox halts (Manager.Halt).
@@ -69,7 +71,11 @@ func (m *Manager) Halt(ctx context.Context, id string, how Halt) (_ *store.Sandb
 	if !keepMemory {
 		step = "stop"
 	}
-	defer func(began time.Time) { m.observed(step, rec, began, err) }(time.Now())
+	ctx, span := spans.Start(ctx, "sandbox."+step, spans.Sandbox.String(id), spans.Workspace.String(rec.Workspace), spans.Runtime.String(rec.Backend))
+	defer func(began time.Time) {
+		spans.End(span, err)
+		m.observed(step, rec, began, err)
+	}(time.Now())
 	// Whatever the caller does next, the sandbox ends up wholly halted or
 	// still running.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -161,7 +167,12 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 	defer cancel()
 	began := time.Now()
-	defer func() { m.observed("resume", rec, began, err) }()
+	ctx, span := spans.Start(ctx, "sandbox.resume", spans.Sandbox.String(rec.ID), spans.Workspace.String(rec.Workspace), spans.Runtime.String(rec.Backend))
+	rctx = trace.ContextWithSpan(rctx, span)
+	defer func() {
+		spans.End(span, err)
+		m.observed("resume", rec, began, err)
+	}()
 	// store.Resuming is recorded first: a daemon that dies half-way suspends it
 	// again when it starts (Recover), so that the next call resumes it
 	// whole.
@@ -179,7 +190,10 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	}
 	spec := m.spec(rec.ID, tmpl.RootDir, tmpl.Binds, opts)
 	// Moved here from another node: made from its image first.
-	switch imported, err := m.hooks.Import(rctx, rec, spec); {
+	ictx, importing := spans.Start(rctx, "import")
+	imported, err := m.hooks.Import(ictx, rec, spec)
+	spans.End(importing, err)
+	switch {
 	case err != nil:
 		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
 		return nil, err
@@ -189,7 +203,10 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 			return nil, errors.Join(err, be.Destroy(rctx, h))
 		}
 	}
-	if err := suspender.Resume(rctx, h, spec); err != nil {
+	sctx, resuming := spans.Start(rctx, "runtime.resume")
+	err = suspender.Resume(sctx, h, spec)
+	spans.End(resuming, err)
+	if err != nil {
 		m.mustTransition(rctx, rec.ID, was, why, store.Resuming)
 		return nil, errors.Join(err, errdefs.Unavailable("sandbox %s could not be started again; it stays %s", rec.ID, was))
 	}

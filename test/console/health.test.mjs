@@ -3,7 +3,9 @@
 // on). Signed in with the daemon's own key, it opens #/health and checks
 // that runc shows as usable with the version the API reports, that the
 // disk and the recent errors (the daemon's own key's only) are shown, that
-// the page reads the health again by itself, and that it stops once left.
+// the nodes' table shows the daemon, a single box, as its one node (and a
+// key's 403 hides it), that the page reads the health again by itself,
+// and that it stops once left.
 // It saves screenshots at 1280x800 and 390x844 into $SHOTS. Any console
 // error after signing in fails it. It prints one JSON line last:
 // {"screenshots": [...]}.
@@ -19,6 +21,11 @@ try {
   const runc = health.backends.find((b) => b.name === "runc");
   check(runc?.usable, `the API says runc is not usable: ${JSON.stringify(runc)}`);
   check(Array.isArray(health.recent_errors) && health.disk, "the daemon's own key is not told the disk and recent errors");
+  const nodesRes = await fetch(new URL("v1/nodes", url), { headers: { Authorization: `Bearer ${key}` } });
+  check(nodesRes.ok, `GET /v1/nodes: ${nodesRes.status}`);
+  const nodes = await nodesRes.json();
+  check(nodes.length === 1 && nodes[0].role === "all" && nodes[0].state === "up", `GET /v1/nodes of a single box: ${JSON.stringify(nodes)}`);
+  const self = nodes[0];
 
   const page = await run.page();
   let healthReads = 0;
@@ -30,7 +37,7 @@ try {
 
   await page.goto(new URL("#/health", url).href);
   await page.getByRole("heading", { name: "Health", level: 2 }).waitFor();
-  for (const title of ["Daemon", "Runtimes", "Warm pools", "Disk", "Recent errors"]) {
+  for (const title of ["Daemon", "Runtimes", "Warm pools", "Nodes", "Disk", "Recent errors"]) {
     await page.getByRole("heading", { name: title, level: 3 }).waitFor();
   }
 
@@ -43,6 +50,16 @@ try {
   const version = (await runcRow.locator('td[data-label="Version"]').textContent()).trim();
   check(version === runc.version, `runc's version shows as "${version}", the API says "${runc.version}"`);
   check((await page.locator("#health-default").textContent()).includes(health.default_runtime), "the default runtime is not shown");
+
+  // The daemon as its one node: up, role all, at its URL, its version.
+  const nodeRows = page.getByRole("table", { name: "Nodes" }).locator("tbody tr");
+  const selfRow = nodeRows.filter({ has: page.getByRole("rowheader", { name: self.id, exact: true }) });
+  await selfRow.waitFor();
+  check((await nodeRows.count()) === 1, `${await nodeRows.count()} rows of nodes, want the daemon's one`);
+  for (const [label, want] of [["Role", "all"], ["State", "up"], ["Address", self.url], ["Version", self.version]]) {
+    const got = (await selfRow.locator(`td[data-label="${label}"]`).textContent()).trim();
+    check(got === want, `the node's ${label} shows as "${got}", the API says "${want}"`);
+  }
 
   // The version, the pools, the disk and the recent errors.
   check((await page.locator(".facts").textContent()).includes(health.version), "the daemon's version is not shown");
@@ -92,6 +109,24 @@ try {
   await page.unroute("**/v1/health");
 
   run.noErrors();
+
+  // A key's page: GET /v1/nodes answers 403 (stood in for), and the
+  // nodes are not shown; the rest is. The browser logs the 403 itself as
+  // a failed load, and nothing else may be.
+  await page.route("**/v1/nodes", (r) =>
+    r.fulfill({ status: 403, json: { error: { code: "permission_denied", message: "key app may not list the nodes: use the daemon's own key (api.key)" } } }),
+  );
+  await page.getByRole("link", { name: "Sandboxes" }).click();
+  await page.getByRole("table", { name: "Sandboxes" }).waitFor();
+  await page.getByRole("link", { name: "Health" }).click();
+  await page.getByRole("table", { name: "Runtimes" }).waitFor();
+  await page.getByRole("heading", { name: "Nodes", level: 3 }).waitFor({ state: "hidden" });
+  check(!(await page.getByRole("table", { name: "Nodes" }).isVisible()), "a key's page shows the nodes' table");
+  check(!(await page.content()).includes("may not list the nodes"), "a key's page shows the 403's message");
+  await page.unroute("**/v1/nodes");
+  const others = run.errors.filter((e) => !e.includes("status of 403"));
+  check(others.length === 0, `console errors: ${JSON.stringify(others)}`);
+
   console.log(JSON.stringify({ screenshots: run.saved }));
 } finally {
   await run.close();

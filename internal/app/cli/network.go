@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -22,7 +25,7 @@ func (f *networkFlags) register(cmd *cobra.Command, modeFlag string) {
 		modeFlag = "network"
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.mode, modeFlag, "", "network mode: none (loopback only), allowlist (only --allow, minus --deny) or full (the public internet, minus --deny); default: the daemon's")
+	fl.StringVar(&f.mode, modeFlag, "", "network mode: none (loopback only), allowlist (only --allow, minus --deny), full (the public internet, minus --deny) or learn (as full, keeping every destination for hutch network propose); default: the daemon's")
 	fl.StringArrayVar(&f.allow, "allow", nil, "with --network allowlist, a destination `DEST` it may reach: a domain (pypi.org, *.github.com), optionally :PORT, or an address or CIDR; repeatable")
 	fl.StringArrayVar(&f.deny, "deny", nil, "a destination `DEST` it may not reach, as --allow's; repeatable")
 }
@@ -43,13 +46,14 @@ func (a *app) newNetworkCmd() *cobra.Command {
 		Use:   "network",
 		Short: "Change a sandbox's network policy and see what it refused",
 		Long: "A sandbox reaches the outside only through the daemon, under its policy:\n" +
-			"none, allowlist or full. The host, private and link-local addresses and\n" +
+			"none, allowlist, full, or learn (full, keeping every destination it reaches\n" +
+			"for hutch network propose). The host, private and link-local addresses and\n" +
 			"other sandboxes are refused whatever it says.",
 	}
 	groupCmd(cmd)
 	var nf networkFlags
 	set := &cobra.Command{
-		Use:   "set ID --mode none|allowlist|full [--allow DEST]... [--deny DEST]...",
+		Use:   "set ID --mode none|allowlist|full|learn [--allow DEST]... [--deny DEST]...",
 		Short: "Replace a sandbox's network policy, for its next connections",
 		Args:  exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -114,7 +118,67 @@ func (a *app) newNetworkCmd() *cobra.Command {
 		},
 	}
 	events.Flags().BoolVarP(&follow, "follow", "f", false, "follow: print refusals as they happen, until interrupted")
-	cmd.AddCommand(set, events)
+	logCmd := &cobra.Command{
+		Use:   "log ID",
+		Short: "List a sandbox's connections and lookups, each with the rule that let it through or refused it",
+		Args:  exactArgs(1, "a sandbox ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			l, err := c.NetworkLog(cmd.Context(), args[0], 0)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(l)
+			}
+			t := newTable(a.stdout, "TIME", "KIND", "DESTINATION", "ADDRESS", "DECISION", "RULE", "OUT", "IN")
+			for _, e := range l.Entries {
+				decision := "allowed"
+				if !e.Allowed {
+					decision = "refused"
+				}
+				dest := e.Name
+				if e.Port != 0 && e.Kind != "dns" {
+					dest = fmt.Sprintf("%s:%d", cmp.Or(e.Name, e.Addr), e.Port)
+				}
+				t.row(e.Time.Local().Format("15:04:05"), cmp.Or(e.Protocol, e.Kind), dest, e.Addr, decision, e.Rule,
+					strconv.FormatInt(e.BytesOut, 10), strconv.FormatInt(e.BytesIn, 10))
+			}
+			return t.flush()
+		},
+	}
+	propose := &cobra.Command{
+		Use:   "propose ID",
+		Short: "Print the smallest allow-list that would have let a sandbox's connections through (run it in mode learn first)",
+		Long: "Print the smallest allow-list that would have let a sandbox's connections through:\n" +
+			"those it made in mode learn (hutch network set ID --mode learn, or create it so),\n" +
+			"or, if it never was in it, those its log has. As flags for hutch create, or with\n" +
+			"-o json, the policy to PATCH.",
+		Args: exactArgs(1, "a sandbox ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			p, err := c.NetworkProposal(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(p)
+			}
+			flags := []string{"--network", p.Mode}
+			for _, d := range p.Allow {
+				flags = append(flags, "--allow", d)
+			}
+			_, err = fmt.Fprintln(a.stdout, strings.Join(flags, " "))
+			return err
+		},
+	}
+	cmd.AddCommand(set, events, logCmd, propose)
 	return cmd
 }
 

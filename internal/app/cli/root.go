@@ -124,6 +124,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newWorkspaceCmd(),
 		a.newAuditCmd(),
 		a.newHealthCmd(),
+		a.newNodeCmd(),
 		newServeCmd(),
 	)
 	return root

@@ -33,6 +33,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/download"
 	"github.com/hutchdev/hutch/internal/base/logring"
 	"github.com/hutchdev/hutch/internal/base/redact"
+	"github.com/hutchdev/hutch/internal/base/telemetry"
 	"github.com/hutchdev/hutch/internal/cluster"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
@@ -77,6 +78,21 @@ const recentRecords = 50
 func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid config: %w", err)
+	}
+	// Traces go out if the OTEL_* variables say where (docs/observability.md).
+	traced, stopTracing, err := telemetry.Setup(ctx, "hutch", version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(sctx); err != nil {
+			log.Warn("send the last traces", "error", err)
+		}
+	}()
+	if traced {
+		log.Info("tracing: spans go to the OTLP endpoint the OTEL_* variables name")
 	}
 	if cfg.Role == RoleAPI {
 		return runAPI(ctx, cfg, version, log)
@@ -267,7 +283,8 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	} else if len(names) > 0 {
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
-	srv := api.New(api.Config{E2B: e2bInfo, Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	rep := reporter(cfg, db, mgr, templateStore, version)
+	srv := api.New(api.Config{E2B: e2bInfo, Nodes: nodesOf(cfg, db, rep), Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Events: eventLog, Webhooks: hooksOut, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)
@@ -284,7 +301,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	// its callers' keys (internal/front/e2b).
 	controlPlane := e2b.NewControlPlane(e2b.ControlPlaneConfig{API: srv.Handler(true), DaemonKey: key, Keys: keys, Domain: e2bInfo.Domain, Logger: log})
 	server := func(h http.Handler) *http.Server { return httpServer(h, log) }
-	membership, err := member(cfg, db, mgr, templateStore, e2bLn, node, log)
+	membership, err := member(cfg, db, rep, e2bLn, node, log)
 	if err != nil {
 		return err
 	}

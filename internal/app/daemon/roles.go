@@ -145,9 +145,29 @@ func (t *nodeTrust) guard(h http.Handler, templates *rootfs.Store, log *slog.Log
 	return g.Wrap(h)
 }
 
+// reporter tells what this daemon has: each heartbeat of a node's, and
+// a single box's GET /v1/nodes.
+func reporter(cfg Config, db database, mgr *core.Manager, templates *rootfs.Store, version string) cluster.Reporter {
+	return cluster.Reporter{Store: db, Node: cfg.nodeNameOf(), Health: mgr.Health, Templates: templates, Version: version}
+}
+
+// nodesOf is what GET /v1/nodes tells: on a node, every node's record in
+// the store; on a single box, which has none, the box itself, from rep,
+// started now.
+func nodesOf(cfg Config, db database, rep cluster.Reporter) api.Nodes {
+	if cfg.Role == RoleNode {
+		return cluster.Members{Store: db, Timeout: cfg.NodeTimeout}
+	}
+	name, err := cfg.nodeName()
+	if err != nil || name == "" {
+		name = "localhost"
+	}
+	return cluster.Single{ID: name, URL: cfg.publicURL(), StartedAt: time.Now().UTC(), Report: rep.Report}
+}
+
 // member is a node's membership (--role node): nil for the other roles.
 // e2b is its E2B front's listener, nil when it has none.
-func member(cfg Config, db database, mgr *core.Manager, templates *rootfs.Store, e2b net.Listener, trust *nodeTrust, log *slog.Logger) (*cluster.Member, error) {
+func member(cfg Config, db database, rep cluster.Reporter, e2b net.Listener, trust *nodeTrust, log *slog.Logger) (*cluster.Member, error) {
 	if cfg.Role != RoleNode {
 		return nil, nil
 	}
@@ -167,9 +187,8 @@ func member(cfg Config, db database, mgr *core.Manager, templates *rootfs.Store,
 		}
 		e2bURL = "https://" + reachable(e2b.Addr(), u.Hostname())
 	}
-	reporter := cluster.Reporter{Store: db, Node: name, Health: mgr.Health, Templates: templates}
 	report := func(ctx context.Context) (store.NodeReport, error) {
-		r, err := reporter.Report(ctx)
+		r, err := rep.Report(ctx)
 		r.E2BURL = e2bURL
 		return r, err
 	}

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/rootfs"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // Exec bounds.
@@ -106,7 +108,12 @@ func (r Request) check() (argv []string, timeout time.Duration, err error) {
 // killed when it times out, when out fails, or when ctx ends (the caller
 // went away). A Timeout of zero is DefaultTimeout. A failed command is
 // put down to a limit its sandbox hit meanwhile (see Blame).
-func Run(ctx context.Context, r *core.Running, req Request, out Output) (Result, error) {
+func Run(ctx context.Context, r *core.Running, req Request, out Output) (res Result, err error) {
+	ctx, span := spans.Start(ctx, "exec", spans.Sandbox.String(r.ID()))
+	defer func() {
+		span.SetAttributes(attribute.Int("process.exit.code", res.ExitCode), attribute.String("hutch.killed_by", res.KilledBy))
+		spans.End(span, err)
+	}()
 	argv, timeout, err := req.check()
 	if err != nil {
 		return Result{}, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -86,7 +87,9 @@ func (l List) Start(ctx context.Context, lv Live) (stop func(), err error) {
 		if !ok {
 			continue
 		}
-		one, err := s.Start(ctx, lv)
+		sctx, span := spans.Start(ctx, "hook.start "+h.Name())
+		one, err := s.Start(sctx, lv)
+		spans.End(span, err)
 		if err != nil {
 			stop()
 			return nil, fmt.Errorf("%s: %w", h.Name(), err)

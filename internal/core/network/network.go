@@ -19,6 +19,8 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,7 @@ import (
 	"github.com/hutchdev/hutch/internal/net/netpolicy"
 	"github.com/hutchdev/hutch/internal/net/netproxy"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -95,8 +98,14 @@ const attrSandbox = "sandbox_id"
 type sandboxNet struct {
 	checker atomic.Pointer[netpolicy.Checker]
 	events  netproxy.Log
-	proxy   *netproxy.Proxy
-	dns     *netproxy.DNS
+	history netproxy.History // every connection and lookup, with its rule
+	// agent is the running sandbox's agent, which writes RefusalsFile
+	// (nil while it does not run); told says whether a write of it is
+	// due.
+	agent atomic.Pointer[agentclient.Client]
+	told  atomic.Bool
+	proxy *netproxy.Proxy
+	dns   *netproxy.DNS
 }
 
 // netOf returns sandbox id's network state, made with policy pol if it
@@ -114,10 +123,11 @@ func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
 		p.log.Error("network policy does not compile: the sandbox reaches nothing", attrSandbox, id, "error", err)
 		checker, _ = netpolicy.Compile(netpolicy.Policy{Mode: netpolicy.None})
 	}
-	sn.checker.Store(checker)
+	sn.setPolicy(checker)
 	refused := func(ev netproxy.Event) {
 		sn.events.Add(ev)
 		p.countRefusal(ev)
+		p.tell(id, sn)
 		p.log.Debug("network refusal", attrSandbox, id, "kind", ev.Kind, "dest", ev.Dest, "rule", ev.Rule)
 	}
 	var swaps func(name string, port uint16) []mitm.Swap
@@ -130,13 +140,21 @@ func (p *Plane) netOf(id string, pol netpolicy.Policy) *sandboxNet {
 		Lookup:      p.cfg.Lookup,
 		Dial:        p.cfg.Dial,
 		Refused:     refused,
+		Logged:      sn.history.Add,
 		Swaps:       swaps,
 		Interceptor: p.cfg.Interceptor,
 	}
 	// Sandboxes have IPv4 only (see sandboxnet).
-	sn.dns = &netproxy.DNS{Policy: sn.checker.Load, Lookup: p.cfg.Lookup, Refused: refused, IPv4Only: true}
+	sn.dns = &netproxy.DNS{Policy: sn.checker.Load, Lookup: p.cfg.Lookup, Refused: refused, Logged: sn.history.Add, IPv4Only: true}
 	p.nets[id] = sn
 	return sn
+}
+
+// setPolicy has sn's connections decided by checker from now on, and
+// learns what they reach while its mode is learn.
+func (sn *sandboxNet) setPolicy(checker *netpolicy.Checker) {
+	sn.checker.Store(checker)
+	sn.history.Learning(checker.Policy().Mode == netpolicy.Learn)
 }
 
 // Deleted forgets a deleted sandbox's network state (hook.Deleter).
@@ -169,7 +187,7 @@ func (p *Plane) Claimed(_ context.Context, l hook.Live) {
 		p.log.Error("network policy does not compile: the sandbox reaches nothing", attrSandbox, l.ID, "error", err)
 		return
 	}
-	p.netOf(l.ID, l.Network).checker.Store(checker)
+	p.netOf(l.ID, l.Network).setPolicy(checker)
 }
 
 // Start opens the daemon's listeners in the sandbox's router namespace and
@@ -189,6 +207,7 @@ func (p *Plane) Start(ctx context.Context, l hook.Live) (stop func(), err error)
 		return nil, fmt.Errorf("sandbox %s: %w", l.ID, err)
 	}
 	sn := p.netOf(l.ID, l.Network)
+	sn.agent.Store(l.Agent)
 	sctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	servers := []*dns.Server{
@@ -218,12 +237,15 @@ func (p *Plane) Start(ctx context.Context, l hook.Live) (stop func(), err error)
 				return // closed at stop
 			}
 			for _, d := range dests {
-				sn.proxy.Refused(netproxy.Event{Time: time.Now().UTC(), Kind: "udp", Dest: d.String(), Rule: "always",
-					Reason: d.String() + ": UDP is refused, but for DNS to the sandbox's resolver"})
+				now := time.Now().UTC()
+				reason := d.String() + ": UDP is refused, but for DNS to the sandbox's resolver"
+				sn.proxy.Refused(netproxy.Event{Time: now, Kind: "udp", Dest: d.String(), Rule: "always", Reason: reason})
+				sn.history.Add(netproxy.Entry{Time: now, Kind: "udp", Addr: d.Addr().String(), Port: d.Port(), Rule: "always", Reason: reason})
 			}
 		}
 	})
 	return func() {
+		sn.agent.CompareAndSwap(l.Agent, nil)
 		cancel()
 		for _, s := range servers {
 			_ = s.Shutdown() // closes its listener
@@ -231,6 +253,44 @@ func (p *Plane) Start(ctx context.Context, l hook.Live) (stop func(), err error)
 		_ = ls.Close()
 		wg.Wait()
 	}, nil
+}
+
+// RefusalsFile is where a sandbox's own processes read what its policy
+// refused lately (the newest last, a line each, as a command's result
+// cites them): a program whose connection was reset, or whose lookup
+// failed, finds the rule and the reason there instead of guessing.
+const RefusalsFile = "/var/log/hutch/network-refusals.log"
+
+// refusalsKept is how many refusals RefusalsFile holds.
+const refusalsKept = 100
+
+// tellDelay gathers the refusals of a burst into one write.
+const tellDelay = 100 * time.Millisecond
+
+// tell writes sandbox id's latest refusals to RefusalsFile in it, soon,
+// through its agent, unless a write is due already.
+func (p *Plane) tell(id string, sn *sandboxNet) {
+	if !sn.told.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(tellDelay, func() {
+		sn.told.Store(false)
+		agent := sn.agent.Load()
+		if agent == nil {
+			return // it does not run: the next refusal, once it does, writes them
+		}
+		last := sn.events.Last()
+		evs, _ := sn.events.After(max(last, refusalsKept) - refusalsKept)
+		var b strings.Builder
+		for _, ev := range evs {
+			fmt.Fprintf(&b, "%s %s\n", ev.Time.Format(time.RFC3339), ev.Line())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := agent.WriteFile(ctx, RefusalsFile, "root", strings.NewReader(b.String())); err != nil {
+			p.log.Debug("write the sandbox's refusals file", attrSandbox, id, "error", err)
+		}
+	})
 }
 
 // Set changes a sandbox's network policy: its next connections and
@@ -252,7 +312,7 @@ func (p *Plane) Set(ctx context.Context, id string, pol netpolicy.Policy) error 
 	}
 	// Made now if the sandbox has none yet: a resume racing with the
 	// change finds it, and serves the new policy.
-	p.netOf(id, pol).checker.Store(checker)
+	p.netOf(id, pol).setPolicy(checker)
 	if rec, err := p.cfg.Store.GetSandbox(ctx, id); err != nil || rec.State == store.Deleting {
 		p.Deleted(id) // deleted meanwhile: nothing to keep
 	}
@@ -267,6 +327,38 @@ func (p *Plane) Events(ctx context.Context, id string) (*netproxy.Log, error) {
 		return nil, err
 	}
 	return &p.netOf(id, rec.Network).events, nil
+}
+
+// History returns a sandbox's network log: its latest connections and
+// lookups, each with the rule that decided it.
+func (p *Plane) History(ctx context.Context, id string) (*netproxy.History, error) {
+	rec, err := p.cfg.Store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &p.netOf(id, rec.Network).history, nil
+}
+
+// Proposal is the smallest allow-list that would have let through every
+// connection sandbox id made while its mode was learn (or, if it never
+// was, those its log still has): its destinations as name:port rules
+// (address:port where no name was read), ready to set on it or on
+// another sandbox.
+func (p *Plane) Proposal(ctx context.Context, id string) (netpolicy.Policy, error) {
+	h, err := p.History(ctx, id)
+	if err != nil {
+		return netpolicy.Policy{}, err
+	}
+	allow := h.Reached()
+	slices.Sort(allow)
+	pol := netpolicy.Policy{Mode: netpolicy.Allowlist, Allow: allow}
+	if len(allow) > netpolicy.MaxRules {
+		return netpolicy.Policy{}, errdefs.FailedPrecondition("sandbox %s reached %d destinations, more than the %d rules a policy holds: allow it mode full, or wildcards of its hosts' domains", id, len(allow), netpolicy.MaxRules)
+	}
+	if _, err := netpolicy.Compile(pol); err != nil {
+		return netpolicy.Policy{}, fmt.Errorf("the proposal of sandbox %s does not compile: %w", id, err)
+	}
+	return pol, nil
 }
 
 // Log is the log of what sandbox id's policy refused, or nil if it has no

@@ -200,12 +200,18 @@ func (s *Server) guard(rt route, limited bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		c := callerOf(r.Context())
+		r, span := startSpan(r, rt.pattern, c)
+		defer span.End()
 		done, err := s.limit(w, r, rt, c, limited)
 		rec, r := s.auditing(w, r, rt.pattern, recorded, c)
 		defer rec.done()
-		if s.metrics != nil {
-			defer func() { s.metrics.Request(rt.pattern, cmp.Or(rec.status, http.StatusOK), rec.code, time.Since(began)) }()
-		}
+		defer func() {
+			status := cmp.Or(rec.status, http.StatusOK)
+			endSpan(span, status, rec.code)
+			if s.metrics != nil {
+				s.metrics.Request(rt.pattern, status, rec.code, time.Since(began))
+			}
+		}()
 		if err != nil {
 			writeError(rec, r, s.log, err)
 			return

@@ -115,6 +115,7 @@ func TestWorkspacesIsolated(t *testing.T) {
 	plain := map[string][]call{
 		"GET /v1/health":       {{want: 200}},
 		"GET /v1/whoami":       {{want: 200}},
+		"GET /v1/nodes":        {{want: 403}},
 		"GET /v1/e2b":          {{want: 200}},
 		"GET /v1/openapi.yaml": {{want: 200}},
 		"GET /v1/tools":        {{want: 200}},

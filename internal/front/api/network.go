@@ -36,13 +36,10 @@ func (s *Server) keyAllows(r *http.Request, p client.NetworkPolicy) (netpolicy.P
 // ?after= (JSON), or follows them as server-sent events ("refusal", each
 // with its id) when the client accepts them.
 func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
-	var after uint64
-	if v := r.URL.Query().Get("after"); v != "" {
-		var err error
-		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
-			writeError(w, r, s.log, errdefs.InvalidArgument("after must be an event id (a number), got %q", v))
-			return
-		}
+	after, err := cursorParam(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	log, err := s.nets.Events(r.Context(), r.PathValue("id"))
 	if err != nil {
@@ -82,4 +79,53 @@ func networkEventsJSON(evs []netproxy.Event, cursor uint64) []client.NetworkEven
 		out = append(out, client.NetworkEvent{ID: id, Time: ev.Time, Kind: ev.Kind, Dest: ev.Dest, Rule: ev.Rule, Reason: ev.Reason})
 	}
 	return out
+}
+
+// networkLog lists a sandbox's latest connections and lookups after
+// ?after=, each with the rule that decided it.
+func (s *Server) networkLog(w http.ResponseWriter, r *http.Request) {
+	after, err := cursorParam(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	h, err := s.nets.History(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	entries, cursor := h.After(after)
+	out := client.NetworkLog{Entries: make([]client.NetworkLogEntry, 0, len(entries)), Cursor: cursor}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, client.NetworkLogEntry{
+			Time: e.Time, Kind: e.Kind, Protocol: e.Protocol, Name: e.Name, Addr: e.Addr, Port: int(e.Port),
+			Allowed: e.Allowed, Rule: e.Rule, Reason: e.Reason, BytesOut: e.BytesOut, BytesIn: e.BytesIn,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// networkProposal answers the smallest allow-list that would have let the
+// sandbox's connections through: those made in mode learn (or, if it never
+// was, those its log has), ready for PATCH network.
+func (s *Server) networkProposal(w http.ResponseWriter, r *http.Request) {
+	pol, err := s.nets.Proposal(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.NetworkPolicy{Mode: string(pol.Mode), Allow: append([]string{}, pol.Allow...)})
+}
+
+// cursorParam reads ?after=, a log's cursor (0 when not given).
+func cursorParam(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errdefs.InvalidArgument("after must be an entry's number, got %q", v)
+	}
+	return n, nil
 }

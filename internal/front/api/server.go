@@ -87,6 +87,8 @@ type Config struct {
 	// they are posted to; nil: none.
 	Events   Events
 	Webhooks Webhooks
+	// Nodes are the cluster's members (GET /v1/nodes); nil: none told.
+	Nodes Nodes
 }
 
 // Server is the REST API's handlers.
@@ -120,6 +122,7 @@ type Server struct {
 	samples   Samples
 	events    Events
 	webhooks  Webhooks
+	nodes     Nodes
 }
 
 // New returns a Server.
@@ -131,6 +134,7 @@ func New(cfg Config) *Server {
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	s.dataDir, s.recent, s.defaults, s.metrics, s.samples = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics, cfg.Samples
 	s.events, s.webhooks = cfg.Events, cfg.Webhooks
+	s.nodes = cfg.Nodes
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -151,6 +155,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /v1/health", s.health},
+		{"GET /v1/nodes", s.listNodes},
 		{"GET /v1/whoami", s.whoami},
 		{"GET /v1/e2b", s.e2bInfo},
 		{"GET /v1/openapi.yaml", s.openapi},
@@ -163,6 +168,8 @@ func (s *Server) routes() []route {
 		{"GET /v1/sandboxes/{id}/stats", s.sandboxStats},
 		{"GET /v1/sandboxes/{id}/metrics", s.sandboxMetrics},
 		{"GET /v1/sandboxes/{id}/network/events", s.networkEvents},
+		{"GET /v1/sandboxes/{id}/network/log", s.networkLog},
+		{"GET /v1/sandboxes/{id}/network/proposal", s.networkProposal},
 		{"POST /v1/sandboxes/{id}/pause", s.pauseSandbox},
 		{"POST /v1/sandboxes/{id}/unpause", s.unpauseSandbox},
 		{"POST /v1/sandboxes/{id}/suspend", s.suspendSandbox},

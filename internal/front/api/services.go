@@ -104,6 +104,8 @@ type Templates interface {
 type Networks interface {
 	Set(ctx context.Context, id string, p netpolicy.Policy) error
 	Events(ctx context.Context, id string) (*netproxy.Log, error)
+	History(ctx context.Context, id string) (*netproxy.History, error)
+	Proposal(ctx context.Context, id string) (netpolicy.Policy, error)
 	Counters(id string) network.Counters
 }
 

@@ -17,10 +17,15 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/redact"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/front/preview"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/storage/store"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The sandbox front (E2B_SANDBOX_URL): one listener for every sandbox and
@@ -104,6 +109,21 @@ type Front struct {
 	envd    *http.ServeMux
 }
 
+// frontTracer starts the front's spans.
+var frontTracer = otel.Tracer("github.com/hutchdev/hutch/internal/front/e2b")
+
+// portName names a port of the front's in a span's name: envd, the
+// interpreter, or a sandbox's own port ("port").
+func portName(port int) string {
+	switch port {
+	case EnvdPort:
+		return "envd"
+	case InterpreterPort:
+		return "interpreter"
+	}
+	return "port"
+}
+
 // NewFront returns the sandbox front.
 func NewFront(cfg FrontConfig) *Front {
 	log := cfg.Logger
@@ -119,6 +139,13 @@ func NewFront(cfg FrontConfig) *Front {
 
 func (f *Front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, port, ok := f.route(r)
+	// A span per call (OpenTelemetry, when the daemon turned it on),
+	// continuing the SDK's trace: envd's, the interpreter's, a port's.
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := frontTracer.Start(ctx, "E2B "+r.Method+" "+portName(port), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), spans.Sandbox.String(id), attribute.Int("hutch.port", port)))
+	defer span.End()
+	r = r.WithContext(ctx)
 	if port == EnvdPort || port == InterpreterPort || !ok {
 		if err := checkCanonicalPath(r); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())

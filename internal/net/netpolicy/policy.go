@@ -62,10 +62,15 @@ const (
 	Allowlist Mode = "allowlist"
 	// Full: the public internet, minus the deny rules.
 	Full Mode = "full"
+	// Learn: what full allows, while the daemon keeps every destination
+	// the sandbox reached, for the smallest allow-list that would have
+	// let it through (internal/core/network's Proposal).
+	Learn Mode = "learn"
 )
 
-// Modes lists the modes from the most to the least isolated.
-var Modes = []Mode{None, Allowlist, Full}
+// Modes lists the modes from the most to the least isolated (learn is as
+// isolated as full).
+var Modes = []Mode{None, Allowlist, Full, Learn}
 
 // ParseMode checks a mode's name.
 func ParseMode(s string) (Mode, error) {
@@ -74,7 +79,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("network mode %q is not one of none, allowlist and full", s)
+	return "", fmt.Errorf("network mode %q is not one of none, allowlist, full and learn", s)
 }
 
 // AtMost reports whether m is at least as isolated as limit (none is the
@@ -83,6 +88,9 @@ func ParseMode(s string) (Mode, error) {
 func (m Mode) AtMost(limit Mode) bool { return rank(m) <= rank(limit) }
 
 func rank(m Mode) int {
+	if m == Learn {
+		m = Full // what it allows
+	}
 	for i, x := range Modes {
 		if x == m {
 			return i
@@ -133,7 +141,7 @@ func Compile(p Policy) (*Checker, error) {
 		return nil, errdefs.InvalidArgument("a network policy has at most %d rules, this one has %d", MaxRules, n)
 	}
 	if p.Mode != Allowlist && len(p.Allow) > 0 {
-		return nil, errdefs.InvalidArgument("allow rules need mode allowlist (mode %s allows %s)", p.Mode, map[Mode]string{None: "nothing", Full: "every public destination"}[p.Mode])
+		return nil, errdefs.InvalidArgument("allow rules need mode allowlist (mode %s allows %s)", p.Mode, map[Mode]string{None: "nothing", Full: "every public destination", Learn: "every public destination"}[p.Mode])
 	}
 	c := &Checker{policy: p, inward: Inward}
 	var errs []string
@@ -218,7 +226,7 @@ func (c *Checker) decide(dest, name string, addr netip.Addr, port uint16) Decisi
 	switch c.policy.Mode {
 	case None:
 		return refuse("mode", "the sandbox's network mode is none: it reaches no host")
-	case Full:
+	case Full, Learn:
 		return allow("mode")
 	}
 	if r, ok := match(c.allow, name, addr, port); ok {

@@ -55,7 +55,7 @@ func TestCompileRejectsBadPolicies(t *testing.T) {
 		p    Policy
 		want string // in the error
 	}{
-		{Policy{Mode: "open"}, `network mode "open" is not one of none, allowlist and full`},
+		{Policy{Mode: "open"}, `network mode "open" is not one of none, allowlist, full and learn`},
 		{Policy{Mode: ""}, "network mode"},
 		{Policy{Mode: Full, Allow: []string{"example.com"}}, "allow rules need mode allowlist (mode full allows every public destination)"},
 		{Policy{Mode: None, Allow: []string{"example.com"}}, "mode none allows nothing"},

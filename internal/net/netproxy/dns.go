@@ -53,6 +53,8 @@ type DNS struct {
 	Lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)
 	// Refused hears each refusal.
 	Refused func(Event)
+	// Logged hears of each A question, allowed or refused; nil: none.
+	Logged func(Entry)
 	// Inward decides which answers are dropped; netpolicy.Inward if nil.
 	Inward func(netip.Addr) bool
 	// IPv4Only answers AAAA questions with no data: a sandbox with no IPv6
@@ -83,6 +85,25 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if !decision.Allowed {
 		d.refuse(w, req, resp, Event{Kind: "dns", Dest: name, Rule: decision.Rule, Reason: decision.Reason})
 		return
+	}
+	refused := false // and logged so by refuse
+	if q.Qtype == dns.TypeA && d.Logged != nil {
+		defer func() {
+			if refused {
+				return
+			}
+			e := Entry{Kind: "dns", Name: name, Allowed: true, Rule: decision.Rule}
+			for _, rr := range resp.Answer {
+				if a, ok := rr.(*dns.A); ok {
+					e.Addr = a.A.String()
+					break
+				}
+			}
+			if resp.Rcode != dns.RcodeSuccess {
+				e.Reason = "allowed, but it did not resolve: " + dns.RcodeToString[resp.Rcode]
+			}
+			d.Logged(e)
+		}()
 	}
 	network := map[uint16]string{dns.TypeA: "ip4", dns.TypeAAAA: "ip6"}[q.Qtype]
 	if network == "" || network == "ip6" && d.IPv4Only {
@@ -123,6 +144,7 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 	}
 	if len(addrs) > 0 && len(resp.Answer) == 0 {
+		refused = true
 		d.refuse(w, req, resp, Event{Kind: "dns", Dest: name, Rule: "always",
 			Reason: name + " resolves only to addresses no sandbox may reach (private, loopback, link-local or the host's)"})
 		return
@@ -143,6 +165,9 @@ func (d *DNS) refuse(w dns.ResponseWriter, req, resp *dns.Msg, ev Event) {
 	if d.Refused != nil {
 		ev.Time = time.Now().UTC()
 		d.Refused(ev) // before the sandbox hears of it
+	}
+	if d.Logged != nil {
+		d.Logged(Entry{Time: ev.Time, Kind: "dns", Name: ev.Dest, Rule: ev.Rule, Reason: ev.Reason})
 	}
 	_ = w.WriteMsg(resp)
 }

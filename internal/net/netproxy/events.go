@@ -13,20 +13,45 @@ const maxEvents = 1000
 // command's result to cite those made while it ran.
 type Log struct {
 	mu     sync.Mutex
-	events []Event // the newest maxEvents
-	last   uint64  // the number of the newest event; 0: none yet
+	events ring[Event] // the newest maxEvents
 	wake   chan struct{}
+}
+
+// ring keeps the newest of what is added to it, numbered from 1 in the
+// order it came: a cursor (the number of the last one read) finds what
+// came after.
+type ring[T any] struct {
+	items []T    // the newest
+	last  uint64 // the number of the newest; 0: none yet
+}
+
+// add appends v, keeping the newest keep.
+func (r *ring[T]) add(v T, keep int) {
+	r.last++
+	r.items = append(r.items, v)
+	if len(r.items) > keep {
+		r.items = append(r.items[:0], r.items[len(r.items)-keep:]...)
+	}
+}
+
+// after returns a copy of those numbered after cursor that it still has.
+func (r *ring[T]) after(cursor uint64) []T {
+	if cursor >= r.last {
+		return nil
+	}
+	first := r.last - uint64(len(r.items)) // the number before the oldest kept
+	skip := uint64(0)
+	if cursor > first {
+		skip = cursor - first
+	}
+	return append([]T(nil), r.items[skip:]...)
 }
 
 // Add appends ev.
 func (l *Log) Add(ev Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last++
-	l.events = append(l.events, ev)
-	if len(l.events) > maxEvents {
-		l.events = append(l.events[:0], l.events[len(l.events)-maxEvents:]...)
-	}
+	l.events.add(ev, maxEvents)
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
@@ -38,7 +63,7 @@ func (l *Log) Add(ev Event) {
 func (l *Log) Last() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.last
+	return l.events.last
 }
 
 // After returns the events numbered after cursor that the log still has,
@@ -46,19 +71,7 @@ func (l *Log) Last() uint64 {
 func (l *Log) After(cursor uint64) ([]Event, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.after(cursor), l.last
-}
-
-func (l *Log) after(cursor uint64) []Event {
-	if cursor >= l.last {
-		return nil
-	}
-	first := l.last - uint64(len(l.events)) // the number before the oldest kept
-	skip := uint64(0)
-	if cursor > first {
-		skip = cursor - first
-	}
-	return append([]Event(nil), l.events[skip:]...)
+	return l.events.after(cursor), l.events.last
 }
 
 // Wait returns the events after cursor, waiting for one if there is none
@@ -66,8 +79,8 @@ func (l *Log) after(cursor uint64) []Event {
 func (l *Log) Wait(ctx context.Context, cursor uint64) ([]Event, uint64, error) {
 	for {
 		l.mu.Lock()
-		if evs := l.after(cursor); len(evs) > 0 {
-			last := l.last
+		if evs := l.events.after(cursor); len(evs) > 0 {
+			last := l.events.last
 			l.mu.Unlock()
 			return evs, last, nil
 		}

@@ -1,6 +1,7 @@
 package netproxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,6 +54,9 @@ type Proxy struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Refused hears each refusal.
 	Refused func(Event)
+	// Logged hears of each connection, allowed or refused, once it ended
+	// (and each plain-HTTP request refused on an allowed one); nil: none.
+	Logged func(Entry)
 	// Swaps, when not nil, names the secrets to swap in on a TLS
 	// connection to name:port; a connection that has some is served by
 	// Interceptor (internal/net/mitm) instead of passed through, so
@@ -145,23 +149,40 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 	if _, err := netip.ParseAddr(sniff.Name); err == nil {
 		sniff.Name = ""
 	}
+	began := time.Now().UTC()
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	up, addr, refusal := p.connect(dctx, sniff.Name, orig)
+	up, addr, rule, refusal := p.connect(dctx, sniff.Name, orig)
 	cancel()
+	entry := Entry{Time: began, Kind: "tcp", Protocol: string(sniff.Protocol), Name: sniff.Name, Port: orig.Port(), Allowed: refusal == nil, Rule: rule}
 	if refusal != nil {
+		if sniff.Name == "" {
+			entry.Addr = orig.Addr().String()
+		}
+		entry.Rule, entry.Reason = refusal.Rule, refusal.Reason
+		p.log(entry)
 		p.refuse(conn, sniff, *refusal)
 		return
 	}
 	if up == nil {
-		return // allowed, but no address answered: the client sees a close
+		entry.Reason = "allowed, but no address it resolves to answered"
+		p.log(entry)
+		return // the client sees a close
 	}
 	defer up.Close()
+	entry.Addr = addr.String()
+	var sent, received atomic.Int64 // this connection's, for its entry
+	defer func() {
+		entry.BytesOut, entry.BytesIn = sent.Load(), received.Load()
+		p.log(entry)
+	}()
 	p.Connections.Add(1)
 	count := func(out bool, n int64) {
 		if out {
 			p.BytesOut.Add(n)
+			sent.Add(n)
 		} else {
 			p.BytesIn.Add(n)
+			received.Add(n)
 		}
 	}
 	if swaps := p.swapsFor(sniff, orig.Port()); len(swaps) > 0 {
@@ -181,7 +202,7 @@ func (p *Proxy) serve(ctx context.Context, conn net.Conn) {
 	if _, err := up.Write(sniff.Head); err != nil {
 		return
 	}
-	p.BytesOut.Add(int64(len(sniff.Head)))
+	count(true, int64(len(sniff.Head)))
 	egress.Splice(ctx, conn, up, count)
 }
 
@@ -201,47 +222,50 @@ func (p *Proxy) swapsFor(sniff Sniff, port uint16) []mitm.Swap {
 
 // connect dials where the connection may go: for a name, the addresses the
 // daemon resolves that the policy allows; without one, the original
-// destination if the policy allows it. It returns the connection and the
-// address it went to, the refusal when nothing is allowed, and nothing at
-// all when what was allowed did not answer.
-func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (net.Conn, netip.Addr, *Event) {
+// destination if the policy allows it. It returns the connection, the
+// address it went to and the rule that allowed it, the refusal when
+// nothing is allowed, and no connection when what was allowed did not
+// answer.
+func (p *Proxy) connect(ctx context.Context, name string, orig netip.AddrPort) (net.Conn, netip.Addr, string, *Event) {
 	policy := p.Policy()
 	port := orig.Port()
 	if name == "" {
 		d := policy.Connect("", orig.Addr(), port)
 		if !d.Allowed {
-			return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: orig.String(), Rule: d.Rule, Reason: d.Reason}
+			return nil, netip.Addr{}, "", &Event{Kind: "tcp", Dest: orig.String(), Rule: d.Rule, Reason: d.Reason}
 		}
 		up, addr := p.dial(ctx, []netip.Addr{orig.Addr()}, port)
-		return up, addr, nil
+		return up, addr, d.Rule, nil
 	}
 	dest := net.JoinHostPort(name, strconv.Itoa(int(port)))
 	if policy.Policy().Mode == netpolicy.None {
 		d := policy.Name(name) // refused, without a lookup
-		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: d.Rule, Reason: d.Reason}
+		return nil, netip.Addr{}, "", &Event{Kind: "tcp", Dest: dest, Rule: d.Rule, Reason: d.Reason}
 	}
 	addrs, err := p.Lookup(ctx, "ip", name)
 	if err != nil {
-		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: fmt.Sprintf("%s: the daemon could not resolve %s", dest, name)}
+		return nil, netip.Addr{}, "", &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: fmt.Sprintf("%s: the daemon could not resolve %s", dest, name)}
 	}
 	var allowed []netip.Addr
 	var first *netpolicy.Decision
+	rule := ""
 	for _, a := range addrs {
 		d := policy.Connect(name, a, port)
 		if d.Allowed {
 			allowed = append(allowed, a)
+			rule = cmp.Or(rule, d.Rule)
 		} else if first == nil {
 			first = &d
 		}
 	}
 	if len(allowed) == 0 {
 		if first == nil {
-			return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: dest + ": the name has no address"}
+			return nil, netip.Addr{}, "", &Event{Kind: "tcp", Dest: dest, Rule: "always", Reason: dest + ": the name has no address"}
 		}
-		return nil, netip.Addr{}, &Event{Kind: "tcp", Dest: dest, Rule: first.Rule, Reason: first.Reason}
+		return nil, netip.Addr{}, "", &Event{Kind: "tcp", Dest: dest, Rule: first.Rule, Reason: first.Reason}
 	}
 	up, addr := p.dial(ctx, allowed, port)
-	return up, addr, nil
+	return up, addr, rule, nil
 }
 
 // dial tries addrs in order, and returns the connection and the address
@@ -280,6 +304,7 @@ func (p *Proxy) route(dest netip.AddrPort) func(*http.Request) (int, string) {
 		if name != "" {
 			evDest = net.JoinHostPort(name, strconv.Itoa(int(dest.Port())))
 		}
+		p.log(Entry{Kind: "tcp", Protocol: string(HTTP), Name: name, Addr: dest.Addr().String(), Port: dest.Port(), Rule: d.Rule, Reason: d.Reason})
 		p.note(Event{Kind: "tcp", Dest: evDest, Rule: d.Rule, Reason: d.Reason})
 		return http.StatusForbidden, "blocked_by_policy: " + d.Reason + "\n"
 	}
@@ -297,6 +322,13 @@ func stripH2C(h http.Header) {
 				return
 			}
 		}
+	}
+}
+
+// log tells Logged of e.
+func (p *Proxy) log(e Entry) {
+	if p.Logged != nil {
+		p.Logged(e)
 	}
 }
 

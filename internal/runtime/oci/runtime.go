@@ -24,6 +24,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/mountinfo"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/disk"
@@ -288,14 +289,8 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		}
 	}
 	layer := r.layout(s.ID)
-	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
-		return h, fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
-	}
-	if err := r.makeNetwork(s.ID); err != nil {
+	if err := r.prepare(ctx, &s, layer, ns); err != nil {
 		return h, err
-	}
-	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
-		return h, fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
 	}
 	r.log.Debug("sandbox root mounted", "sandbox_id", s.ID, "duration", time.Since(began))
 	if s.Restore != "" && r.cfg.Checkpoints {
@@ -310,6 +305,23 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		}
 	}
 	return h, r.start(ctx, h, s, layer, ns)
+}
+
+// prepare makes what sandbox s runs on: its disk, its network, its root
+// mounted (s.Binds become the mounts' own).
+func (r *Runtime) prepare(ctx context.Context, s *backend.Spec, layer sandboxLayout, ns *userNS) (err error) {
+	ctx, span := spans.Start(ctx, "disk, network and root")
+	defer func() { spans.End(span, err) }()
+	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
+		return fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
+	}
+	if err := r.makeNetwork(s.ID); err != nil {
+		return err
+	}
+	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
+		return fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
+	}
+	return nil
 }
 
 // start writes the bundle of a sandbox whose root is mounted, runs its
@@ -340,7 +352,10 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 		cmd.ExtraFiles = []*os.File{listener}
 	}
 	prepared := time.Now()
-	if err := cmd.Run(); err != nil {
+	_, run := spans.Start(ctx, "runtime.start")
+	err = cmd.Run()
+	spans.End(run, err)
+	if err != nil {
 		return fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
 	if r.linksAfterStart() {
@@ -356,7 +371,10 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
 	if r.cfg.AgentListens {
-		if err := r.waitAgent(ctx, h); err != nil {
+		actx, ready := spans.Start(ctx, "agent.ready")
+		err := r.waitAgent(actx, h)
+		spans.End(ready, err)
+		if err != nil {
 			return err
 		}
 	}

@@ -106,6 +106,9 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (string, *Key, 
 	if _, err := netpolicy.ParseMode(networkMode); err != nil {
 		return "", nil, errdefs.InvalidArgument("network_mode: %v", err)
 	}
+	if networkMode == string(netpolicy.Learn) {
+		return "", nil, errdefs.InvalidArgument("network_mode learn is a sandbox's, not a key's ceiling: give full, which lets its sandboxes ask for learn")
+	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", nil, err

@@ -33,6 +33,9 @@ export type Template = Schemas["Template"];
 export type NetworkEvent = Schemas["NetworkEvent"];
 export type AuditEntry = Schemas["AuditEntry"];
 export type Activity = Schemas["Activity"];
+/** A member of the cluster (Node in the OpenAPI document; named apart
+ * from the DOM's Node). */
+export type ClusterNode = Schemas["Node"];
 
 /** An error the daemon answered: code is one of the API's stable codes
  * (not_found, invalid_argument, …); status the HTTP status, 0 inside a
@@ -177,6 +180,12 @@ export class Hutch {
 
   health(): Promise<Health> {
     return this.#json("GET", "/v1/health");
+  }
+
+  /** The cluster's members (the daemon's own key only): each node as its
+   * last heartbeat told, lost ones with why; a single box lists itself. */
+  listNodes(): Promise<ClusterNode[]> {
+    return this.#json("GET", "/v1/nodes");
   }
 
   // Sandboxes.

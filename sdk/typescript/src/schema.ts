@@ -61,6 +61,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/nodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The cluster's members (the daemon's own key only)
+         * @description Each node daemon (`--role node`) as its last heartbeat told: its address, capacity, what its sandboxes' limits commit of it, and what it holds (sandboxes, templates, warm pools); lost ones too, saying why (a node not heard from within `--node-timeout` is lost). An API replica answers from the store itself, whichever node is lost. A single box (`--role all`) lists itself alone. Another key gets 403: nodes' addresses and capacity are the operator's. `hutch node ls`.
+         */
+        get: operations["listNodes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/e2b": {
         parameters: {
             query?: never;
@@ -203,6 +223,46 @@ export interface paths {
          * @description Each refused DNS lookup and TCP connection, newest 1000 kept, numbered from 1: what was asked for, the rule that refused it and why (`blocked_by_policy` lines in a command's tool result say the same). JSON lists those after `after`; with `Accept: text/event-stream` they follow as `refusal` events as they happen, until the client goes.
          */
         get: operations["getNetworkEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/network/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A sandbox's outbound connections and DNS lookups, each with the rule that decided it
+         * @description Its latest 2,000 (since the daemon started): time, kind (dns, tcp, udp), protocol (http, tls, tcp), the name it named and the address it reached, the port, whether the policy let it through and which rule decided (`mode`: its mode; `always`: what no policy allows), a refusal's reason, and the bytes a connection carried. Its processes read the latest refusals in /var/log/hutch/network-refusals.log.
+         */
+        get: operations["getNetworkLog"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/network/proposal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The smallest allow-list that would have let the sandbox's connections through
+         * @description From the connections it made in network mode `learn` (which allows what `full` does and keeps every destination), or, if it never was in it, from those its log has: each destination as a `name:port` rule (`address:port` where no name was read). Ready to PATCH as the `network` of this sandbox or another.
+         */
+        get: operations["getNetworkProposal"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1928,10 +1988,10 @@ export interface components {
         /** @description Where a sandbox may connect. The host (the daemon's API too), loopback, private ranges (RFC 1918, ULA), link-local (cloud metadata), CGNAT, multicast, broadcast and every other sandbox are refused whatever it says, also through names whose DNS answer is such an address. Names are resolved by the daemon, which dials the addresses it resolved itself. */
         NetworkPolicy: {
             /**
-             * @description none: loopback only. allowlist: only what `allow` names, minus `deny`. full: the public internet, minus `deny`.
+             * @description none: loopback only. allowlist: only what `allow` names, minus `deny`. full: the public internet, minus `deny`. learn: what full allows, while the daemon keeps every destination for GET /v1/sandboxes/{id}/network/proposal.
              * @enum {string}
              */
-            mode: "none" | "allowlist" | "full";
+            mode: "none" | "allowlist" | "full" | "learn";
             /** @description With mode allowlist: domain names ("pypi.org", "*.github.com"), optionally with ":port", and addresses or CIDRs ("203.0.113.7", "203.0.113.0/24"). A connection whose name is known (TLS SNI, HTTP Host, DNS) is allowed by a name rule; plain TCP only by an address rule. */
             allow?: string[];
             /** @description Rules as in `allow`, refused in any mode. */
@@ -1973,6 +2033,26 @@ export interface components {
             network_bytes_in?: number;
             /** @description Connections the daemon made for it, since the daemon started. */
             network_connections?: number;
+        };
+        NetworkLogEntry: {
+            /** Format: date-time */
+            time: string;
+            /** @enum {string} */
+            kind: "dns" | "tcp" | "udp";
+            /** @enum {string} */
+            protocol?: "http" | "tls" | "tcp";
+            /** @description The host name it named: a lookup's, TLS SNI, HTTP Host. */
+            name?: string;
+            /** @description The address it went to. */
+            addr?: string;
+            port?: number;
+            allowed: boolean;
+            /** @description The rule that decided, as written; mode: the sandbox's mode; always: what no policy allows. */
+            rule: string;
+            /** @description Why it was refused. */
+            reason?: string;
+            bytes_out?: number;
+            bytes_in?: number;
         };
         Event: {
             id: number;
@@ -2018,6 +2098,53 @@ export interface components {
             status?: number;
             error?: string;
             duration_ms: number;
+        };
+        Node: {
+            /** @description Its name (--node-name, or the host's). */
+            id: string;
+            /**
+             * @description node: a node daemon of a cluster; all: a single box.
+             * @enum {string}
+             */
+            role: "node" | "all";
+            /** @description Its API, as the API replicas reach it (a single box's: its public URL). */
+            url: string;
+            /** @enum {string} */
+            state: "up" | "lost";
+            /** @description Why it is lost; empty when up. */
+            reason: string;
+            /**
+             * Format: date-time
+             * @description When its daemon started.
+             */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description Its last heartbeat (a single box's: now).
+             */
+            heartbeat_at: string;
+            /** @description Its machine's. */
+            cpus: number;
+            /** @description Its machine's. */
+            memory_mb: number;
+            /** @description What the CPU limits of its live sandboxes add up to. */
+            committed_cpus: number;
+            /** @description What the memory limits of its live sandboxes add up to. */
+            committed_memory_mb: number;
+            /** @description The sandboxes it holds, live or not. */
+            sandboxes: number;
+            /** @description The templates it has: version by name. */
+            templates: {
+                [key: string]: string;
+            };
+            /** @description Its warm pools' ready sandboxes, by TEMPLATE@RUNTIME. */
+            warm: {
+                [key: string]: number;
+            };
+            /** @description The runtimes it can run. */
+            runtimes: string[];
+            /** @description Its daemon's version. */
+            version: string;
         };
         SandboxMetrics: {
             /** @description How often a running sandbox is sampled. */
@@ -2628,6 +2755,27 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    listNodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The nodes, by ID. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Node"][];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
     getE2BInfo: {
         parameters: {
             query?: never;
@@ -2886,6 +3034,59 @@ export interface operations {
                         cursor: number;
                     };
                     "text/event-stream": string;
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworkLog: {
+        parameters: {
+            query?: {
+                /** @description A cursor: the entries after it. */
+                after?: number;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entries, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        entries: components["schemas"]["NetworkLogEntry"][];
+                        /** @description The number of the newest entry */
+                        cursor: number;
+                    };
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getNetworkProposal: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The proposed policy. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NetworkPolicy"];
                 };
             };
             default: components["responses"]["Error"];
