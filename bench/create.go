@@ -108,6 +108,7 @@ const (
 	topicPreview = "Previews"
 	topicE2B     = "E2B compatibility"
 	topicCluster = "Scale-out"
+	topicObserve = "Observability"
 )
 
 // hutchCreate times one sandbox from the create call to the first stdout

@@ -42,6 +42,12 @@ type daemon struct {
 // startDaemon runs `hutch serve` on a free loopback port with its data and
 // run directories under base, and extra flags, and waits until it answers.
 func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) (*daemon, error) {
+	return startDaemonEnv(ctx, bin, runsc, base, nil, extra...)
+}
+
+// startDaemonEnv is startDaemon with env added to the daemon's
+// environment.
+func startDaemonEnv(ctx context.Context, bin, runsc, base string, env []string, extra ...string) (*daemon, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -68,6 +74,9 @@ func startDaemon(ctx context.Context, bin, runsc, base string, extra ...string) 
 		args = append(args, "--runsc", runsc)
 	}
 	d.cmd = exec.Command(bin, append(args, extra...)...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	// Its own process group: a ^C at the terminal reaches only the bench,
 	// which then deletes its sandboxes before it stops the daemon.

@@ -10,6 +10,7 @@
 //	(g) suspend, resume → first output and fork → first output, runc and gVisor, beside a cold create
 //	(j) previews: latency and throughput through a preview vs direct, and wake on request
 //	(l) scale-out: what an API replica adds to create and exec, creates a second on 1 and 3 nodes
+//	(m) observability: the exec row with traces exported and metrics scraped, beside a daemon without
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
@@ -182,14 +183,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	measures := map[string]func(context.Context) (section, error){
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
 		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork, "i": b.measureCode,
-		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster,
+		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster, "m": b.measureObserved,
 	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, letter := range strings.Split("abcdefghijkl", "") {
+	for _, letter := range strings.Split("abcdefghijklm", "") {
 		measure, ok := measures[letter]
 		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
 			continue

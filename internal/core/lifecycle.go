@@ -177,7 +177,9 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 		go m.destroyPooled(sb)
 		return nil, err
 	}
-	m.changed(ctx, rec.ID, store.Creating, rec.StateReason)
+	if m.hooks.Changes() {
+		m.changedTo(ctx, rec, store.Creating, rec.StateReason)
+	}
 	// Its network is served already, refusing everything: now by its
 	// policy (prepared by create).
 	inst := sb.inst

@@ -54,6 +54,11 @@ func (m *Manager) changed(ctx context.Context, id string, was store.State, reaso
 		m.log.Warn("sandbox changed, but its record is not found: no hook hears of it", attrSandbox, id, "error", err)
 		return
 	}
+	m.changedTo(ctx, rec, was, reason)
+}
+
+// changedTo is changed with the record after the change at hand.
+func (m *Manager) changedTo(ctx context.Context, rec *store.Sandbox, was store.State, reason string) {
 	cause, ok := hook.CauseOf(ctx)
 	if !ok {
 		cause = hook.Cause{Code: causeOf(was, rec.State, reason)}

@@ -248,7 +248,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		PackageCache: cfg.packageCache(), Withdraw: withdraw, Quotas: quotas, Processes: procs, Observer: steps, Logger: log,
 	})
 	daemonMetrics := metrics.New(metrics.Config{Steps: steps, Version: version, State: metrics.State{
-		Sandboxes: mgr.List, Node: cfg.nodeNameOf(), Pools: poolsOf(mgr), Workspaces: quotas.Workspaces, Egress: nets.Totals, Logger: log,
+		Sandboxes: mgr.List, Node: cfg.nodeNameOf(), Pools: poolsOf(mgr), Workspaces: quotas.Workspaces, Egress: nets.Totals, Nodes: db.ListNodes, Logger: log,
 	}})
 
 	// Webhooks are reached as the sandboxes' egress is, under mode full.

@@ -86,6 +86,12 @@ func TestState(t *testing.T) {
 		Workspaces: func(context.Context) ([]store.Workspace, error) {
 			return []store.Workspace{{Name: "acme", Quota: store.Quota{Sandboxes: 10, MemoryMB: 4096}}, {Name: "free"}}, nil
 		},
+		Nodes: func(context.Context) ([]*store.Node, error) {
+			return []*store.Node{
+				{ID: "here", State: store.NodeUp, HeartbeatAt: time.Now(), Report: store.NodeReport{Sandboxes: 3}},
+				{ID: "there", State: store.NodeLost, HeartbeatAt: time.Now().Add(-time.Minute)},
+			}, nil
+		},
 		Egress: func() (network.Counters, map[network.Refusal]int64) {
 			return network.Counters{BytesOut: 100, BytesIn: 2000, Connections: 3}, map[network.Refusal]int64{{Kind: "tcp", By: "mode"}: 4}
 		},
@@ -105,9 +111,12 @@ func TestState(t *testing.T) {
 		`hutch_egress_bytes_total{direction="in"} 2000`,
 		`hutch_egress_connections_total 3`,
 		`hutch_egress_refusals_total{by="mode",kind="tcp"} 4`,
+		`hutch_nodes{state="up"} 1`,
+		`hutch_nodes{state="lost"} 1`,
+		`hutch_node_sandboxes{node="here"} 3`,
 	)
-	if strings.Contains(body, `node="there"`) || strings.Contains(body, `workspace="free",resource`) {
-		t.Error("another node's sandbox, or an unbounded quota, is in the metrics")
+	if strings.Contains(body, `workspace="free",resource`) {
+		t.Error("an unbounded quota is in the metrics")
 	}
 	if strings.Contains(body, `quota{resource="cpus"`) {
 		t.Error("a quota the workspace does not set is in the metrics")

@@ -25,6 +25,8 @@ type State struct {
 	// Egress is what the sandboxes' connections carried and what their
 	// policies refused since the daemon started.
 	Egress func() (network.Counters, map[network.Refusal]int64)
+	// Nodes lists the cluster's nodes (none on a single box).
+	Nodes  func(ctx context.Context) ([]*store.Node, error)
 	Logger *slog.Logger
 }
 
@@ -43,6 +45,7 @@ type stateCollector struct {
 
 	sandboxes, poolSize, poolReady, quota, used *prometheus.Desc
 	egressBytes, egressConns, refusals          *prometheus.Desc
+	nodes, nodeSandboxes, nodeHeartbeat         *prometheus.Desc
 }
 
 func newStateCollector(st State) *stateCollector {
@@ -53,20 +56,23 @@ func newStateCollector(st State) *stateCollector {
 		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
 	}
 	return &stateCollector{
-		st:          st,
-		sandboxes:   d("sandboxes", "Sandboxes this node holds, by state, runtime and workspace.", "state", "runtime", "workspace"),
-		poolSize:    d("warm_pool_size", "Sandboxes a warm pool keeps ready when full, by template and runtime.", "template", "runtime"),
-		poolReady:   d("warm_pool_ready", "Sandboxes ready in a warm pool now, by template and runtime.", "template", "runtime"),
-		quota:       d("workspace_quota", "A workspace's quota, by resource (sandboxes, memory_bytes, cpus, disk_bytes); absent: no bound.", "workspace", "resource"),
-		used:        d("workspace_usage", "What a workspace's sandboxes use of what its quota bounds, by resource, across nodes.", "workspace", "resource"),
-		egressBytes: d("egress_bytes_total", "Bytes the sandboxes' outbound connections carried, by direction (out: sent, in: received).", "direction"),
-		egressConns: d("egress_connections_total", "Outbound connections the sandboxes' policies let through."),
-		refusals:    d("egress_refusals_total", "Connections and lookups the sandboxes' policies refused, by kind (dns, tcp, udp) and by what refused (mode, always, rule).", "kind", "by"),
+		st:            st,
+		sandboxes:     d("sandboxes", "Sandboxes this node holds, by state, runtime and workspace.", "state", "runtime", "workspace"),
+		poolSize:      d("warm_pool_size", "Sandboxes a warm pool keeps ready when full, by template and runtime.", "template", "runtime"),
+		poolReady:     d("warm_pool_ready", "Sandboxes ready in a warm pool now, by template and runtime.", "template", "runtime"),
+		quota:         d("workspace_quota", "A workspace's quota, by resource (sandboxes, memory_bytes, cpus, disk_bytes); absent: no bound.", "workspace", "resource"),
+		used:          d("workspace_usage", "What a workspace's sandboxes use of what its quota bounds, by resource, across nodes.", "workspace", "resource"),
+		egressBytes:   d("egress_bytes_total", "Bytes the sandboxes' outbound connections carried, by direction (out: sent, in: received).", "direction"),
+		egressConns:   d("egress_connections_total", "Outbound connections the sandboxes' policies let through."),
+		refusals:      d("egress_refusals_total", "Connections and lookups the sandboxes' policies refused, by kind (dns, tcp, udp) and by what refused (mode, always, rule).", "kind", "by"),
+		nodes:         d("nodes", "The cluster's nodes, by state (up, lost).", "state"),
+		nodeSandboxes: d("node_sandboxes", "Sandboxes each node holds, as its last heartbeat told.", "node"),
+		nodeHeartbeat: d("node_heartbeat_age_seconds", "How long ago each node's last heartbeat was.", "node"),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sandboxes, c.poolSize, c.poolReady, c.quota, c.used, c.egressBytes, c.egressConns, c.refusals} {
+	for _, d := range []*prometheus.Desc{c.sandboxes, c.poolSize, c.poolReady, c.quota, c.used, c.egressBytes, c.egressConns, c.refusals, c.nodes, c.nodeSandboxes, c.nodeHeartbeat} {
 		ch <- d
 	}
 }
@@ -105,6 +111,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			for res, v := range quotaOf(ws.Quota) {
 				gauge(c.quota, v, ws.Name, res)
 			}
+		}
+	}
+	if c.st.Nodes != nil {
+		nodes, err := c.st.Nodes(ctx)
+		if err != nil {
+			c.st.Logger.Warn("metrics: list nodes", "error", err)
+			ch <- prometheus.NewInvalidMetric(c.nodes, err)
+		}
+		states := map[string]int{}
+		for _, n := range nodes {
+			states[n.State]++
+			gauge(c.nodeSandboxes, float64(n.Report.Sandboxes), n.ID)
+			gauge(c.nodeHeartbeat, time.Since(n.HeartbeatAt).Seconds(), n.ID)
+		}
+		for state, k := range states {
+			gauge(c.nodes, float64(k), state)
 		}
 	}
 	if c.st.Egress != nil {
