@@ -32,6 +32,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/core/events"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -103,9 +105,16 @@ func Beat(ctx context.Context, m Member) error {
 	}
 }
 
+// WatchStore is what Watch reads and marks.
+type WatchStore interface {
+	store.Nodes
+	ListSandboxes(ctx context.Context) ([]*store.Sandbox, error)
+}
+
 // Watch marks lost every node whose last heartbeat is older than timeout,
-// looking every timeout/3, until ctx ends.
-func Watch(ctx context.Context, st store.Nodes, timeout time.Duration, log *slog.Logger) error {
+// looking every timeout/3, until ctx ends; emit hears of each sandbox a
+// lost node took into error (an event, reason node_lost).
+func Watch(ctx context.Context, st WatchStore, timeout time.Duration, emit func(*store.Event), log *slog.Logger) error {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
@@ -116,7 +125,7 @@ func Watch(ctx context.Context, st store.Nodes, timeout time.Duration, log *slog
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := markLost(ctx, st, timeout, log); err != nil && ctx.Err() == nil {
+			if err := markLost(ctx, st, timeout, emit, log); err != nil && ctx.Err() == nil {
 				log.Warn("look for lost nodes", "error", err)
 			}
 		}
@@ -124,7 +133,7 @@ func Watch(ctx context.Context, st store.Nodes, timeout time.Duration, log *slog
 }
 
 // markLost marks lost the nodes silent for longer than timeout.
-func markLost(ctx context.Context, st store.Nodes, timeout time.Duration, log *slog.Logger) error {
+func markLost(ctx context.Context, st WatchStore, timeout time.Duration, emit func(*store.Event), log *slog.Logger) error {
 	nodes, err := st.ListNodes(ctx)
 	if err != nil {
 		return err
@@ -141,6 +150,25 @@ func markLost(ctx context.Context, st store.Nodes, timeout time.Duration, log *s
 		}
 		if marked {
 			log.Warn("node lost: its running sandboxes are marked error", "node", n.ID, "last_heartbeat", n.HeartbeatAt)
+			if err := tellLost(ctx, st, n.ID, reason, now, emit); err != nil {
+				log.Warn("events of a lost node's sandboxes", "node", n.ID, "error", err)
+			}
+		}
+	}
+	return nil
+}
+
+// tellLost emits an event for each sandbox of node that MarkNodeLost
+// took into error, saying reason.
+func tellLost(ctx context.Context, st WatchStore, node, reason string, at time.Time, emit func(*store.Event)) error {
+	recs, err := st.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if rec.Node == node && rec.State == store.Error && rec.StateReason == reason {
+			emit(&store.Event{Time: at, Workspace: rec.Workspace, Sandbox: rec.ID, Type: events.Errored, Reason: hook.CauseNodeLost, Message: reason,
+				Data: map[string]string{"template": rec.Template, "runtime": rec.Backend, "node": node}})
 		}
 	}
 	return nil

@@ -400,6 +400,20 @@ func TestCluster(t *testing.T) {
 		t.Errorf("its reason: %q", lost.StateReason)
 	}
 	t.Logf("node %s marked lost %v after its kill (timeout %v)", victim.Node, time.Since(killed).Round(time.Millisecond), clusterTimeout)
+	// Whichever daemon marked it, its events say so.
+	var nodeLost bool
+	for deadline := time.Now().Add(5 * time.Second); !nodeLost && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		evs, err := b.client.ListEvents(ctx, client.EventFilter{SandboxID: victim.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			nodeLost = nodeLost || ev.Type == "sandbox.errored" && ev.Reason == "node_lost" && strings.Contains(ev.Message, "node "+victim.Node+" lost")
+		}
+	}
+	if !nodeLost {
+		t.Errorf("no sandbox.errored event with reason node_lost for sandbox %s", victim.ID)
+	}
 	if _, err := a.client.Exec(ctx, victim.ID, client.ExecRequest{Command: "true"}); !client.IsUnavailable(err) || !strings.Contains(err.Error(), "lost") {
 		t.Errorf("exec on a lost node's sandbox: %v", err)
 	}

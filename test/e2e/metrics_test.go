@@ -42,6 +42,7 @@ func TestPrometheusScrapes(t *testing.T) {
 	prom.waitValue(t, `hutch_sandbox_delete_seconds_count{runtime="runc",outcome="ok"}`, 1)
 	prom.waitValue(t, `up{job="hutch"}`, 1)
 	prom.waitValue(t, `hutch_sandbox_create_seconds_count{runtime="runc",outcome="ok"}`, 1)
+	prom.waitValue(t, `hutch_sandbox_exec_seconds_count{runtime="runc",outcome="ok"}`, 1)
 	prom.waitValue(t, `hutch_api_requests_total{method="POST",route="/v1/sandboxes/{id}/exec",code="200"}`, 1)
 	prom.waitValue(t, `count(hutch_sandboxes{state="running"}) or vector(0)`, 0)
 	prom.waitValue(t, `go_goroutines{job="hutch"} > bool 0`, 1)

@@ -262,6 +262,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	defer auditLog.Close() // before the database's: what is queued is written
 	execs := exec.New(mgr, procs, db, log)
 	execs.OnEvent(eventLog.Emit)
+	execs.OnStep(steps)
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Starting: execs.PortStarting, Logger: log})
 	// E2B's sandbox front listens first: the API tells its address, the
 	// one bound (a daemon on another data dir than the default gets a
@@ -354,7 +355,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if membership != nil {
 		g.Go(func() error { return cluster.Beat(gctx, *membership) })
 		g.Go(func() error { return templateSync(membership, db, templateStore, node, log).Run(gctx) })
-		g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
+		g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, eventLog.Emit, log) })
 	}
 	g.Go(func() error { return disks.Run(gctx) })
 	g.Go(func() error {

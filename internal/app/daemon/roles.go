@@ -76,7 +76,14 @@ func runAPI(ctx context.Context, cfg Config, version string, log *slog.Logger) e
 			return nil
 		})
 	}
-	g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, log) })
+	// A replica posts no webhooks: the events of the sandboxes a lost node
+	// took into error are written for GET /v1/events alone.
+	record := func(ev *store.Event) {
+		if err := db.AppendEvents(gctx, ev); err != nil {
+			log.Warn("record an event", "type", ev.Type, "error", err)
+		}
+	}
+	g.Go(func() error { return cluster.Watch(gctx, db, cfg.NodeTimeout, record, log) })
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down")

@@ -41,9 +41,15 @@ type Service struct {
 	store  Store
 	log    *slog.Logger
 	states serviceStates // what is seen of services' runs (services.go)
-	// emit adds an event to the sandboxes' events (see OnEvent).
-	emit func(*store.Event)
+	// emit adds an event to the sandboxes' events (see OnEvent), and
+	// observer times each exec (see OnStep).
+	emit     func(*store.Event)
+	observer hook.Observer
 }
+
+// OnStep has the service tell o how long each exec took (the daemon's
+// metrics). Call it before the service is used.
+func (s *Service) OnStep(o hook.Observer) { s.observer = o }
 
 // OnEvent has the service tell emit of what it sees happen: a service's
 // status change, a command ended by a limit (internal/core/events).
@@ -81,7 +87,11 @@ func (s *Service) Exec(ctx context.Context, id string, req Request, out Output) 
 		return Result{}, err
 	}
 	defer release()
+	began := time.Now()
 	res, err := Run(ctx, r, req, out)
+	if s.observer != nil {
+		s.observer.Observed(hook.Step{Name: "exec", Sandbox: r.ID(), Workspace: r.Workspace(), Runtime: r.Runtime(), Took: time.Since(began), Err: err})
+	}
 	if err == nil && (res.KilledBy == KilledByOOM || res.KilledBy == KilledByPids) {
 		s.limitEnded(r.ID(), r.Workspace(), "command", res)
 	}

@@ -34,10 +34,11 @@ var stepBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2
 // buildBuckets are those of template builds: seconds to most of an hour.
 var buildBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600}
 
-// stepNames are the steps timed, each its own histogram
+// stepNames are the steps timed (exec: a command's run, from the exec
+// service), each its own histogram
 // (hutch_sandbox_create_seconds, …); build is a template's,
 // hutch_template_build_seconds.
-var stepNames = []string{"create", "resume", "suspend", "stop", "pause", "delete", "fork"}
+var stepNames = []string{"create", "exec", "resume", "suspend", "stop", "pause", "delete", "fork"}
 
 // Steps times the lifecycle's steps (hook.Observer): a histogram per
 // step by runtime and outcome, and the warm pools' hits and misses.
