@@ -15,11 +15,14 @@ import (
 // TestSandboxMetrics runs a CPU loop in a sandbox under each runtime and
 // reads what it used over time: through the REST API, samples near its
 // CPU limit with its memory, disk and limits; through hutch stats
-// --watch, the same samples as JSON lines as they are taken.
+// --watch, the same samples as JSON lines as they are taken; through the
+// unmodified E2B SDK's getMetrics, the same. It runs alone on the host
+// (make test's ALONE): beside the rest, a loop gets no whole CPU.
 func TestSandboxMetrics(t *testing.T) {
-	t.Parallel()
 	d := startDaemonWith(t, "--sample-interval", "500ms")
-	forEachRuntime(t, func(t *testing.T, runtime string) {
+	scripts := e2bScripts(t)
+	env, _ := e2bEnv(t, d)
+	eachE2BRuntime(t, d, func(t *testing.T, runtime string) {
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, CPUs: 1})
 		began := time.Now()
 		if _, err := d.client.StartProcess(t.Context(), sb.ID, client.StartProcessRequest{Name: "spin", Command: "while :; do :; done"}); err != nil {
@@ -87,5 +90,14 @@ func TestSandboxMetrics(t *testing.T) {
 				t.Errorf("hutch stats --watch -o json printed %q: %v", l, err)
 			}
 		}
+
+		// E2B's getMetrics, of a sandbox of the E2B SDK's own.
+		f := scripts.run(t, env, "metrics.mjs") // on the daemon's default runtime, this one
+		d.sandboxIDs = append(d.sandboxIDs, f.sandboxIDs...)
+		f.want(t, "getMetrics", map[string]any{"cpuCount": 1, "memUsed": true, "dates": true})
+		f.within(t, "getMetrics", "samples", 5, 14)
+		f.within(t, "getMetrics", "maxCpu", 60, 110)
+		f.within(t, "getMetrics", "memTotal", 64<<20, 64<<30)
+		f.within(t, "getMetrics", "diskTotal", 64<<20, 1<<40)
 	})
 }

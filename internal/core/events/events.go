@@ -79,6 +79,7 @@ type Log struct {
 	resumes map[string]store.State // a resuming sandbox's state before
 	noticed map[string]time.Time   // sandboxes given their eviction notice, and the end it said
 	subs    []func([]*store.Event) // told of each batch written
+	looked  time.Time              // the last look for sandboxes near their end
 	pruned  time.Time
 }
 
@@ -260,10 +261,25 @@ func (l *Log) Wait(ctx context.Context, f store.EventFilter) ([]*store.Event, er
 	}
 }
 
+// How often Tick looks for sandboxes near their end, and prunes.
+const (
+	noticeEvery = 5 * time.Second
+	pruneEvery  = time.Hour
+)
+
 // Tick gives eviction notices to the sandboxes of this node whose max
-// lifetime ends within Notice, once each, and prunes old events hourly
-// (hook.Ticker).
+// lifetime ends within Notice, once each, looking every noticeEvery, and
+// prunes old events hourly (hook.Ticker).
 func (l *Log) Tick(ctx context.Context, now time.Time) {
+	l.mu.Lock()
+	due := now.Sub(l.looked) >= noticeEvery
+	if due {
+		l.looked = now
+	}
+	l.mu.Unlock()
+	if !due {
+		return
+	}
 	recs, err := l.cfg.Store.ListSandboxes(ctx)
 	if err != nil {
 		l.log.Warn("eviction notices: list sandboxes", "error", err)
@@ -299,7 +315,7 @@ func (l *Log) Tick(ctx context.Context, now time.Time) {
 			delete(l.noticed, id)
 		}
 	}
-	prune := now.Sub(l.pruned) >= time.Hour
+	prune := now.Sub(l.pruned) >= pruneEvery
 	if prune {
 		l.pruned = now
 	}
