@@ -318,6 +318,15 @@ type UpdateSandboxRequest struct {
 	IdleAction   string         `json:"idle_action,omitempty"`
 	MaxLifetimeS int64          `json:"max_lifetime_s,omitempty"`
 	Network      *NetworkPolicy `json:"network,omitempty"`
+	// Env and Metadata replace the sandbox's own (absent: as they are):
+	// its next command sees the env, running or not.
+	Env      map[string]string `json:"env,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// CPUs, MemoryMB and Pids change its limits while it is suspended or
+	// stopped: its next start has them (absent: as they are).
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.

@@ -263,7 +263,7 @@ func TestMaxLifetime(t *testing.T) {
 	if _, err := d.m.Halt(ctx, suspended.ID, Halt{Reason: "suspended by request"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.m.Keepalive(ctx, extended.ID, 0, "", time.Hour); err != nil {
+	if _, err := d.m.Update(ctx, extended.ID, Update{Lifetime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	d.tickAfter(t, clock, 2*time.Minute-time.Second)
@@ -297,9 +297,9 @@ func TestKeepalive(t *testing.T) {
 	d := newDaemonState(t).start(t, withClock(clock))
 	ctx := t.Context()
 	sb := d.create(t, create.Options{IdleTimeout: time.Second})
-	rec, err := d.m.Keepalive(ctx, sb.ID, time.Hour, store.IdleDelete, 0)
+	rec, err := d.m.Update(ctx, sb.ID, Update{IdleTimeout: time.Hour, IdleAction: store.IdleDelete})
 	if err != nil || rec.IdleTimeout != time.Hour || rec.IdleAction != store.IdleDelete {
-		t.Fatalf("Keepalive: %+v, %v", rec, err)
+		t.Fatalf("Update of its timers: %+v, %v", rec, err)
 	}
 	d.tickAfter(t, clock, time.Minute)
 	if got, err := d.m.Get(ctx, sb.ID); err != nil || got.State != store.Running {
@@ -310,8 +310,8 @@ func TestKeepalive(t *testing.T) {
 		action   string
 		lifetime time.Duration
 	}{{0, "", 0}, {time.Hour, "nap", 0}, {31 * 24 * time.Hour, "", 0}, {0, "", 400 * 24 * time.Hour}, {-time.Second, "", 0}} {
-		if _, err := d.m.Keepalive(ctx, sb.ID, bad.timeout, bad.action, bad.lifetime); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Keepalive(%v, %q, %v): %v, want invalid argument", bad.timeout, bad.action, bad.lifetime, err)
+		if _, err := d.m.Update(ctx, sb.ID, Update{IdleTimeout: bad.timeout, IdleAction: bad.action, Lifetime: bad.lifetime}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Update(%v, %q, %v): %v, want invalid argument", bad.timeout, bad.action, bad.lifetime, err)
 		}
 	}
 	if err := d.m.Delete(ctx, sb.ID); err != nil {
@@ -398,6 +398,40 @@ func TestStopAndStart(t *testing.T) {
 		t.Fatalf("a sandbox idle for 1 s with idle action stop: %+v, %v; want stopped, idle for 1s", got, err)
 	}
 	if err := d.m.Delete(ctx, idle.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An update changes a sandbox's env at once, running or not, and its
+// limits while it is suspended, for its next start; bounds as a create's.
+func TestUpdateShape(t *testing.T) {
+	t.Parallel()
+	d := newDaemonState(t).start(t)
+	ctx := t.Context()
+	sb := d.create(t, create.Options{Env: map[string]string{"STAGE": "one"}})
+	if _, err := d.m.Update(ctx, sb.ID, Update{Env: map[string]string{"STAGE": "two"}, Metadata: map[string]string{"owner": "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "echo $STAGE"}); err != nil || out != "two\n" {
+		t.Errorf("a command after the env's update: %q, %v", out, err)
+	}
+	if _, err := d.m.Update(ctx, sb.ID, Update{MemoryMB: 1024}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("new limits of a running sandbox: %v, want failed precondition", err)
+	}
+	if _, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "for the test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.Update(ctx, sb.ID, Update{MemoryMB: 1}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a memory limit below a create's bound: %v, want invalid argument", err)
+	}
+	rec, err := d.m.Update(ctx, sb.ID, Update{CPUs: 0.5, MemoryMB: 1024, Pids: 300})
+	if err != nil || rec.CPUs != 0.5 || rec.MemoryMB != 1024 || rec.Pids != 300 || rec.Metadata["owner"] != "t" || rec.State != store.Suspended {
+		t.Fatalf("new limits of a suspended sandbox: %+v, %v", rec, err)
+	}
+	if out, _, err := d.exec(t, sb.ID, execRequest{Command: "echo $STAGE"}); err != nil || out != "two\n" {
+		t.Errorf("a command after the resume: %q, %v", out, err)
+	}
+	if err := d.m.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -67,7 +67,7 @@ func expect(t *testing.T, what string, err error, kinds ...error) {
 	t.Errorf("%s: %v", what, err)
 }
 
-// Keepalive beside a suspend never writes running over suspended, and its
+// An Update of the timers beside a suspend never writes running over suspended, and its
 // timeout is kept.
 func TestRaceKeepaliveSuspend(t *testing.T) {
 	t.Parallel()
@@ -80,7 +80,7 @@ func TestRaceKeepaliveSuspend(t *testing.T) {
 				_, err := d.m.Halt(ctx, sb.ID, Halt{Reason: "suspended by request"})
 				expect(t, "Suspend", err)
 			},
-			func() { _, err := d.m.Keepalive(ctx, sb.ID, time.Hour, "", 0); expect(t, "Keepalive", err) },
+			func() { _, err := d.m.Update(ctx, sb.ID, Update{IdleTimeout: time.Hour}); expect(t, "Update", err) },
 		)
 		if got := d.settled(t, sb.ID); got != store.Suspended {
 			t.Errorf("after Suspend and Keepalive: %s, want suspended", got)

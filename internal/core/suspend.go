@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -221,15 +222,45 @@ func (m *Manager) resume(ctx context.Context, rec *store.Sandbox, reason string)
 	return inst, nil
 }
 
-// Keepalive changes a sandbox's idle timeout and, when action is not
-// empty, its idle action, and counts as activity: the new timeout runs from
-// now (E2B's setTimeout). A lifetime that is not 0 makes the sandbox expire
-// that long from now. It does not wake a suspended sandbox. A timeout of 0
-// leaves the idle timeout as it was. It changes the timers only, so it
-// never undoes a change of state made meanwhile.
-func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duration, action string, lifetime time.Duration) (*store.Sandbox, error) {
-	if err := create.CheckKeepalive(timeout, action, lifetime); err != nil {
+// Update is what a call changes of a sandbox (PATCH /v1/sandboxes/{id}).
+type Update struct {
+	// Its timers: IdleTimeout (0: as it is), IdleAction ("": as it is),
+	// and Lifetime, from now (0: as it is). An update of its timers, or
+	// of nothing, counts as activity: the timeout runs from now (E2B's
+	// setTimeout). It does not wake a suspended sandbox.
+	IdleTimeout time.Duration
+	IdleAction  string
+	Lifetime    time.Duration
+	// Env and Metadata replace its own (nil: as they are): its next
+	// command sees the env, running or not.
+	Env, Metadata map[string]string
+	// CPUs, MemoryMB and Pids (0: as they are) are its limits at its next
+	// start: they change while it does not run (suspended, stopped or in
+	// error), and its resume admits them against its workspace's quota.
+	CPUs     float64
+	MemoryMB int64
+	Pids     int64
+}
+
+func (u Update) timers() bool { return u.IdleTimeout != 0 || u.IdleAction != "" || u.Lifetime != 0 }
+
+func (u Update) shape() bool {
+	return u.Env != nil || u.Metadata != nil || u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
+}
+
+// Update changes what u names of sandbox id. It changes the timers and
+// the shape only, so it never undoes a change of state made meanwhile.
+func (m *Manager) Update(ctx context.Context, id string, u Update) (*store.Sandbox, error) {
+	if err := create.CheckKeepalive(u.IdleTimeout, u.IdleAction, u.Lifetime); err != nil && (u.timers() || !u.shape()) {
 		return nil, err
+	}
+	if u.shape() {
+		if err := m.reshape(ctx, id, u); err != nil {
+			return nil, err
+		}
+	}
+	if !u.timers() && u.shape() {
+		return m.Get(ctx, id)
 	}
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
@@ -237,14 +268,14 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 	}
 	now := m.clock.Now()
 	t := store.Timers{IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, ExpiresAt: rec.ExpiresAt, At: now.UTC()}
-	if timeout != 0 {
-		t.IdleTimeout = timeout
+	if u.IdleTimeout != 0 {
+		t.IdleTimeout = u.IdleTimeout
 	}
-	if action != "" {
-		t.IdleAction = action
+	if u.IdleAction != "" {
+		t.IdleAction = u.IdleAction
 	}
-	if lifetime != 0 {
-		t.ExpiresAt = t.At.Add(lifetime)
+	if u.Lifetime != 0 {
+		t.ExpiresAt = t.At.Add(u.Lifetime)
 	}
 	if err := m.store.SetTimers(ctx, id, t); err != nil {
 		return nil, err
@@ -255,4 +286,46 @@ func (m *Manager) Keepalive(ctx context.Context, id string, timeout time.Duratio
 		inst.mu.Unlock()
 	}
 	return m.Get(ctx, id)
+}
+
+// reshape sets sandbox id's env, metadata and limits as u says, under its
+// lock: limits only while it does not run.
+func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
+	unlock, err := m.locks.Lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	limits := u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
+	if limits && rec.State != store.Suspended && rec.State != store.Stopped && rec.State != store.Error {
+		return errdefs.FailedPrecondition("sandbox %s is %s: cpus, memory_mb and pids change while it is suspended or stopped, and take effect at its next start; suspend or stop it first", id, rec.State)
+	}
+	s := store.Shape{Env: rec.Env, Metadata: rec.Metadata, CPUs: cmp.Or(u.CPUs, rec.CPUs), MemoryMB: cmp.Or(u.MemoryMB, rec.MemoryMB),
+		Pids: cmp.Or(u.Pids, rec.Pids), At: m.clock.Now().UTC()}
+	if u.Env != nil {
+		s.Env = u.Env
+	}
+	if u.Metadata != nil {
+		s.Metadata = u.Metadata
+	}
+	// The bounds of a create's (the rest as the record has it).
+	check := create.Options{CPUs: s.CPUs, MemoryMB: s.MemoryMB, Pids: s.Pids, DiskMB: rec.DiskMB, Env: s.Env, Workspace: rec.Workspace,
+		IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, MaxLifetime: time.Hour}
+	if _, _, err := check.WithDefaults(); err != nil {
+		return err
+	}
+	if err := m.store.Reshape(ctx, id, s); err != nil {
+		return err
+	}
+	if inst := m.liveInstance(id); inst != nil {
+		inst.mu.Lock()
+		inst.env = s.Env
+		inst.mu.Unlock()
+	}
+	m.log.Info("sandbox reshaped", attrSandbox, id, "cpus", s.CPUs, "memory_mb", s.MemoryMB, "pids", s.Pids, "env", len(s.Env), "metadata", len(s.Metadata))
+	return nil
 }

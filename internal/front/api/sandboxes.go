@@ -248,12 +248,20 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 			if err := s.nets.Set(ctx, id, p); err != nil {
 				return nil, err
 			}
-			if req.IdleTimeoutS == 0 && req.MaxLifetimeS == 0 && req.IdleAction == "" {
+			if req.IdleTimeoutS == 0 && req.MaxLifetimeS == 0 && req.IdleAction == "" && !reshapes(req) {
 				return s.m.Get(ctx, id)
 			}
 		}
-		return s.m.Keepalive(ctx, id, time.Duration(req.IdleTimeoutS)*time.Second, req.IdleAction, time.Duration(req.MaxLifetimeS)*time.Second)
+		return s.m.Update(ctx, id, core.Update{
+			IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second, IdleAction: req.IdleAction, Lifetime: time.Duration(req.MaxLifetimeS) * time.Second,
+			Env: req.Env, Metadata: req.Metadata, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids,
+		})
 	})
+}
+
+// reshapes says whether req changes what the sandbox is made with.
+func reshapes(req client.UpdateSandboxRequest) bool {
+	return req.Env != nil || req.Metadata != nil || req.CPUs != 0 || req.MemoryMB != 0 || req.Pids != 0
 }
 
 // snapshotSandbox makes a snapshot (a template) of a sandbox's files.

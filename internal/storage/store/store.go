@@ -27,6 +27,9 @@ type Store interface {
 	// SetTimers sets a sandbox's idle timeout, idle action and end of
 	// life, and nothing else; ErrNotFound if absent.
 	SetTimers(ctx context.Context, id string, t Timers) error
+	// Reshape sets what a sandbox is made with: its env, metadata and
+	// limits, and nothing else; ErrNotFound if absent.
+	Reshape(ctx context.Context, id string, s Shape) error
 	// SetNetwork sets a sandbox's network policy, and nothing else;
 	// ErrNotFound if absent.
 	SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error
@@ -126,6 +129,15 @@ type Timers struct {
 	IdleAction  string
 	ExpiresAt   time.Time
 	At          time.Time // the record's UpdatedAt
+}
+
+// Shape is what Store.Reshape sets.
+type Shape struct {
+	Env, Metadata map[string]string
+	CPUs          float64
+	MemoryMB      int64
+	Pids          int64
+	At            time.Time // the record's UpdatedAt
 }
 
 // Sandbox is a sandbox's stored record.

@@ -165,8 +165,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Set the idle timeout, from now (a keepalive), or the network policy
-         * @description The new idle timeout counts from now, as E2B's setTimeout; idle_action, when given, changes what it does. max_lifetime_s moves the time the sandbox is deleted at to that long from now. `network` replaces the network policy: the sandbox's next connections and lookups are decided by it, running or suspended, without a restart (an API key limited to a network mode may not ask for a less isolated one: permission_denied). Give any of them. A suspended sandbox is not woken.
+         * Set the idle timeout (a keepalive), the network policy, env, metadata, or a suspended sandbox's limits
+         * @description The new idle timeout counts from now, as E2B's setTimeout; idle_action, when given, changes what it does. max_lifetime_s moves the time the sandbox is deleted at to that long from now. `network` replaces the network policy: the sandbox's next connections and lookups are decided by it, running or suspended, without a restart (an API key limited to a network mode may not ask for a less isolated one: permission_denied). `env` and `metadata` replace the sandbox's own: its next command sees the env. `cpus`, `memory_mb` and `pids` change while it is suspended or stopped (running: failed_precondition), within a create's bounds; its next start has them, admitted against its workspace's quota. Give any of them. A suspended sandbox is not woken.
          */
         patch: operations["updateSandbox"];
         trace?: never;
@@ -2943,6 +2943,15 @@ export interface operations {
                     idle_action?: "suspend" | "stop" | "delete";
                     max_lifetime_s?: number;
                     network?: components["schemas"]["NetworkPolicy"];
+                    env?: {
+                        [key: string]: string;
+                    };
+                    metadata?: {
+                        [key: string]: string;
+                    };
+                    cpus?: number;
+                    memory_mb?: number;
+                    pids?: number;
                 };
             };
         };

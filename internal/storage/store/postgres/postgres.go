@@ -246,6 +246,19 @@ func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
 	return expectOne(tag, "sandbox %s not found", id)
 }
 
+func (d *DB) Reshape(ctx context.Context, id string, s store.Shape) error {
+	args, err := sqlrows.ShapeArgs(s)
+	if err != nil {
+		return err
+	}
+	tag, err := d.pool.Exec(ctx, `UPDATE sandboxes SET env = $1, metadata = $2, cpus = $3, memory_mb = $4, pids = $5, updated_at = $6
+		WHERE id = $7`, append(args, id)...)
+	if err != nil {
+		return fmt.Errorf("reshape sandbox %s: %w", id, err)
+	}
+	return expectOne(tag, "sandbox %s not found", id)
+}
+
 func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error {
 	network, err := sqlrows.EncodeNetwork(p)
 	if err != nil {

@@ -187,6 +187,19 @@ func (d *DB) SetTimers(ctx context.Context, id string, t store.Timers) error {
 	return expectOne(res, id)
 }
 
+func (d *DB) Reshape(ctx context.Context, id string, s store.Shape) error {
+	args, err := sqlrows.ShapeArgs(s)
+	if err != nil {
+		return err
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET env = ?, metadata = ?, cpus = ?, memory_mb = ?, pids = ?, updated_at = ?
+		WHERE id = ?`, append(args, id)...)
+	if err != nil {
+		return fmt.Errorf("reshape sandbox %s: %w", id, err)
+	}
+	return expectOne(res, id)
+}
+
 func (d *DB) SetNetwork(ctx context.Context, id string, p netpolicy.Policy, at time.Time) error {
 	network, err := sqlrows.EncodeNetwork(p)
 	if err != nil {

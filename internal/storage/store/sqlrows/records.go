@@ -15,13 +15,30 @@ const SandboxColumns = `id, template, backend, state, state_reason, handle, cpus
 	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
 	workspace, owner_user, secrets, node, image`
 
-// SandboxArgs are sb's values for SandboxColumns.
-func SandboxArgs(sb *store.Sandbox) ([]any, error) {
-	env, err := json.Marshal(nonNil(sb.Env))
+// ShapeArgs are s's values for env, metadata, cpus, memory_mb, pids and
+// updated_at, in that order.
+func ShapeArgs(s store.Shape) ([]any, error) {
+	env, meta, err := encodeMaps(s.Env, s.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(nonNil(sb.Metadata))
+	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.At.UnixNano()}, nil
+}
+
+// encodeMaps is env and metadata as their columns hold them: JSON
+// objects, {} for none.
+func encodeMaps(env, meta map[string]string) (string, string, error) {
+	e, err := json.Marshal(nonNil(env))
+	if err != nil {
+		return "", "", err
+	}
+	m, err := json.Marshal(nonNil(meta))
+	return string(e), string(m), err
+}
+
+// SandboxArgs are sb's values for SandboxColumns.
+func SandboxArgs(sb *store.Sandbox) ([]any, error) {
+	env, meta, err := encodeMaps(sb.Env, sb.Metadata)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +65,7 @@ func SandboxArgs(sb *store.Sandbox) ([]any, error) {
 	}
 	return []any{
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
-		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), string(env), string(meta),
+		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), env, meta,
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
 		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets, sb.Node, sb.Image,
 	}, nil

@@ -76,6 +76,16 @@ func testSandboxRoundTrip(t *testing.T, h Harness) {
 	if !reflect.DeepEqual(again.Network, policy) || again.IdleTimeout != time.Minute || string(again.Handle) != `{"dir":"/y"}` {
 		t.Fatalf("after a network policy: %+v", again)
 	}
+	// A new shape, and nothing else.
+	shape := store.Shape{Env: map[string]string{"NEW": "env"}, Metadata: map[string]string{"stage": "two"}, CPUs: 0.5, MemoryMB: 1024, Pids: 64, At: at}
+	if err := db.Reshape(ctx, "abc", shape); err != nil {
+		t.Fatal(err)
+	}
+	again, _ = db.GetSandbox(ctx, "abc")
+	if !reflect.DeepEqual(again.Env, shape.Env) || !reflect.DeepEqual(again.Metadata, shape.Metadata) || again.CPUs != 0.5 ||
+		again.MemoryMB != 1024 || again.Pids != 64 || !reflect.DeepEqual(again.Network, policy) || again.DiskMB != Sample("abc").DiskMB {
+		t.Fatalf("after a new shape: %+v", again)
+	}
 
 	// Going to deleting gives up the key, and only that.
 	keyed := Sample("keyed")
@@ -156,6 +166,7 @@ func testSandboxErrors(t *testing.T, h Harness) {
 		{"change state of missing", db.ChangeState(ctx, store.StateChange{ID: "nope", From: []store.State{store.Running}, To: store.Error}), errdefs.ErrNotFound},
 		{"set timers of missing", db.SetTimers(ctx, "nope", store.Timers{}), errdefs.ErrNotFound},
 		{"set network of missing", db.SetNetwork(ctx, "nope", netpolicy.Policy{Mode: netpolicy.Full}, time.Now()), errdefs.ErrNotFound},
+		{"reshape missing", db.Reshape(ctx, "nope", store.Shape{}), errdefs.ErrNotFound},
 		{"delete missing", db.DeleteSandbox(ctx, "nope"), errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {
