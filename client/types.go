@@ -458,13 +458,15 @@ type FileEntry struct {
 // sandbox uses, read from its cgroups and its writable layer. A limit of -1
 // means none.
 type SandboxStats struct {
-	CPUTimeMS        int64 `json:"cpu_time_ms"`
-	MemoryBytes      int64 `json:"memory_bytes"`
-	MemoryPeakBytes  int64 `json:"memory_peak_bytes"`
-	MemoryLimitBytes int64 `json:"memory_limit_bytes"`
-	Pids             int64 `json:"pids"`
-	PidsLimit        int64 `json:"pids_limit"`
-	DiskUsedBytes    int64 `json:"disk_used_bytes"`
+	CPUTimeMS int64 `json:"cpu_time_ms"`
+	// CPUs is its CPU limit (0: none).
+	CPUs             float64 `json:"cpus"`
+	MemoryBytes      int64   `json:"memory_bytes"`
+	MemoryPeakBytes  int64   `json:"memory_peak_bytes"`
+	MemoryLimitBytes int64   `json:"memory_limit_bytes"`
+	Pids             int64   `json:"pids"`
+	PidsLimit        int64   `json:"pids_limit"`
+	DiskUsedBytes    int64   `json:"disk_used_bytes"`
 	// What its connections carried (out: from the sandbox), and how many
 	// the daemon made for it, since the daemon started.
 	NetworkBytesOut    int64 `json:"network_bytes_out"`

@@ -234,9 +234,11 @@ type Update struct {
 	// Env and Metadata replace its own (nil: as they are): its next
 	// command sees the env, running or not.
 	Env, Metadata map[string]string
-	// CPUs, MemoryMB and Pids (0: as they are) are its limits at its next
-	// start: they change while it does not run (suspended, stopped or in
-	// error), and its resume admits them against its workspace's quota.
+	// CPUs, MemoryMB and Pids (0: as they are) are its limits: in place
+	// while it runs, where its runtime can (backend.Resizer), their
+	// growth admitted against its workspace's quota; while it does not
+	// run (suspended, stopped or in error), for its next start, whose
+	// admission checks them.
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
@@ -288,8 +290,33 @@ func (m *Manager) Update(ctx context.Context, id string, u Update) (*store.Sandb
 	return m.Get(ctx, id)
 }
 
+// resize changes the limits of running sandbox rec in place, as u asks,
+// within its workspace's quota (release ends the admission of its growth);
+// where its runtime cannot, or cannot now, it says so and changes nothing.
+func (m *Manager) resize(ctx context.Context, rec *store.Sandbox, u Update) (release func(), err error) {
+	inst := m.liveInstance(rec.ID)
+	if inst == nil || inst.isPaused() {
+		return nil, errdefs.FailedPrecondition("sandbox %s is %s: its limits change while it runs, or while it is suspended or stopped (for its next start)", rec.ID, rec.State)
+	}
+	resizer := inst.backend.Capabilities().Resize
+	if resizer == nil {
+		return nil, errdefs.FailedPrecondition("runtime %s cannot change a running sandbox's limits: suspend it, change them, and resume it", inst.backend.Name())
+	}
+	grow := hook.Admission{Workspace: rec.Workspace, Growth: true,
+		MemoryMB: max(0, u.MemoryMB-rec.MemoryMB), CPUs: max(0, u.CPUs-rec.CPUs)}
+	if release, err = m.hooks.Admit(ctx, grow); err != nil {
+		return nil, err
+	}
+	if err := resizer.Resize(ctx, inst.handle, backend.Limits{CPUs: u.CPUs, MemoryBytes: u.MemoryMB << 20, Pids: u.Pids}); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
 // reshape sets sandbox id's env, metadata and limits as u says, under its
-// lock: limits only while it does not run.
+// lock: limits in place while it runs (where its runtime can), or for its
+// next start while it does not.
 func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
@@ -301,9 +328,7 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 		return err
 	}
 	limits := u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
-	if limits && rec.State != store.Suspended && rec.State != store.Stopped && rec.State != store.Error {
-		return errdefs.FailedPrecondition("sandbox %s is %s: cpus, memory_mb and pids change while it is suspended or stopped, and take effect at its next start; suspend or stop it first", id, rec.State)
-	}
+	halted := rec.State == store.Suspended || rec.State == store.Stopped || rec.State == store.Error
 	s := store.Shape{Env: rec.Env, Metadata: rec.Metadata, CPUs: cmp.Or(u.CPUs, rec.CPUs), MemoryMB: cmp.Or(u.MemoryMB, rec.MemoryMB),
 		Pids: cmp.Or(u.Pids, rec.Pids), At: m.clock.Now().UTC()}
 	if u.Env != nil {
@@ -317,6 +342,13 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 		IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, MaxLifetime: time.Hour}
 	if _, _, err := check.WithDefaults(); err != nil {
 		return err
+	}
+	if limits && !halted {
+		release, err := m.resize(ctx, rec, u)
+		if err != nil {
+			return err
+		}
+		defer release() // once the record has the new limits
 	}
 	if err := m.store.Reshape(ctx, id, s); err != nil {
 		return err

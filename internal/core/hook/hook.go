@@ -25,12 +25,15 @@ type Hook interface {
 }
 
 // Admission is a sandbox about to hold resources: a create (with its
-// disk), or a resume or start of one whose files were kept (without).
+// disk), or a resume or start of one whose files were kept (without); or,
+// with Growth, a running sandbox whose limits grow by MemoryMB and CPUs.
 type Admission struct {
 	Workspace string
 	MemoryMB  int64
 	CPUs      float64
 	DiskMB    int64
+	// Growth: the sandbox counts already; only what it asks more is new.
+	Growth bool
 }
 
 // An Admitter admits sandboxes before they start to hold resources.

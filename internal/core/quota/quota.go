@@ -195,7 +195,7 @@ func (k *Keeper) Admit(ctx context.Context, n hook.Admission) (release func(), e
 		return errdefs.ResourceExhausted("workspace %s is at its quota of %s: %s", n.Workspace, what, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case q.Sandboxes > 0 && u.Sandboxes+1 > q.Sandboxes:
+	case q.Sandboxes > 0 && !n.Growth && u.Sandboxes+1 > q.Sandboxes:
 		return nil, over("running sandboxes", "%d of %d run; stop, suspend or delete one first", u.Sandboxes, q.Sandboxes)
 	case q.MemoryMB > 0 && u.MemoryMB+n.MemoryMB > q.MemoryMB:
 		return nil, over("memory", "%d MiB of %d MiB in use, and this sandbox asks for %d MiB", u.MemoryMB, q.MemoryMB, n.MemoryMB)
@@ -203,7 +203,7 @@ func (k *Keeper) Admit(ctx context.Context, n hook.Admission) (release func(), e
 		return nil, over("CPUs", "%g of %g in use, and this sandbox asks for %g", u.CPUs, q.CPUs, n.CPUs)
 	case q.DiskMB > 0 && u.DiskMB+n.DiskMB > q.DiskMB:
 		return nil, over("disk", "%d MiB of %d MiB given to its sandboxes, and this sandbox asks for %d MiB", u.DiskMB, q.DiskMB, n.DiskMB)
-	case q.SandboxHours > 0 && u.SandboxHours >= q.SandboxHours:
+	case q.SandboxHours > 0 && !n.Growth && u.SandboxHours >= q.SandboxHours:
 		return nil, over("sandbox-hours", "%.2f of %g hours used on %s (UTC); it starts again at midnight UTC", u.SandboxHours, q.SandboxHours, u.Day)
 	}
 	return unlock, nil

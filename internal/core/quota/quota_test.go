@@ -12,6 +12,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/coretest"
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/hook"
 	"github.com/hutchdev/hutch/internal/core/quota"
 	"github.com/hutchdev/hutch/internal/runtime/fake"
 	"github.com/hutchdev/hutch/internal/storage/store"
@@ -215,4 +216,27 @@ func deleteAndWait(ctx context.Context, m *core.Manager, id string) error {
 		return err
 	}
 	return m.AwaitTeardown(ctx, id)
+}
+
+// A running sandbox's growth counts as more memory and CPUs, not as one
+// more sandbox.
+func TestQuotaGrowth(t *testing.T) {
+	t.Parallel()
+	d := start(t, testclock.New())
+	ctx := t.Context()
+	if err := d.k.SetQuota(ctx, "growing", store.Quota{Sandboxes: 1, MemoryMB: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	sb := d.Create(t, create.Options{Workspace: "growing", MemoryMB: 512})
+	release, err := d.k.Admit(ctx, hook.Admission{Workspace: "growing", MemoryMB: 400, Growth: true})
+	if err != nil {
+		t.Fatalf("a growth within the quota, the sandbox quota full: %v", err)
+	}
+	release()
+	if _, err := d.k.Admit(ctx, hook.Admission{Workspace: "growing", MemoryMB: 600, Growth: true}); !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "memory") {
+		t.Errorf("a growth past the memory quota: %v; want resource exhausted", err)
+	}
+	if err := d.M.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
 }

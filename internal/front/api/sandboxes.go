@@ -157,7 +157,7 @@ func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 	st := a.Stats
 	net := s.nets.Counters(r.PathValue("id"))
 	writeJSON(w, http.StatusOK, client.SandboxStats{
-		CPUTimeMS: st.CPUTime.Milliseconds(), MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
+		CPUTimeMS: st.CPUTime.Milliseconds(), CPUs: st.CPULimit, MemoryBytes: st.MemoryBytes, MemoryPeakBytes: st.MemoryPeak,
 		MemoryLimitBytes: st.MemoryLimit, Pids: st.Pids, PidsLimit: st.PidsLimit, DiskUsedBytes: st.DiskUsedBytes,
 		NetworkBytesOut: net.BytesOut, NetworkBytesIn: net.BytesIn, NetworkConnections: net.Connections,
 	})

@@ -71,6 +71,16 @@ type Capabilities struct {
 	Kill        Killer
 	Snapshot    Snapshotter
 	Build       Builder
+	Resize      Resizer
+}
+
+// Resizer changes a running sandbox's limits in place.
+type Resizer interface {
+	// Resize sets h's CPU, memory and process limits to l's (a zero
+	// field: as it is). A limit the runtime cannot change while the
+	// sandbox runs is errdefs.ErrFailedPrecondition, saying so, before
+	// anything is changed.
+	Resize(ctx context.Context, h Handle, l Limits) error
 }
 
 // Pauser freezes and thaws a sandbox: its processes keep their memory but

@@ -166,7 +166,7 @@ export interface paths {
         head?: never;
         /**
          * Set the idle timeout (a keepalive), the network policy, env, metadata, or a suspended sandbox's limits
-         * @description The new idle timeout counts from now, as E2B's setTimeout; idle_action, when given, changes what it does. max_lifetime_s moves the time the sandbox is deleted at to that long from now. `network` replaces the network policy: the sandbox's next connections and lookups are decided by it, running or suspended, without a restart (an API key limited to a network mode may not ask for a less isolated one: permission_denied). `env` and `metadata` replace the sandbox's own: its next command sees the env. `cpus`, `memory_mb` and `pids` change while it is suspended or stopped (running: failed_precondition), within a create's bounds; its next start has them, admitted against its workspace's quota. Give any of them. A suspended sandbox is not woken.
+         * @description The new idle timeout counts from now, as E2B's setTimeout; idle_action, when given, changes what it does. max_lifetime_s moves the time the sandbox is deleted at to that long from now. `network` replaces the network policy: the sandbox's next connections and lookups are decided by it, running or suspended, without a restart (an API key limited to a network mode may not ask for a less isolated one: permission_denied). `env` and `metadata` replace the sandbox's own: its next command sees the env. `cpus`, `memory_mb` and `pids` (within a create's bounds) change a running sandbox's limits in place where its runtime can (the CPU quota under both; memory, not below what it uses, and processes under runc; otherwise failed_precondition), its growth within its workspace's quota; a suspended or stopped sandbox's for its next start. Give any of them. A suspended sandbox is not woken.
          */
         patch: operations["updateSandbox"];
         trace?: never;
@@ -2014,8 +2014,10 @@ export interface components {
             reason: string;
         };
         SandboxStats: {
-            /** @description CPU time of all its processes */
+            /** @description CPU time of all its processes, user and system. */
             cpu_time_ms: number;
+            /** @description Its CPU limit, in CPUs; 0: none. */
+            cpus?: number;
             /** @description Memory charged now, page cache included. */
             memory_bytes: number;
             memory_peak_bytes: number;
