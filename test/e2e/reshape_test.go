@@ -8,8 +8,8 @@ import (
 
 // TestUpdateLimits changes a sandbox's limits under each runtime: running,
 // its CPU in place (and under runc its memory, not below what it uses);
-// suspended, its env and memory for its resume, which the next command
-// makes.
+// suspended (by hutch update), its env and memory for its resume, which
+// the next command makes.
 func TestUpdateLimits(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
@@ -50,9 +50,12 @@ func TestUpdateLimits(t *testing.T) {
 		if _, err := d.client.SuspendSandbox(ctx, sb.ID); err != nil {
 			t.Fatal(err)
 		}
-		got, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{MemoryMB: 1024, Env: map[string]string{"STAGE": "two"}})
+		if out, stderr, code := d.cli("", "update", sb.ID, "--memory", "1024", "-e", "STAGE=two"); code != 0 || out != sb.ID+"\n" {
+			t.Fatalf("hutch update of the suspended sandbox: %d %q %q", code, out, stderr)
+		}
+		got, err := d.client.GetSandbox(ctx, sb.ID)
 		if err != nil || got.MemoryMB != 1024 || got.CPUs != 0.5 || got.State != client.StateSuspended {
-			t.Fatalf("update of the suspended sandbox: %+v, %v", got, err)
+			t.Fatalf("the suspended sandbox after hutch update: %+v, %v", got, err)
 		}
 		if res := d.exec(sb.ID, "echo $STAGE"); res.Stdout != "two\n" {
 			t.Errorf("the env after the resume: %+v", res)

@@ -101,6 +101,58 @@ func (a *app) newKeepaliveCmd() *cobra.Command {
 	return cmd
 }
 
+func (a *app) newUpdateCmd() *cobra.Command {
+	var (
+		cpus            float64
+		memoryMB, pids  int64
+		envFlags, metas []string
+	)
+	cmd := &cobra.Command{
+		Use:   "update ID [--cpus N] [--memory MiB] [--pids N] [-e K=V]... [--meta k=v]...",
+		Short: "Change a sandbox's limits, env or metadata",
+		Long: "Change a sandbox's limits: a running one's in place where its runtime can\n" +
+			"(the CPUs under both; memory and processes under runc), a suspended or stopped\n" +
+			"one's for its next start. -e replaces its environment (its next command sees\n" +
+			"it), --meta its metadata. Prints the sandbox's ID.",
+		Example: "  hutch update abc123 --cpus 2 --memory 2048\n  hutch update abc123 -e STAGE=two",
+		Args:    exactArgs(1, "a sandbox ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env, err := parseEnv(a, cmd, envFlags)
+			if err != nil {
+				return err
+			}
+			meta, err := parsePairs(cmd, "--meta", metas)
+			if err != nil {
+				return err
+			}
+			req := client.UpdateSandboxRequest{CPUs: cpus, MemoryMB: memoryMB, Pids: pids, Env: env, Metadata: meta}
+			if req.CPUs == 0 && req.MemoryMB == 0 && req.Pids == 0 && env == nil && meta == nil {
+				return usageErrorf(cmd, "give --cpus, --memory, --pids, -e or --meta")
+			}
+			c, err := a.connect()
+			if err != nil {
+				return err
+			}
+			sb, err := c.UpdateSandbox(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return a.printJSON(sb)
+			}
+			_, err = fmt.Fprintln(a.stdout, sb.ID)
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.Float64Var(&cpus, "cpus", 0, "its CPU limit")
+	fl.Int64Var(&memoryMB, "memory", 0, "its memory limit in MiB")
+	fl.Int64Var(&pids, "pids", 0, "its process limit")
+	fl.StringArrayVarP(&envFlags, "env", "e", nil, "environment variable `K=V` (or K, taken from here), replacing its environment; repeatable")
+	fl.StringArrayVar(&metas, "meta", nil, "metadata `k=v`, replacing its metadata; repeatable")
+	return cmd
+}
+
 // newSandboxActionCmd is a command that does act to each sandbox named.
 func (a *app) newSandboxActionCmd(name, short, long string, act func(*client.Client, context.Context, string) (*client.Sandbox, error)) *cobra.Command {
 	return &cobra.Command{

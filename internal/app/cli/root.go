@@ -106,6 +106,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newStopCmd(),
 		a.newResumeCmd(),
 		a.newKeepaliveCmd(),
+		a.newUpdateCmd(),
 		a.newProcessCmd(),
 		a.newServiceCmd(),
 		a.newContextCmd(),
