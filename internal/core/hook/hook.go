@@ -279,13 +279,11 @@ const (
 	CauseIdle     = "idle_timeout"
 	CauseLifetime = "max_lifetime"
 	CauseOOM      = "oom"
-	CauseDiskFull = "disk_full"
 	CausePids     = "process_limit"
 	CauseNodeLost = "node_lost"
 	CauseRecovery = "daemon_recovery" // what a daemon's start found
-	CauseQuota    = "quota"
-	CauseError    = "error" // its container or agent failed
-	CauseWoken    = "woken" // a call to a suspended sandbox woke it
+	CauseError    = "error"           // its container or agent failed
+	CauseWoken    = "woken"           // a call to a suspended sandbox woke it
 )
 
 type causeKey struct{}
