@@ -193,6 +193,7 @@ func TestModeOrder(t *testing.T) {
 	}{
 		{None, None, true}, {None, Full, true}, {Allowlist, Full, true}, {Full, Full, true},
 		{Allowlist, None, false}, {Full, Allowlist, false}, {"bogus", Full, false},
+		{Learn, Full, true}, {Learn, Allowlist, false}, {Full, Learn, true},
 	} {
 		if got := tc.m.AtMost(tc.limit); got != tc.ok {
 			t.Errorf("%s.AtMost(%s) = %v, want %v", tc.m, tc.limit, got, tc.ok)
