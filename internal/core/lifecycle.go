@@ -231,6 +231,36 @@ func (m *Manager) Locate(ctx context.Context, id string) (Place, error) {
 	return Place{ID: id, Workspace: rec.Workspace, Node: rec.Node, here: m.node}, nil
 }
 
+// Locked runs fn with sandbox id's backend and handle under its lock,
+// whatever its state, without waking it: for what a sandbox keeps on its
+// disk while suspended (its checkpoints). The sandbox must be this
+// daemon's and not on its way out.
+func (m *Manager) Locked(ctx context.Context, id string, fn func(be backend.Backend, h backend.Handle) error) error {
+	unlock, err := m.locks.Lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := m.checkHeld(rec); err != nil {
+		return err
+	}
+	if rec.State == store.Deleting {
+		return deletedError(id)
+	}
+	if inst := m.liveInstance(id); inst != nil {
+		return fn(inst.backend, inst.handle)
+	}
+	be := m.runtimes.Get(rec.Backend)
+	if be == nil {
+		return errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+	}
+	return fn(be, backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle})
+}
+
 // held are the sandboxes this daemon holds: on a single box all of them,
 // among nodes those of its name.
 func (m *Manager) held(ctx context.Context) ([]*store.Sandbox, error) {

@@ -35,17 +35,67 @@ type Halt struct {
 }
 
 // Halt suspends or stops a running (or paused) sandbox (see Halt).
-func (m *Manager) Halt(ctx context.Context, id string, how Halt) (_ *store.Sandbox, err error) {
-	keepMemory, reason := !how.Stop, how.Reason
-	halting, halted := store.Suspending, store.Suspended
-	if !keepMemory {
-		halting, halted = store.Stopping, store.Stopped
-	}
+func (m *Manager) Halt(ctx context.Context, id string, how Halt) (*store.Sandbox, error) {
 	unlock, err := m.locks.Lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	return m.halt(ctx, id, how)
+}
+
+// Restart stops sandbox id (its memory dropped) if it runs, calls while
+// with nothing of it running, and starts it again if it ran: from its
+// files as while left them, restoring memory where while left an image
+// the runtime restores (a checkpoint's rollback). A suspended or stopped
+// sandbox stays so, its next start taking what while left. reason is the
+// state's reason meanwhile. Whether while fails or not, a sandbox that ran
+// runs again.
+func (m *Manager) Restart(ctx context.Context, id, reason string, while func(be backend.Backend, h backend.Handle) error) (*store.Sandbox, error) {
+	unlock, err := m.locks.Lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ran := rec.State == store.Running || rec.State == store.Paused
+	switch {
+	case ran:
+		if _, err := m.halt(ctx, id, Halt{Stop: true, Reason: reason}); err != nil {
+			return nil, err
+		}
+		if rec, err = m.store.GetSandbox(ctx, id); err != nil {
+			return nil, err
+		}
+	case rec.State != store.Suspended && rec.State != store.Stopped:
+		return nil, notRunning(rec)
+	}
+	be := m.runtimes.Get(rec.Backend)
+	if be == nil {
+		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+	}
+	werr := while(be, backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle})
+	if ran {
+		if _, err := m.resume(ctx, rec, reason); err != nil {
+			return nil, errors.Join(werr, err)
+		}
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	return m.Get(ctx, id)
+}
+
+// halt is Halt, under the sandbox's lock.
+func (m *Manager) halt(ctx context.Context, id string, how Halt) (_ *store.Sandbox, err error) {
+	keepMemory, reason := !how.Stop, how.Reason
+	halting, halted := store.Suspending, store.Suspended
+	if !keepMemory {
+		halting, halted = store.Stopping, store.Stopped
+	}
 	rec, err := m.store.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,8 @@ type Config struct {
 	Files     Files
 	Tools     Tools
 	Templates Templates
+	// Checkpoints keeps the sandboxes' checkpoints.
+	Checkpoints Checkpoints
 	Volumes   Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
@@ -123,6 +125,7 @@ type Server struct {
 	events    Events
 	webhooks  Webhooks
 	nodes     Nodes
+	checkpts  Checkpoints
 }
 
 // New returns a Server.
@@ -134,7 +137,7 @@ func New(cfg Config) *Server {
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	s.dataDir, s.recent, s.defaults, s.metrics, s.samples = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics, cfg.Samples
 	s.events, s.webhooks = cfg.Events, cfg.Webhooks
-	s.nodes = cfg.Nodes
+	s.nodes, s.checkpts = cfg.Nodes, cfg.Checkpoints
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -179,6 +182,11 @@ func (s *Server) routes() []route {
 		{"GET /v1/sandboxes/{id}/activity", s.sandboxActivity},
 		{"POST /v1/sandboxes/{id}/snapshot", s.snapshotSandbox},
 		{"POST /v1/sandboxes/{id}/fork", s.forkSandbox},
+		{"POST /v1/sandboxes/{id}/checkpoints", s.createCheckpoint},
+		{"GET /v1/sandboxes/{id}/checkpoints", s.listCheckpoints},
+		{"GET /v1/sandboxes/{id}/checkpoints/{checkpoint}/diff", s.diffCheckpoint},
+		{"POST /v1/sandboxes/{id}/checkpoints/{checkpoint}/rollback", s.rollbackCheckpoint},
+		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.deleteCheckpoint},
 		{"POST /v1/sandboxes/{id}/processes", s.startProcess},
 		{"GET /v1/sandboxes/{id}/processes", s.listProcesses},
 		{"GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs},

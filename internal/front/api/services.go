@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/redact"
+	"github.com/hutchdev/hutch/internal/core/checkpoints"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/network"
@@ -97,6 +98,16 @@ type Templates interface {
 	// Archive writes a version of a template as an archive (see
 	// rootfs.Store.WriteArchive) and returns its SHA-256.
 	Archive(ctx context.Context, w io.Writer, name, version string) (string, error)
+}
+
+// Checkpoints keeps sandboxes' checkpoints (internal/core/checkpoints).
+type Checkpoints interface {
+	Create(ctx context.Context, id string, req checkpoints.Request) (checkpoints.Checkpoint, error)
+	List(ctx context.Context, id string) ([]checkpoints.Checkpoint, error)
+	Delete(ctx context.Context, id, c string) error
+	Diff(ctx context.Context, id, c string) ([]checkpoints.Change, bool, error)
+	FileDiff(ctx context.Context, id, c, path string) (string, error)
+	Rollback(ctx context.Context, id, c string, memory bool) (*store.Sandbox, error)
 }
 
 // Networks is the network plane: the sandboxes' policies, what they

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/runtime/layerdiff"
 )
 
 // Backend runs sandboxes. All methods are safe for concurrent use on different
@@ -72,6 +74,51 @@ type Capabilities struct {
 	Snapshot    Snapshotter
 	Build       Builder
 	Resize      Resizer
+	Checkpoint  Checkpointer
+}
+
+// Checkpointer records a sandbox's files (and, where the runtime
+// checkpoints, its memory and processes) as they are, in milliseconds
+// whatever they hold, and brings them back later. Checkpoints are kept
+// with the sandbox, on its disk, until deleted or the sandbox is.
+type Checkpointer interface {
+	// Checkpoint records running sandbox h's files as a new checkpoint
+	// named c.Name, with c.Note, and with c.Memory its memory and
+	// processes too (ErrFailedPrecondition where the runtime cannot).
+	// Call it after the sandbox's writes are flushed (sync in the
+	// sandbox) where its kernel keeps file data of its own (gVisor). It
+	// returns the checkpoint, its ID given.
+	Checkpoint(ctx context.Context, h Handle, c Checkpoint) (Checkpoint, error)
+	// Checkpoints lists h's, oldest first, with their sizes.
+	Checkpoints(ctx context.Context, h Handle) ([]Checkpoint, error)
+	// DeleteCheckpoint deletes checkpoint id; a missing one is
+	// ErrNotFound.
+	DeleteCheckpoint(ctx context.Context, h Handle, id string) error
+	// Rollback makes h's files those of checkpoint id, and with memory
+	// has its next Resume restore the checkpoint's memory and
+	// processes. h must not run: the caller suspends it first and
+	// resumes it after.
+	Rollback(ctx context.Context, h Handle, id string, memory bool) error
+	// Diff lists what differs between checkpoint id and h's files now;
+	// lower is the root h was made from.
+	Diff(ctx context.Context, h Handle, lower, id string) ([]layerdiff.Change, error)
+	// ReadCheckpointFile reads regular file path as checkpoint id has
+	// it ("": as h has it now), up to max bytes; found false when
+	// there is none.
+	ReadCheckpointFile(ctx context.Context, h Handle, lower, id, path string, max int64) (data []byte, found bool, err error)
+}
+
+// Checkpoint is one of a sandbox's checkpoints.
+type Checkpoint struct {
+	ID      string    `json:"id"` // c1, c2, … in the order they were made
+	Name    string    `json:"name,omitempty"`
+	Note    string    `json:"note,omitempty"` // why it was made: the tool call it precedes
+	Created time.Time `json:"created"`
+	Memory  bool      `json:"memory"` // holds memory and processes too
+	// Size is what its files hold (bytes of the sandbox's writable
+	// layer then), shared with the sandbox's files where they did not
+	// change since; not kept, counted when listed.
+	Size int64 `json:"size,omitempty"`
 }
 
 // Resizer changes a running sandbox's limits in place.

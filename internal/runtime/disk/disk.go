@@ -1,5 +1,5 @@
 // Package disk gives each sandbox a writable layer of limited size: a
-// filesystem of its own, an ext4 image on a loop device.
+// filesystem of its own, a btrfs (or ext4) image on a loop device.
 //
 // Why an image: the limit must hold for everything a sandbox writes (/tmp
 // included, which is part of its root), fail with ENOSPC inside it, and leave
@@ -53,9 +53,13 @@ func Used(mount string) (int64, error) {
 	return int64(st.Blocks-st.Bfree) * int64(st.Bsize), nil
 }
 
-// create makes a disk of sizeMB: image file, ext4 written into it by
-// format, loop device, mount. On error it leaves nothing behind.
-func create(image, mount string, sizeMB int64, format func(*os.File) error) (err error) {
+// errMount marks a disk whose filesystem would not mount.
+var errMount = errors.New("mount disk")
+
+// create makes a disk of sizeMB: image file, a filesystem of type fs
+// written into it by format, loop device, mount. On error it leaves
+// nothing behind.
+func create(image, mount string, sizeMB int64, fs string, format func(*os.File) error) (err error) {
 	// #nosec G304 -- a path in the pool's own directory
 	f, err := os.OpenFile(image, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -84,21 +88,26 @@ func create(image, mount string, sizeMB int64, format func(*os.File) error) (err
 	if err := os.Mkdir(mount, 0o755); err != nil {
 		return fmt.Errorf("create disk mount point: %w", err)
 	}
-	// noinit_itable: the image is sparse, so its inode tables already read
-	// as zeros; the kernel need not zero them in the background.
-	if err := unix.Mount(loop.Name(), mount, "ext4", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, "noinit_itable,discard"); err != nil {
+	// ext4's noinit_itable: the image is sparse, so its inode tables
+	// already read as zeros; the kernel need not zero them in the
+	// background. Space freed inside is given back to the host's disk.
+	options := "noinit_itable,discard"
+	if fs == "btrfs" {
+		options = "discard=async"
+	}
+	if err := unix.Mount(loop.Name(), mount, fs, unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOATIME, options); err != nil {
 		_ = os.Remove(mount)
-		return fmt.Errorf("mount disk: %w", err)
+		return fmt.Errorf("%w %s: %w", errMount, fs, err)
 	}
 	return nil
 }
 
-// mkfs makes an empty ext4 filesystem in image. No space is reserved for
+// mkfsExt4 makes an empty ext4 filesystem in image. No space is reserved for
 // root (-m 0): a sandbox gets the size it asked for. Inode tables and the
 // journal are left for the kernel to initialise lazily, so that mkfs writes
 // a few hundred KiB, not tens of MiB. One inode per 8 KiB: package trees
 // are many small files.
-func mkfs(ctx context.Context, image string) error {
+func mkfsExt4(ctx context.Context, image string) error {
 	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-T", "default", "-m", "0", "-i", "8192",
 		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", image)
 	if out, err := cmd.CombinedOutput(); err != nil {

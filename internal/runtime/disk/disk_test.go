@@ -37,10 +37,33 @@ func nothingLeft(t *testing.T, dir string) {
 	}
 }
 
+// filesystems runs test with a pool of each kind of disk the host can
+// make: btrfs where it can (checkpoints), ext4 always.
+func filesystems(t *testing.T, test func(t *testing.T, newPool func(dir string, ready int) (*Pool, error))) {
+	for _, fs := range []string{"btrfs", "ext4"} {
+		t.Run(fs, func(t *testing.T) {
+			if fs == "btrfs" && !btrfsUsable() {
+				t.Skip("needs btrfs in the kernel and mkfs.btrfs (apt-get install btrfs-progs)")
+			}
+			test(t, func(dir string, ready int) (*Pool, error) {
+				p, err := NewPool(dir, 64, ready, nil)
+				if p != nil {
+					p.fs = fs
+				}
+				return p, err
+			})
+		})
+	}
+}
+
 func TestDiskIsLimitedAndReleased(t *testing.T) {
 	requireRoot(t)
+	filesystems(t, testDiskIsLimitedAndReleased)
+}
+
+func testDiskIsLimitedAndReleased(t *testing.T, newPool func(string, int) (*Pool, error)) {
 	dir := t.TempDir()
-	pool, err := NewPool(filepath.Join(dir, "disks"), 64, 1, nil)
+	pool, err := newPool(filepath.Join(dir, "disks"), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +143,17 @@ func TestDiskIsLimitedAndReleased(t *testing.T) {
 		if used, err := Used(l); err != nil || used > 8<<20 {
 			t.Errorf("a new disk uses %d bytes (%v)", used, err)
 		}
-		if entries, err := os.ReadDir(l); err != nil || len(entries) != 1 || entries[0].Name() != "lost+found" {
-			t.Errorf("a new disk holds %v (%v), want lost+found only", entries, err)
+		want := []string{}
+		if pool.fs == "ext4" {
+			want = []string{"lost+found"}
+		}
+		entries, err := os.ReadDir(l)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if err != nil || len(names) != len(want) || len(want) > 0 && names[0] != want[0] {
+			t.Errorf("a new disk holds %v (%v), want %v", names, err, want)
 		}
 	}
 	for _, l := range []string{link, same, other} {
@@ -141,10 +173,14 @@ func TestDiskIsLimitedAndReleased(t *testing.T) {
 // between) is released by the next pool; one with its link is kept.
 func TestNewPoolReleasesUnownedDisks(t *testing.T) {
 	requireRoot(t)
+	filesystems(t, testNewPoolReleasesUnownedDisks)
+}
+
+func testNewPoolReleasesUnownedDisks(t *testing.T, newPool func(string, int) (*Pool, error)) {
 	dir := t.TempDir()
 	t.Cleanup(func() { nothingLeft(t, dir) })
 	disks := filepath.Join(dir, "disks")
-	first, err := NewPool(disks, 64, 0, nil)
+	first, err := newPool(disks, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +198,7 @@ func TestNewPoolReleasesUnownedDisks(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	second, err := NewPool(disks, 64, 0, nil)
+	second, err := newPool(disks, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +211,89 @@ func TestNewPoolReleasesUnownedDisks(t *testing.T) {
 	if err := second.Release(kept); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A checkpoint of a btrfs disk keeps its files as they were; a rollback
+// brings them back, the checkpoint staying for another; a deleted one is
+// gone with what its runtime kept beside it. An ext4 disk has none.
+func TestCheckpoints(t *testing.T) {
+	requireRoot(t)
+	filesystems(t, func(t *testing.T, newPool func(string, int) (*Pool, error)) {
+		dir := t.TempDir()
+		t.Cleanup(func() { nothingLeft(t, dir) })
+		pool, err := newPool(filepath.Join(dir, "disks"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, "disk")
+		if _, err := pool.Take(t.Context(), 64, link); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := pool.Release(link); err != nil {
+				t.Error(err)
+			}
+		}()
+		if pool.fs == "ext4" {
+			if _, err := pool.Checkpoint(link, "c1"); !errors.Is(err, ErrNoCheckpoints) {
+				t.Errorf("a checkpoint of an ext4 disk: %v, want ErrNoCheckpoints", err)
+			}
+			return
+		}
+		file := filepath.Join(link, "upper", "notes.txt")
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte("first"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := pool.Checkpoint(link, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(snap, "upper", "x"), nil, 0o644); err == nil {
+			t.Error("a checkpoint can be written to")
+		}
+		if err := os.WriteFile(file, []byte("second"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(snap, "upper", "notes.txt")); string(got) != "first" {
+			t.Errorf("the checkpoint holds %q, want first", got)
+		}
+		for range 2 { // twice from the same checkpoint
+			if err := pool.Rollback(link, "c1"); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(file); string(got) != "first" {
+				t.Errorf("after the rollback the file holds %q (%v), want first", got, err)
+			}
+			if err := os.WriteFile(file, []byte("third"), 0o644); err != nil {
+				t.Errorf("the rolled back files cannot be written: %v", err)
+			}
+		}
+		cps, err := pool.CheckpointsDir(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cps, "c1.json"), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.DeleteCheckpoint(link, "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := os.ReadDir(cps); len(left) != 0 {
+			t.Errorf("after the delete the checkpoints dir holds %v", left)
+		}
+		if err := pool.Rollback(link, "c1"); err == nil {
+			t.Error("a rollback to a deleted checkpoint worked")
+		}
+		if got, _ := os.ReadFile(file); string(got) != "third" {
+			t.Errorf("a failed rollback changed the file to %q", got)
+		}
+		for _, bad := range []string{"", "..", "a/b", "../../etc"} {
+			if _, err := pool.Checkpoint(link, bad); err == nil {
+				t.Errorf("checkpoint id %q accepted", bad)
+			}
+		}
+	})
 }

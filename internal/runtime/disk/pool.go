@@ -17,18 +17,29 @@ import (
 // Pool makes disks in a directory of its own and keeps a few of the default
 // size ready, so that taking one costs a symlink.
 //
-// Layout: disk NAME is image NAME.img mounted at NAME/. empty.ext4 is an
-// empty filesystem of the default size, made by the first disk of that size
-// and copied for the others. A disk given to a
-// sandbox has an owner link, NAME.owner, pointing at the sandbox's link to
-// the disk, which points back at NAME/. A disk whose owner link is missing
-// or not pointed back at was never handed out, or its sandbox never got it
-// (the daemon stopped in between): NewPool releases those.
+// Layout: disk NAME is image NAME.img mounted at NAME/. empty.btrfs (or
+// empty.ext4) is an empty filesystem of the default size, made by the first
+// disk of that size and copied for the others. A disk given to a sandbox
+// has an owner link, NAME.owner, pointing at the sandbox's link to the
+// disk, which points back at the disk's root: NAME/cur on btrfs (see
+// checkpoints.go), NAME/ on ext4. A disk whose owner link is missing or not
+// pointed back at was never handed out, or its sandbox never got it (the
+// daemon stopped in between): NewPool releases those.
+//
+// Disks are btrfs where the host can (the kernel has it, btrfs-progs is
+// installed), for checkpoints; ext4 otherwise, and disks made as ext4
+// before stay ext4.
 type Pool struct {
 	dir       string
 	defaultMB int64
 	ready     int
 	log       *slog.Logger
+	fs        string // "btrfs" or "ext4": what new disks are
+
+	// cloneFails: this kernel refuses to mount a copy of a btrfs image
+	// beside its original (same filesystem id; kernels before 6.7), so
+	// each btrfs disk gets a mkfs of its own.
+	cloneFails bool
 
 	mu   sync.Mutex
 	free []Disk // of defaultMB, mounted, owned by no one
@@ -48,10 +59,15 @@ func NewPool(dir string, defaultMB int64, ready int, log *slog.Logger) (*Pool, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{dir: dir, defaultMB: defaultMB, ready: ready, log: log, wake: make(chan struct{}, 1)}
-	// Made again by this pool: mkfs.ext4 or the default size may differ.
-	if err := os.Remove(filepath.Join(dir, emptyName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove old empty image: %w", err)
+	p := &Pool{dir: dir, defaultMB: defaultMB, ready: ready, log: log, fs: "ext4", wake: make(chan struct{}, 1)}
+	if btrfsUsable() {
+		p.fs = "btrfs"
+	}
+	// Made again by this pool: mkfs or the default size may differ.
+	for _, name := range []string{"empty.ext4", "empty.btrfs"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove old empty image: %w", err)
+		}
 	}
 	images, err := filepath.Glob(filepath.Join(dir, "*.img"))
 	if err != nil {
@@ -68,6 +84,9 @@ func NewPool(dir string, defaultMB int64, ready int, log *slog.Logger) (*Pool, e
 	}
 	return p, nil
 }
+
+// Filesystem is what new disks are: "btrfs" (checkpoints) or "ext4".
+func (p *Pool) Filesystem() string { return p.fs }
 
 // Probe reports why disks cannot be made on this host, or nil.
 func (p *Pool) Probe() error {
@@ -87,6 +106,15 @@ func (p *Pool) disk(name string) Disk {
 
 func ownerLink(d Disk) string { return d.Mount + ".owner" }
 
+// root is where a sandbox's files go on d: its subvolume cur on btrfs,
+// its top on ext4.
+func root(d Disk) string {
+	if cur := filepath.Join(d.Mount, curName); isBtrfs(d.Mount) {
+		return cur
+	}
+	return d.Mount
+}
+
 // owned reports whether d's owner link points at a link back to d.
 func (p *Pool) owned(d Disk) bool {
 	link, err := os.Readlink(ownerLink(d))
@@ -94,7 +122,7 @@ func (p *Pool) owned(d Disk) bool {
 		return false
 	}
 	back, err := os.Readlink(link)
-	return err == nil && back == d.Mount
+	return err == nil && (back == d.Mount || back == filepath.Join(d.Mount, curName))
 }
 
 // Run keeps the pool filled until ctx ends, then releases the disks no one
@@ -134,8 +162,7 @@ func (p *Pool) Run(ctx context.Context) error {
 }
 
 // Take gives a disk of sizeMB to whoever makes link, a symlink to the disk's
-// mount point that Take creates. The filesystem is empty but for ext4's
-// lost+found.
+// root that Take creates. The root is empty but for ext4's lost+found.
 func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error) {
 	var d Disk
 	if sizeMB == p.defaultMB {
@@ -160,26 +187,39 @@ func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error
 	if err := os.Symlink(link, ownerLink(d)); err != nil {
 		return Disk{}, errors.Join(fmt.Errorf("claim disk: %w", err), p.release(d))
 	}
-	if err := os.Symlink(d.Mount, link); err != nil {
+	if err := os.Symlink(root(d), link); err != nil {
 		return Disk{}, errors.Join(fmt.Errorf("link disk: %w", err), p.release(d))
 	}
 	return d, nil
 }
 
+// linked is the disk link points at.
+func (p *Pool) linked(link string) (Disk, error) {
+	target, err := os.Readlink(link)
+	if err != nil {
+		return Disk{}, fmt.Errorf("read disk link: %w", err)
+	}
+	mount := target
+	if filepath.Base(target) == curName {
+		mount = filepath.Dir(target)
+	}
+	if filepath.Dir(mount) != p.dir {
+		return Disk{}, fmt.Errorf("disk link %s points outside the disk dir: %s", link, target)
+	}
+	return p.disk(filepath.Base(mount)), nil
+}
+
 // Release releases the disk that link, made by Take, points at, and removes
 // link. A missing link is fine: there is nothing to release.
 func (p *Pool) Release(link string) error {
-	mount, err := os.Readlink(link)
+	d, err := p.linked(link)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read disk link: %w", err)
+		return err
 	}
-	if filepath.Dir(mount) != p.dir {
-		return fmt.Errorf("disk link %s points outside the disk dir: %s", link, mount)
-	}
-	if err := p.release(p.disk(filepath.Base(mount))); err != nil {
+	if err := p.release(d); err != nil {
 		return err
 	}
 	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -189,25 +229,56 @@ func (p *Pool) Release(link string) error {
 }
 
 func (p *Pool) create(ctx context.Context, sizeMB int64) (Disk, error) {
-	format := func(f *os.File) error { return mkfs(ctx, f.Name()) }
-	if sizeMB == p.defaultMB {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	d := p.disk(hex.EncodeToString(b[:]))
+	mkfs := func(f *os.File) error { return p.mkfs(ctx, f.Name()) }
+	p.mu.Lock()
+	copies := sizeMB == p.defaultMB && !p.cloneFails
+	p.mu.Unlock()
+	if !copies {
+		if err := create(d.Image, d.Mount, sizeMB, p.fs, mkfs); err != nil {
+			return Disk{}, err
+		}
+	} else {
 		empty, err := p.emptyImage(ctx)
 		if err != nil {
 			return Disk{}, err
 		}
 		defer empty.Close()
-		format = func(f *os.File) error { return copySparse(f, empty) }
+		err = create(d.Image, d.Mount, sizeMB, p.fs, func(f *os.File) error { return copySparse(f, empty) })
+		if err != nil && p.fs == "btrfs" && errors.Is(err, errMount) {
+			p.log.Info("this kernel does not mount copies of a btrfs image side by side (before Linux 6.7): each disk gets its own mkfs.btrfs", "error", err)
+			p.mu.Lock()
+			p.cloneFails = true
+			p.mu.Unlock()
+			err = create(d.Image, d.Mount, sizeMB, p.fs, mkfs)
+		}
+		if err != nil {
+			return Disk{}, err
+		}
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	d := p.disk(hex.EncodeToString(b[:]))
-	if err := create(d.Image, d.Mount, sizeMB, format); err != nil {
-		return Disk{}, err
+	if p.fs == "btrfs" {
+		// The sandbox's files go in a subvolume, which checkpoints
+		// snapshot; checkpoints go beside it.
+		err := makeSubvolume(d.Mount, curName)
+		if err == nil {
+			err = os.Mkdir(filepath.Join(d.Mount, checkpointsName), 0o700)
+		}
+		if err != nil {
+			return Disk{}, errors.Join(err, releaseDisk(d))
+		}
 	}
 	return d, nil
 }
 
-const emptyName = "empty.ext4"
+// mkfs makes an empty filesystem of the pool's kind in image.
+func (p *Pool) mkfs(ctx context.Context, image string) error {
+	if p.fs == "btrfs" {
+		return mkfsBtrfs(ctx, image)
+	}
+	return mkfsExt4(ctx, image)
+}
 
 // emptyImage opens the empty filesystem of the default size, making it
 // first if need be. It is written under a temporary name and renamed, so
@@ -216,7 +287,7 @@ func (p *Pool) emptyImage(ctx context.Context) (*os.File, error) {
 	p.emptyMu.Lock()
 	defer p.emptyMu.Unlock()
 	if p.empty == "" {
-		path := filepath.Join(p.dir, emptyName)
+		path := filepath.Join(p.dir, "empty."+p.fs)
 		tmp := path + ".tmp"
 		// #nosec G304 -- a path in the pool's own directory
 		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -226,7 +297,7 @@ func (p *Pool) emptyImage(ctx context.Context) (*os.File, error) {
 		err = f.Truncate(p.defaultMB << 20)
 		f.Close()
 		if err == nil {
-			err = mkfs(ctx, tmp)
+			err = p.mkfs(ctx, tmp)
 		}
 		if err == nil {
 			err = os.Rename(tmp, path)

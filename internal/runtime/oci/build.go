@@ -95,24 +95,47 @@ func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, root, memory s
 	if !validID(h.ID) {
 		return false, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
 	}
+	withMemory := memory != "" && r.cfg.Checkpoints
+	err = r.whileFrozen(ctx, h, withMemory, func() error {
+		if err := r.applyLayer(h.ID, root); err != nil {
+			return err
+		}
+		if !withMemory {
+			return nil
+		}
+		// Frozen still, so the memory saved matches the files copied.
+		if err := r.checkpointRunning(ctx, h.ID, memory); err != nil {
+			r.log.Warn("saving a snapshot's memory failed; the snapshot holds files only", "sandbox_id", h.ID, "error", err)
+			return nil
+		}
+		saved = true
+		return nil
+	})
+	return saved, err
+}
+
+// whileFrozen runs fn with sandbox h frozen (runc or runsc pause, unless
+// paused already), so that nothing changes its files meanwhile, and thaws
+// it after, whatever happened. forMemory: fn checkpoints its memory, for
+// which the agent closes its listener first (it cannot while frozen) and
+// listens again after.
+func (r *Runtime) whileFrozen(ctx context.Context, h backend.Handle, forMemory bool, fn func() error) (err error) {
 	st, err := r.state(ctx, h.ID)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// A daemon killed before the end leaves the sandbox frozen, or its
 	// agent not listening: the mark has Recover set it running again.
 	layer := r.layout(h.ID)
 	if err := os.WriteFile(layer.snapshotting(), nil, 0o600); err != nil {
-		return false, err
+		return err
 	}
 	defer func() { err = errors.Join(err, os.Remove(layer.snapshotting())) }()
-	withMemory := memory != "" && r.cfg.Checkpoints
-	if withMemory {
-		// The agent closes its listener, which it cannot while frozen, and
-		// listens again once thawed (deferred first, so it runs last).
+	if forMemory {
+		// Deferred first, so it runs last, once thawed.
 		if st.Status == "paused" {
 			if err := r.run(ctx, h.ID, "resume", containerID(h.ID)); err != nil {
-				return false, err
+				return err
 			}
 			st.Status = "running"
 		}
@@ -122,12 +145,12 @@ func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, root, memory s
 			err = errors.Join(err, r.relisten(rctx, h))
 		}()
 		if err := r.unlisten(ctx, h.ID, layer); err != nil {
-			return false, err
+			return err
 		}
 	}
 	if st.Status != "paused" {
 		if err := r.Pause(ctx, h); err != nil {
-			return false, err
+			return err
 		}
 		defer func() {
 			// Thawed whatever happened: the caller's sandbox runs on.
@@ -136,18 +159,7 @@ func (r *Runtime) Snapshot(ctx context.Context, h backend.Handle, root, memory s
 			err = errors.Join(err, r.Unpause(uctx, h))
 		}()
 	}
-	if err := r.applyLayer(h.ID, root); err != nil {
-		return false, err
-	}
-	if !withMemory {
-		return false, nil
-	}
-	// Frozen still, so the memory saved matches the files copied.
-	if err := r.checkpointRunning(ctx, h.ID, memory); err != nil {
-		r.log.Warn("saving a snapshot's memory failed; the snapshot holds files only", "sandbox_id", h.ID, "error", err)
-		return false, nil
-	}
-	return true, nil
+	return fn()
 }
 
 // layerApplier applies an overlayfs upper directory to a plain directory

@@ -602,7 +602,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 
 // Capabilities: runc and gVisor's runsc do all a backend may.
 func (r *Runtime) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r}
+	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r, Checkpoint: r}
 }
 
 // List returns the sandboxes this runtime has: containers in its state root
