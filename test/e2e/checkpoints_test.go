@@ -3,6 +3,9 @@ package e2e
 import (
 	"errors"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +22,7 @@ import (
 // both runtimes.
 func TestCheckpoints(t *testing.T) {
 	t.Parallel()
+	requireBtrfs(t)
 	d := startDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		ctx := t.Context()
@@ -149,6 +153,26 @@ find work -type f | sort | xargs sha256sum > /tmp/manifest`); res.ExitCode != 0 
 			t.Errorf("a second delete: %v, want 404", err)
 		}
 
+		// The CLI: take one, change a file, see it in the diff, list.
+		out, stderr, code := d.cli("", "checkpoint", "create", sb.ID, "--name", "from the cli")
+		third := strings.TrimSpace(out)
+		if code != 0 || !strings.HasPrefix(third, "c") {
+			t.Fatalf("hutch checkpoint create: %d %q %s", code, out, stderr)
+		}
+		d.exec(sb.ID, "echo changed >> work/notes.txt")
+		if out, stderr, code := d.cli("", "checkpoint", "diff", sb.ID, third); code != 0 || !strings.Contains(out, "M "+home+"/notes.txt\n") {
+			t.Errorf("hutch checkpoint diff: %d %q %s", code, out, stderr)
+		}
+		if out, stderr, code := d.cli("", "checkpoint", "diff", sb.ID, third, "--path", home+"/notes.txt"); code != 0 || !strings.Contains(out, "+changed") {
+			t.Errorf("hutch checkpoint diff --path: %d %q %s", code, out, stderr)
+		}
+		if out, stderr, code := d.cli("", "checkpoint", "ls", sb.ID); code != 0 || !strings.Contains(out, "from the cli") || !strings.Contains(out, second.ID) {
+			t.Errorf("hutch checkpoint ls: %d %q %s", code, out, stderr)
+		}
+		if _, stderr, code := d.cli("", "checkpoint", "rm", sb.ID, third); code != 0 {
+			t.Errorf("hutch checkpoint rm: %d %s", code, stderr)
+		}
+
 		// A suspended sandbox lists its checkpoints without waking.
 		if _, err := d.client.SuspendSandbox(ctx, sb.ID); err != nil {
 			t.Fatal(err)
@@ -170,6 +194,7 @@ find work -type f | sort | xargs sha256sum > /tmp/manifest`); res.ExitCode != 0 
 // was.
 func TestCheckpointMemory(t *testing.T) {
 	t.Parallel()
+	requireBtrfs(t)
 	requireGvisor(t)
 	d := startDaemon(t)
 	ctx := t.Context()
@@ -233,9 +258,84 @@ EOF`); res.ExitCode != 0 {
 	}
 }
 
+// requireBtrfs skips a test of checkpoints where sandboxes' disks cannot
+// be btrfs.
+func requireBtrfs(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("checkpoints need btrfs disks: apt-get install btrfs-progs (./setup --deps does)")
+	}
+}
+
 func firstN(s []string, n int) []string {
 	if len(s) > n {
 		return append(s[:n:n], "…")
 	}
 	return s
+}
+
+// The daemon reads a sandbox's layers as root to diff them: a link the
+// sandbox made, to a host file or through a directory, is never followed,
+// so a diff shows no host file's content; a checkpoint id is no path; and
+// another workspace's key reaches none of it.
+func TestAttackCheckpointLinks(t *testing.T) {
+	t.Parallel()
+	requireBtrfs(t)
+	d := startDaemon(t)
+	ctx := t.Context()
+	// A file only the host's root may read, outside every sandbox.
+	secret := filepath.Join(d.dataDir, "host-secret")
+	if err := os.WriteFile(secret, []byte("host secret 42\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb := d.create(client.CreateSandboxRequest{})
+	cwd := strings.TrimSpace(d.exec(sb.ID, "pwd").Stdout)
+	if res := d.exec(sb.ID, "echo mine > notes.txt && ln -s "+secret+" escape && ln -s "+d.dataDir+" up"); res.ExitCode != 0 {
+		t.Fatalf("make the links: %+v", res)
+	}
+	cp, err := d.client.CreateCheckpoint(ctx, sb.ID, client.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := d.exec(sb.ID, "rm notes.txt escape && ln -s /etc/shadow escape && echo other > notes.txt"); res.ExitCode != 0 {
+		t.Fatalf("change the links: %+v", res)
+	}
+	var ce *client.Error
+	for _, p := range []string{cwd + "/escape", cwd + "/up/host-secret", cwd + "/../../../.." + secret} {
+		diff, err := d.client.DiffCheckpoint(ctx, sb.ID, cp.ID, p)
+		if strings.Contains(diff.Unified, "host secret") || err != nil && strings.Contains(err.Error(), "host secret") {
+			t.Errorf("the diff of %s shows the host's file: %+v, %v", p, diff, err)
+		}
+		if err == nil && diff.Unified != "" {
+			t.Errorf("the diff of %s: %q", p, diff.Unified)
+		}
+	}
+	// The link itself is listed as changed, its target never read.
+	diff, err := d.client.DiffCheckpoint(ctx, sb.ID, cp.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range diff.Changes {
+		found = found || c.Path == cwd+"/escape" && c.Kind == "changed" && c.Type == "symlink"
+	}
+	if !found {
+		t.Errorf("the changed link is not listed: %+v", diff.Changes)
+	}
+	for _, bad := range []string{"..", "../c1", "c1/../c1", "%2e%2e", "c0", "c01"} {
+		if _, err := d.client.DiffCheckpoint(ctx, sb.ID, bad, ""); !errors.As(err, &ce) || ce.StatusCode != http.StatusNotFound && ce.StatusCode != http.StatusBadRequest {
+			t.Errorf("checkpoint %q: %v, want 404 or 400", bad, err)
+		}
+	}
+	// Another workspace's key.
+	other := d.keyClient(t, "other", "other", "", &recorder{})
+	if _, err := other.ListCheckpoints(ctx, sb.ID); !errors.As(err, &ce) || ce.StatusCode != http.StatusNotFound {
+		t.Errorf("another workspace lists the checkpoints: %v, want 404", err)
+	}
+	if _, err := other.RollbackCheckpoint(ctx, sb.ID, cp.ID, client.RollbackRequest{}); !errors.As(err, &ce) || ce.StatusCode != http.StatusNotFound {
+		t.Errorf("another workspace rolls back: %v, want 404", err)
+	}
+	if _, err := other.CreateCheckpoint(ctx, sb.ID, client.CheckpointRequest{}); !errors.As(err, &ce) || ce.StatusCode != http.StatusNotFound {
+		t.Errorf("another workspace takes a checkpoint: %v, want 404", err)
+	}
 }

@@ -112,6 +112,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newContextCmd(),
 		a.newE2BCmd(),
 		a.newSnapshotCmd(),
+		a.newCheckpointCmd(),
 		a.newForkCmd(),
 		a.newVolumeCmd(),
 		a.newNetworkCmd(),

@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/checkpoints"
+	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/events"
 	"github.com/hutchdev/hutch/internal/core/metrics"
 	"github.com/hutchdev/hutch/internal/core/samples"

@@ -127,7 +127,7 @@ func (s *Service) Create(ctx context.Context, id string, req Request) (Checkpoin
 
 // prune deletes the oldest checkpoints past the number kept.
 func (s *Service) prune(ctx context.Context, cp backend.Checkpointer, h backend.Handle) ([]string, error) {
-	all, err := cp.Checkpoints(ctx, h)
+	all, err := cp.Checkpoints(ctx, h, false)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Service) on(ctx context.Context, id string, fn func(rec *store.Sandbox,
 func (s *Service) List(ctx context.Context, id string) ([]Checkpoint, error) {
 	var out []Checkpoint
 	err := s.on(ctx, id, func(_ *store.Sandbox, cp backend.Checkpointer, h backend.Handle) (err error) {
-		out, err = cp.Checkpoints(ctx, h)
+		out, err = cp.Checkpoints(ctx, h, true)
 		return err
 	})
 	if out == nil {

@@ -77,7 +77,7 @@ func TestWorkspacesIsolated(t *testing.T) {
 
 	// The object each path parameter names, by the path's start.
 	params := func(path string) string {
-		r := strings.NewReplacer("{id}", sb.ID, "{token}", token, "{w}", "ws-a", "{webhook}", hook.ID)
+		r := strings.NewReplacer("{id}", sb.ID, "{token}", token, "{w}", "ws-a", "{webhook}", hook.ID, "{checkpoint}", "c1")
 		switch {
 		case strings.Contains(path, "/processes/{name}"), strings.Contains(path, "/services/{name}"):
 			path = strings.Replace(path, "{name}", "proc-a7", 1)

@@ -37,7 +37,7 @@ type Config struct {
 	Templates Templates
 	// Checkpoints keeps the sandboxes' checkpoints.
 	Checkpoints Checkpoints
-	Volumes   Volumes
+	Volumes     Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
 	// Audit is the audit log; nil: calls are not recorded.

@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/redact"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/events"
+	"github.com/hutchdev/hutch/internal/core/checkpoints"
 	"github.com/hutchdev/hutch/internal/core/exec"
 	"github.com/hutchdev/hutch/internal/core/files"
 	"github.com/hutchdev/hutch/internal/core/hook"
@@ -106,7 +107,7 @@ func newTestServer(t *testing.T, configure ...func(*Config)) *testServer {
 	tools := toolrun.New(toolrun.Config{Sandboxes: m, Downloads: download.NewSigner("test"), PublicURL: "http://hutch.test/"})
 	cfg := Config{
 		Manager: m, Exec: exec.New(m, procs, db, nil), Files: files.New(m), Tools: tools,
-		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Volumes: volume.New(db, m, volumeDir, nil),
+		Templates: template.New(template.Config{Core: m, Store: db, Templates: templateStore, Quotas: quotas}), Checkpoints: checkpoints.New(checkpoints.Config{Core: m, Store: db, Templates: templateStore}), Volumes: volume.New(db, m, volumeDir, nil),
 		Keys: apikeys.New(db, nil), Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor,
 		Events: eventLog, Webhooks: hooksOut, APIKey: testKey, Version: "test",
 	}

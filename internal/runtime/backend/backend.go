@@ -89,8 +89,9 @@ type Checkpointer interface {
 	// sandbox) where its kernel keeps file data of its own (gVisor). It
 	// returns the checkpoint, its ID given.
 	Checkpoint(ctx context.Context, h Handle, c Checkpoint) (Checkpoint, error)
-	// Checkpoints lists h's, oldest first, with their sizes.
-	Checkpoints(ctx context.Context, h Handle) ([]Checkpoint, error)
+	// Checkpoints lists h's, oldest first; with sizes, their sizes too,
+	// which cost a walk of each one's files.
+	Checkpoints(ctx context.Context, h Handle, sizes bool) ([]Checkpoint, error)
 	// DeleteCheckpoint deletes checkpoint id; a missing one is
 	// ErrNotFound.
 	DeleteCheckpoint(ctx context.Context, h Handle, id string) error

@@ -135,7 +135,7 @@ func validCheckpoint(id string) bool {
 }
 
 // Checkpoints lists sandbox h's checkpoints, oldest first.
-func (r *Runtime) Checkpoints(ctx context.Context, h backend.Handle) ([]backend.Checkpoint, error) {
+func (r *Runtime) Checkpoints(ctx context.Context, h backend.Handle, sizes bool) ([]backend.Checkpoint, error) {
 	dir, err := r.checkpoints(h.ID)
 	if err != nil {
 		return nil, err
@@ -150,7 +150,9 @@ func (r *Runtime) Checkpoints(ctx context.Context, h backend.Handle) ([]backend.
 		if err != nil {
 			return nil, err
 		}
-		c.Size = treeSize(filepath.Join(dir, c.ID, "upper")) + treeSize(filepath.Join(dir, c.ID+".memory"))
+		if sizes {
+			c.Size = treeSize(filepath.Join(dir, c.ID, "upper")) + treeSize(filepath.Join(dir, c.ID+".memory"))
+		}
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b backend.Checkpoint) int { return a.Created.Compare(b.Created) })

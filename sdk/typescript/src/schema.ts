@@ -466,6 +466,101 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List a sandbox's checkpoints
+         * @description Oldest first, with their sizes. A suspended sandbox is not woken.
+         */
+        get: operations["listCheckpoints"];
+        put?: never;
+        /**
+         * Take a checkpoint
+         * @description Records the sandbox's files as they are, in milliseconds whatever they hold (a copy-on-write snapshot of its writable layer), while it runs on; with `memory` (gVisor) its memory and processes too, the sandbox frozen for the moment. Checkpoints are kept on the sandbox's disk, within its size, the oldest deleted past 50. A suspended sandbox is woken for it. Disks made where btrfs is not available cannot hold checkpoints: `failed_precondition`.
+         */
+        post: operations["createCheckpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/checkpoints/{checkpoint}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a checkpoint */
+        delete: operations["deleteCheckpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/checkpoints/{checkpoint}/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What changed since a checkpoint
+         * @description Every path added, changed or removed in the sandbox's files since the checkpoint (at most 10,000, then `truncated`); with `path`, that file's unified diff instead (text files up to 1 MiB). Links are never followed. A suspended sandbox is not woken.
+         */
+        get: operations["diffCheckpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/checkpoints/{checkpoint}/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Roll back to a checkpoint
+         * @description Brings the sandbox's files back to the checkpoint, and with `memory` its memory and processes too (a checkpoint taken with memory, gVisor). A running sandbox restarts for it: its processes end and it starts again, its background processes with it (or, with memory, as they were at the checkpoint); calls under way are refused with `conflict`. A suspended or stopped sandbox takes the files at its next start. The checkpoint stays.
+         */
+        post: operations["rollbackCheckpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/processes": {
         parameters: {
             query?: never;
@@ -1805,6 +1900,47 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Checkpoint: {
+            /** @description c1, c2, … in the order they were taken; never given again */
+            id: string;
+            name?: string;
+            /** @description Why it was taken: the tool call it came before. */
+            note?: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description It holds the sandbox's memory and processes too. */
+            memory: boolean;
+            /**
+             * Format: int64
+             * @description What its files (and memory) hold, shared with the sandbox's files where they did not change since.
+             */
+            size_bytes: number;
+        };
+        CheckpointRequest: {
+            name?: string;
+            /**
+             * @description Keep memory and processes too (gVisor).
+             * @default false
+             */
+            memory?: boolean;
+        };
+        FileChange: {
+            path: string;
+            /** @enum {string} */
+            kind: "added" | "changed" | "removed";
+            /** @enum {string} */
+            type: "file" | "dir" | "symlink" | "other";
+            /** Format: int64 */
+            size?: number;
+        };
+        CheckpointDiff: {
+            checkpoint: string;
+            changes: components["schemas"]["FileChange"][];
+            truncated?: boolean;
+            path?: string;
+            /** @description The file's unified diff from the checkpoint to now; empty when the same. */
+            unified?: string;
+        };
         ErrorResponse: {
             error: {
                 /** @enum {string} */
@@ -2683,6 +2819,8 @@ export interface components {
     parameters: {
         WorkspaceName: string;
         SandboxID: string;
+        /** @description A checkpoint's id (c1, c2, …). */
+        CheckpointID: string;
         ProcessName: string;
         /** @description Absolute, or relative to `/home/user/workspace`. */
         Path: string;
@@ -3320,6 +3458,140 @@ export interface operations {
                     "application/json": {
                         sandboxes: components["schemas"]["Sandbox"][];
                     };
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listCheckpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checkpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        checkpoints: components["schemas"]["Checkpoint"][];
+                    };
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    createCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CheckpointRequest"];
+            };
+        };
+        responses: {
+            /** @description The checkpoint. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Checkpoint"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    deleteCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    diffCheckpoint: {
+        parameters: {
+            query?: {
+                path?: string;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes, or a file's diff. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointDiff"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    rollbackCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+                /** @description A checkpoint's id (c1, c2, …). */
+                checkpoint: components["parameters"]["CheckpointID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @default false */
+                    memory?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The sandbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Sandbox"];
                 };
             };
             default: components["responses"]["Error"];
