@@ -133,22 +133,25 @@ const (
 type Sandbox struct {
 	ID string `json:"id"`
 	// Workspace owns it; User is the product's user it was made for.
-	Workspace    string            `json:"workspace"`
-	User         string            `json:"user,omitempty"`
-	Template     string            `json:"template"`
-	Runtime      string            `json:"runtime"`
-	State        string            `json:"state"`
-	StateReason  string            `json:"state_reason"`
-	CPUs         float64           `json:"cpus"`
-	MemoryMB     int64             `json:"memory_mb"`
-	Pids         int64             `json:"pids"`
-	DiskMB       int64             `json:"disk_mb"`
-	IdleTimeoutS int64             `json:"idle_timeout_s"`
-	IdleAction   string            `json:"idle_action"`
-	Key          string            `json:"key,omitempty"`
-	Metadata     map[string]string `json:"metadata"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
+	Workspace    string  `json:"workspace"`
+	User         string  `json:"user,omitempty"`
+	Template     string  `json:"template"`
+	Runtime      string  `json:"runtime"`
+	State        string  `json:"state"`
+	StateReason  string  `json:"state_reason"`
+	CPUs         float64 `json:"cpus"`
+	MemoryMB     int64   `json:"memory_mb"`
+	Pids         int64   `json:"pids"`
+	DiskMB       int64   `json:"disk_mb"`
+	IdleTimeoutS int64   `json:"idle_timeout_s"`
+	IdleAction   string  `json:"idle_action"`
+	Key          string  `json:"key,omitempty"`
+	// Checkpoints is "per_tool_call" when a checkpoint is taken before
+	// each tool call that changes something; "" otherwise.
+	Checkpoints string            `json:"checkpoints,omitempty"`
+	Metadata    map[string]string `json:"metadata"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
 	// ExpiresAt is the end of its max lifetime: it is deleted then.
 	ExpiresAt time.Time `json:"expires_at"`
 	// Volumes are the volumes it mounts.
@@ -255,6 +258,10 @@ type CreateSandboxRequest struct {
 	// files kept, and memory under gVisor; the next call resumes it),
 	// IdleStop (files kept; a start starts it) or IdleDelete.
 	IdleAction string `json:"idle_action,omitempty"`
+	// Checkpoints "per_tool_call" takes a checkpoint before each tool
+	// call that changes something (REST tools, MCP), which the call's
+	// result names (undo_checkpoint) and sandbox_rollback undoes.
+	Checkpoints string `json:"checkpoints,omitempty"`
 	// Key makes the create a get-or-create: the sandbox with this key is
 	// returned (woken if suspended) when there is one, else made with it.
 	// One per conversation, per agent, or per team.
@@ -751,6 +758,10 @@ type ToolResult struct {
 	// Images are pictures the call made (sandbox_run_code's charts),
 	// apart from Result, so that they reach a model as images.
 	Images []ToolImage `json:"images,omitempty"`
+	// UndoCheckpoint is the checkpoint taken before the call, in a
+	// sandbox made with checkpoints per tool call: sandbox_rollback with
+	// it and scope call undoes the call. Result has it too.
+	UndoCheckpoint string `json:"undo_checkpoint,omitempty"`
 }
 
 // ToolImage is a picture a tool call made.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -337,5 +338,62 @@ func TestAttackCheckpointLinks(t *testing.T) {
 	}
 	if _, err := other.CreateCheckpoint(ctx, sb.ID, client.CheckpointRequest{}); !errors.As(err, &ce) || ce.StatusCode != http.StatusNotFound {
 		t.Errorf("another workspace takes a checkpoint: %v, want 404", err)
+	}
+}
+
+// The official MCP client makes three tool calls in a sandbox with
+// checkpoints per tool call and undoes the second: what the second
+// changed goes back (its new file gone, its change to the first's file
+// undone), the first's and the third's stay, and nothing restarted.
+func TestMCPUndo(t *testing.T) {
+	t.Parallel()
+	requireBtrfs(t)
+	dir := filepath.Dir(mcpClient(t))
+	script, err := os.ReadFile("testdata/mcp-undo.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "mcp-undo.mjs")
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t)
+	out := runNode(t, []string{"HUTCH_API_KEY=" + d.key}, path, "http://"+d.addr+"/mcp")
+	type result struct {
+		IsError bool
+		Text    string
+	}
+	var got struct {
+		ID                                        string
+		First, Second, Third, Undone, After, Diff result
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the client's output %q: %v", out, err)
+	}
+	d.sandboxIDs = append(d.sandboxIDs, got.ID)
+	for name, r := range map[string]result{"first": got.First, "second": got.Second, "third": got.Third} {
+		if r.IsError || !strings.Contains(r.Text, `"undo_checkpoint":"c`) {
+			t.Errorf("the %s call's result names no checkpoint: %+v", name, r)
+		}
+	}
+	if got.Undone.IsError || !strings.Contains(got.Undone.Text, "second.txt") || !strings.Contains(got.Undone.Text, "first.txt") {
+		t.Errorf("the undo: %+v", got.Undone)
+	}
+	if got.After.IsError || got.After.Text == "" {
+		t.Fatalf("after the undo: %+v", got.After)
+	}
+	var after struct{ Stdout string }
+	if err := json.Unmarshal([]byte(got.After.Text), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Stdout != "one\nsecond-gone\nthree\n" {
+		t.Errorf("after undoing the second call the files say %q, want the first's and the third's only", after.Stdout)
+	}
+	if got.Diff.IsError || !strings.Contains(got.Diff.Text, "third.txt") || strings.Contains(got.Diff.Text, "second.txt") {
+		t.Errorf("the diff since before the first call: %+v", got.Diff)
+	}
+	sb, err := d.client.GetSandbox(t.Context(), got.ID)
+	if err != nil || sb.Checkpoints != "per_tool_call" || sb.StateReason != "created" {
+		t.Errorf("the sandbox: %+v, %v; want per_tool_call, never restarted", sb, err)
 	}
 }

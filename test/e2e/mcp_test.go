@@ -49,6 +49,23 @@ func mcpClient(t *testing.T) string {
 	return path
 }
 
+// runNode runs a script of node with env added to the test's, and returns
+// its stdout; a failure ends the test with its stderr.
+func runNode(t *testing.T, env []string, script string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "node", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("node %s: %v\n%s", filepath.Base(script), err, stderr)
+	}
+	return out
+}
+
 // The real MCP client of npm drives `hutch mcp` (stdio) and the daemon's
 // /mcp (streamable HTTP): the tools are listed with their schemas, a
 // sandbox is made, a file written and read in it, and failures come back
@@ -62,16 +79,7 @@ func TestMCP(t *testing.T) {
 		{"http", "http://" + d.addr + "/mcp"},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			cmd := exec.CommandContext(t.Context(), "node", script, tc.mode, tc.target)
-			cmd.Env = append(os.Environ(), "HUTCH_URL=http://"+d.addr, "HUTCH_API_KEY="+d.key)
-			out, err := cmd.Output()
-			if err != nil {
-				var stderr string
-				if ee, ok := err.(*exec.ExitError); ok {
-					stderr = string(ee.Stderr)
-				}
-				t.Fatalf("the MCP client: %v\n%s", err, stderr)
-			}
+			out := runNode(t, []string{"HUTCH_URL=http://" + d.addr, "HUTCH_API_KEY=" + d.key}, script, tc.mode, tc.target)
 			var got struct {
 				Tools            []string
 				ReadFileRequires []string

@@ -15,6 +15,9 @@ const (
 	RunCommand    = "sandbox_run_command"
 	RunCode       = "sandbox_run_code"
 	DownloadURL   = "sandbox_download_url"
+	Checkpoint    = "sandbox_checkpoint"
+	Diff          = "sandbox_diff"
+	Rollback      = "sandbox_rollback"
 )
 
 // Tool is a tool as a model is offered it.
@@ -27,6 +30,9 @@ type Tool struct {
 	// InSandbox says the sandbox's agent runs it (Files.Run); the others
 	// the daemon runs.
 	InSandbox bool `json:"-"`
+	// Mutates says it may change the sandbox's files: a sandbox with
+	// checkpoints per tool call takes one before it runs.
+	Mutates bool `json:"-"`
 }
 
 // Catalogue is every tool, in the order they are offered.
@@ -50,7 +56,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: WriteFile, InSandbox: true,
+		Name: WriteFile, InSandbox: true, Mutates: true,
 		Description: "Create a file in the sandbox, or replace one, with the given content; missing " +
 			"parent directories are made. The write is atomic: readers see the old file or the new " +
 			"one, never half. Prefer sandbox_find_replace or sandbox_apply_patch to change part of " +
@@ -66,7 +72,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: FindReplace, InSandbox: true,
+		Name: FindReplace, InSandbox: true, Mutates: true,
 		Description: "Replace exact text in one file of the sandbox. `find` must match the file's " +
 			"text exactly, whitespace and line breaks included, and appear exactly once, unless " +
 			"replace_all is true; otherwise nothing changes and the error says whether the text was " +
@@ -85,7 +91,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: ApplyPatch, InSandbox: true,
+		Name: ApplyPatch, InSandbox: true, Mutates: true,
 		Description: "Apply a patch that adds, changes, moves or deletes files in the sandbox. Give " +
 			"either a unified diff (as `git diff` or `diff -u` print it) or the `*** Begin Patch` / " +
 			"`*** Add File:` / `*** Update File:` / `*** Delete File:` / `*** End Patch` format. The " +
@@ -101,7 +107,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: DeleteFile, InSandbox: true,
+		Name: DeleteFile, InSandbox: true, Mutates: true,
 		Description: "Delete a file, a symlink (not what it points to) or an empty directory in the " +
 			"sandbox; with recursive true, a directory and everything in it.",
 		Schema: json.RawMessage(`{
@@ -170,7 +176,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: RunCommand,
+		Name: RunCommand, Mutates: true,
 		Description: "Run a shell command (bash -c) in the sandbox, as the sandbox user, in " +
 			"/home/user/workspace unless cwd says otherwise. Returns its exit code, stdout and " +
 			"stderr; output beyond 64 KiB per stream is cut, and `truncated` says so. It is killed " +
@@ -190,7 +196,7 @@ var Catalogue = []Tool{
 }`),
 	},
 	{
-		Name: RunCode,
+		Name: RunCode, Mutates: true,
 		Description: "Run code in a stateful interpreter in the sandbox (a Jupyter kernel, like a " +
 			"notebook): variables, imports, functions and the working directory persist from one " +
 			"call to the next in the same context, by default one per language. Returns stdout, " +
@@ -226,6 +232,52 @@ var Catalogue = []Tool{
     "expires_in_s": {"type": "integer", "minimum": 1, "maximum": 604800, "description": "Seconds the URL works for (default 3600)."}
   },
   "required": ["path"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: Checkpoint,
+		Description: "Record the sandbox's files as they are now, in milliseconds, to compare with " +
+			"(sandbox_diff) or go back to (sandbox_rollback) later: before a risky change (a " +
+			"migration, an upgrade, a large refactor). Returns the checkpoint's id. A sandbox made " +
+			"with checkpoints per tool call takes one before each tool call that changes " +
+			"something, and that call's result names it as undo_checkpoint.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 200, "description": "What it is before (optional)."}
+  },
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: Diff,
+		Description: "List the files added, changed and removed since a checkpoint, or, with path, " +
+			"that file's unified diff from the checkpoint to now.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "checkpoint": {"type": "string", "description": "The checkpoint's id (c1, c2, …)."},
+    "path": {"type": "string", "description": "A file: absolute, or relative to /home/user/workspace."}
+  },
+  "required": ["checkpoint"],
+  "additionalProperties": false
+}`),
+	},
+	{
+		Name: Rollback,
+		Description: "Go back to a checkpoint. scope \"call\" undoes one tool call: what changed " +
+			"between its undo_checkpoint and the next checkpoint goes back as it was, every later " +
+			"change stays, and nothing restarts. scope \"all\" (the default) brings every file " +
+			"back to the checkpoint and restarts the sandbox (its background processes start " +
+			"again).",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "checkpoint": {"type": "string", "description": "The checkpoint's id (c1, c2, …): a tool call's undo_checkpoint to undo that call."},
+    "scope": {"type": "string", "enum": ["call", "all"], "description": "call: undo the one tool call the checkpoint came before; all: everything since (default)."}
+  },
+  "required": ["checkpoint"],
   "additionalProperties": false
 }`),
 	},

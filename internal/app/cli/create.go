@@ -24,6 +24,7 @@ type createFlags struct {
 	meta        []string
 	idleTimeout time.Duration
 	idleAction  string
+	checkpoints string
 	key         string
 	maxLifetime time.Duration
 	files       []string
@@ -55,6 +56,7 @@ func (f *createFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.user, "for-user", "", "the product's user it is made for: whose personal secrets its commands get (default: $HUTCH_USER)")
 	fl.StringSliceVar(&f.secrets, "secret", nil, "give its commands only these of the workspace's secrets (default: all); repeatable")
 	f.network.register(cmd, "")
+	fl.StringVar(&f.checkpoints, "checkpoints", "", "per_tool_call: a checkpoint before each tool call that changes files, which the call's result names (undo_checkpoint)")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what the idle timeout does: suspend (files kept, memory too under gVisor; the next call resumes it; the default), stop (files kept; hutch start starts it) or delete")
 }
 
@@ -67,6 +69,7 @@ func (f *createFlags) request(a *app, cmd *cobra.Command) (client.CreateSandboxR
 		Pids:         f.pids,
 		DiskMB:       f.diskMB,
 		IdleAction:   f.idleAction,
+		Checkpoints:  f.checkpoints,
 		Key:          f.key,
 		FromSnapshot: f.snapshot,
 		User:         f.user,

@@ -227,9 +227,10 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("tool calls may run on the host, outside any sandbox, in modes selective and off: trusted local development only",
 			"tools_host_dir", cfg.ToolsHostDir, "tools_mode", cmp.Or(cfg.ToolsMode, "all"))
 	}
+	checkpointService := checkpoints.New(checkpoints.Config{Core: mgr, Store: db, Templates: templateStore, Logger: log})
 	tools := toolrun.New(toolrun.Config{
 		Sandboxes: mgr, Networks: nets, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
-		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Logger: log,
+		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Checkpoints: checkpointService, Logger: log,
 	})
 	defer mgr.Close()
 	// Template build steps run in sandboxes of their own, made with runc
@@ -286,7 +287,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
 	rep := reporter(cfg, db, mgr, templateStore, version)
-	srv := api.New(api.Config{E2B: e2bInfo, Nodes: nodesOf(cfg, db, rep), Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Checkpoints: checkpoints.New(checkpoints.Config{Core: mgr, Store: db, Templates: templateStore, Logger: log}), Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	srv := api.New(api.Config{E2B: e2bInfo, Nodes: nodesOf(cfg, db, rep), Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Checkpoints: checkpointService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Events: eventLog, Webhooks: hooksOut, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)

@@ -10,11 +10,14 @@
 package checkpoints
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -92,6 +95,13 @@ func (s *Service) Create(ctx context.Context, id string, req Request) (Checkpoin
 		return Checkpoint{}, err
 	}
 	defer release()
+	return s.CreateIn(ctx, sb, req)
+}
+
+// CreateIn takes a checkpoint of sb, which the caller holds running (a
+// tool call's, before it runs).
+func (s *Service) CreateIn(ctx context.Context, sb *core.Running, req Request) (Checkpoint, error) {
+	id := sb.ID()
 	if sb.Runtime() == "gvisor" || req.Memory {
 		// gVisor's kernel keeps file data of its own: flushed, it is in
 		// the writable layer the checkpoint copies.
@@ -107,7 +117,7 @@ func (s *Service) Create(ctx context.Context, id string, req Request) (Checkpoin
 	var c Checkpoint
 	var pruned []string
 	began := time.Now()
-	err = sb.Locked(ctx, func(be backend.Backend, h backend.Handle) error {
+	err := sb.Locked(ctx, func(be backend.Backend, h backend.Handle) error {
 		cp, err := checkpointer(be)
 		if err != nil {
 			return err
@@ -198,7 +208,7 @@ func (s *Service) Diff(ctx context.Context, id, c string) (changes []Change, tru
 		if err != nil {
 			return err
 		}
-		changes, err = cp.Diff(ctx, h, lower, c)
+		changes, err = cp.Diff(ctx, h, lower, c, "")
 		if errors.Is(err, layerdiff.ErrTooMany) {
 			truncated, err = true, nil
 		}
@@ -276,4 +286,107 @@ func (s *Service) Rollback(ctx context.Context, id, c string, memory bool) (*sto
 	}
 	s.log.Info("sandbox rolled back", "sandbox_id", id, "checkpoint", c, "memory", memory, "duration", time.Since(began))
 	return sb, nil
+}
+
+// maxUndoBytes bounds what an undo puts back: past it, a rollback is the
+// way.
+const maxUndoBytes = 64 << 20
+
+// Undone is what an undo put back.
+type Undone struct {
+	Checkpoint string   // the checkpoint taken before the call undone
+	Until      string   // the checkpoint after it ("": the files now)
+	Changes    []Change // what the call changed, now as it was before it
+}
+
+// Undo undoes what changed between checkpoint c and the checkpoint taken
+// after it (with per_tool_call: what the tool call c came before
+// changed), leaving every other change: those paths become again what c
+// has, in the running sandbox, without a restart. With no checkpoint
+// after c, what changed since c is undone (a rollback of files, its
+// processes kept).
+func (s *Service) Undo(ctx context.Context, id, c string) (Undone, error) {
+	out := Undone{Checkpoint: c}
+	all, err := s.List(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	i := slices.IndexFunc(all, func(cp Checkpoint) bool { return cp.ID == c })
+	if i < 0 {
+		return out, errdefs.NotFound("sandbox %s has no checkpoint %s", id, c)
+	}
+	if i+1 < len(all) {
+		out.Until = all[i+1].ID
+	}
+	sb, release, err := s.core.Acquire(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	defer release()
+	var archive bytes.Buffer
+	var gone []string // paths c did not have: removed
+	err = s.on(ctx, id, func(rec *store.Sandbox, cp backend.Checkpointer, h backend.Handle) error {
+		lower, err := s.lower(rec)
+		if err != nil {
+			return err
+		}
+		changes, err := cp.Diff(ctx, h, lower, c, out.Until)
+		if errors.Is(err, layerdiff.ErrTooMany) {
+			return errdefs.FailedPrecondition("more than %d paths changed after checkpoint %s: roll back to it instead", layerdiff.MaxChanges, c)
+		}
+		if err != nil {
+			return err
+		}
+		out.Changes = changes
+		var back []string // paths c had: put back as c has them
+		for _, ch := range changes {
+			if ch.Kind == layerdiff.Added {
+				if !slices.ContainsFunc(gone, func(g string) bool { return strings.HasPrefix(ch.Path, g+"/") }) {
+					gone = append(gone, ch.Path)
+				}
+			} else {
+				back = append(back, ch.Path)
+			}
+		}
+		return cp.ArchiveCheckpoint(ctx, h, lower, c, back, &limitedWriter{w: &archive, left: maxUndoBytes})
+	})
+	if errors.Is(err, errTooBig) {
+		return out, errdefs.FailedPrecondition("what changed after checkpoint %s holds more than %d MiB: roll back to it instead", c, maxUndoBytes>>20)
+	}
+	if err != nil {
+		return out, err
+	}
+	if len(out.Changes) == 0 {
+		return out, nil
+	}
+	// The sandbox's root puts them back, inside: the daemon writes nothing
+	// into a running sandbox's layer.
+	stdin := base64.StdEncoding.EncodeToString(archive.Bytes())
+	script := `rm -rf -- "$@" && base64 -d | tar -x -p --numeric-owner -C / -f -`
+	res, err := exec.Run(ctx, sb, exec.Request{Cmd: append([]string{"/bin/sh", "-c", script, "undo"}, gone...), Stdin: &stdin, User: "root", Cwd: "/", Timeout: 5 * time.Minute},
+		func(exec.Stream, []byte) error { return nil })
+	if err != nil {
+		return out, err
+	}
+	if res.ExitCode != 0 {
+		return out, errdefs.Unavailable("putting back what changed after checkpoint %s in sandbox %s exited with %d", c, id, res.ExitCode)
+	}
+	s.log.Info("changes undone", "sandbox_id", id, "checkpoint", c, "until", out.Until, "paths", len(out.Changes))
+	return out, nil
+}
+
+var errTooBig = errors.New("too big")
+
+// limitedWriter fails with errTooBig past left bytes.
+type limitedWriter struct {
+	w    *bytes.Buffer
+	left int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if len(p) > l.left {
+		return 0, errTooBig
+	}
+	l.left -= len(p)
+	return l.w.Write(p)
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// IdleAction is what the idle timeout does: store.IdleSuspend (the
 	// default), store.IdleStop or store.IdleDelete.
 	IdleAction string
+	// Checkpoints is when checkpoints are taken: "" on request only,
+	// store.CheckpointsPerToolCall before each tool call that changes
+	// something too.
+	Checkpoints string
 	// Key makes a create a get-or-create (see core.Manager.Create).
 	Key string
 	// MaxLifetime is how long the sandbox lives at most, running or
@@ -149,6 +153,9 @@ func (o Options) WithDefaults() (_ Options, files map[string]backend.File, err e
 	}
 	if err := checkIdleAction(o.IdleAction); err != nil {
 		errs = append(errs, err)
+	}
+	if o.Checkpoints != "" && o.Checkpoints != store.CheckpointsPerToolCall {
+		errs = append(errs, fmt.Errorf("checkpoints must be %q or empty (on request only), got %q", store.CheckpointsPerToolCall, o.Checkpoints))
 	}
 	if err := workspace.Check(o.Workspace); err != nil {
 		errs = append(errs, err)

@@ -54,7 +54,11 @@ type Config struct {
 	Mode     string
 	HostDir  string
 	HostUser string
-	Logger   *slog.Logger
+	// Checkpoints keeps the sandboxes' checkpoints: the checkpoint tools,
+	// and a checkpoint before each call that changes files where a
+	// sandbox asks. Nil: neither.
+	Checkpoints Checkpoints
+	Logger      *slog.Logger
 }
 
 // Service runs tool calls and serves downloads. It is safe for concurrent
@@ -70,19 +74,21 @@ type Service struct {
 	// none, which refuses them.
 	hostUser    HostUser
 	hostUserErr error
+	checkpoints Checkpoints
 	log         *slog.Logger
 }
 
 // New returns a Service as cfg says.
 func New(cfg Config) *Service {
 	s := &Service{
-		sandboxes: cfg.Sandboxes,
-		networks:  cfg.Networks,
-		downloads: cfg.Downloads,
-		publicURL: strings.TrimSuffix(cfg.PublicURL, "/"),
-		mode:      cmp.Or(cfg.Mode, tools.ModeAll),
-		hostDir:   cfg.HostDir,
-		log:       cfg.Logger,
+		sandboxes:   cfg.Sandboxes,
+		networks:    cfg.Networks,
+		downloads:   cfg.Downloads,
+		publicURL:   strings.TrimSuffix(cfg.PublicURL, "/"),
+		mode:        cmp.Or(cfg.Mode, tools.ModeAll),
+		hostDir:     cfg.HostDir,
+		checkpoints: cfg.Checkpoints,
+		log:         cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -124,6 +130,10 @@ type Outcome struct {
 	// Where is where it ran: "sandbox" or "host"; Why, in selective
 	// mode, what made it risky.
 	Where, Why string
+	// Checkpoint is the checkpoint taken before it (checkpoints per
+	// tool call), which sandbox_rollback with scope call undoes it by;
+	// "" when none was.
+	Checkpoint string
 }
 
 // Image is a picture a tool call made.
@@ -146,6 +156,11 @@ func (s *Service) RunTool(ctx context.Context, id string, call Call, out exec.Ou
 	tool, ok := tools.Lookup(call.Name)
 	if !ok {
 		return Outcome{}, errdefs.NotFound("no tool %q (GET /v1/tools lists them)", call.Name)
+	}
+	if isCheckpointTool(tool.Name) { // about the sandbox, whatever the mode
+		outcome, err := s.checkpointTool(ctx, id, call)
+		outcome.Where = whereSandbox
+		return outcome, err
 	}
 	onHost, why, err := s.toolOnHost(call)
 	if err != nil {
@@ -170,6 +185,15 @@ func (s *Service) runInSandbox(ctx context.Context, id string, tool tools.Tool, 
 		return Outcome{}, err
 	}
 	defer release()
+	undo, err := s.checkpointFirst(ctx, r, tool)
+	if err != nil {
+		return Outcome{}, err
+	}
+	outcome, err := s.runTool(ctx, r, tool, call, out)
+	return withUndo(outcome, undo), err
+}
+
+func (s *Service) runTool(ctx context.Context, r *core.Running, tool tools.Tool, call Call, out exec.Output) (Outcome, error) {
 	switch {
 	case tool.Name == tools.RunCommand:
 		return runCommandTool(ctx, r, s.refusals(r.ID()), call, out)

@@ -88,7 +88,7 @@ func (a managerSandboxes) CreateSandbox(ctx context.Context, req client.CreateSa
 	}
 	sb, _, err := a.s.m.Create(ctx, create.Options{
 		Workspace: a.c.workspace, User: a.c.user, NetworkCeiling: a.c.networkMode,
-		Template: tmpl, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
+		Template: tmpl, Key: req.Key, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second, Checkpoints: req.Checkpoints,
 	})
 	if err != nil {
 		return nil, asClientError(err)

@@ -109,7 +109,7 @@ type toolOutput struct {
 }
 
 func toolResult(o toolrun.Outcome) client.ToolResult {
-	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result, RanOn: o.Where, Why: o.Why}
+	res := client.ToolResult{Status: client.ToolSuccess, Result: o.Result, RanOn: o.Where, Why: o.Why, UndoCheckpoint: o.Checkpoint}
 	for _, img := range o.Images {
 		res.Images = append(res.Images, client.ToolImage{MIMEType: img.MIMEType, Data: img.Data})
 	}

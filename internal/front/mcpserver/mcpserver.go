@@ -46,7 +46,8 @@ func New(s Sandboxes, version string) (*mcp.Server, error) {
   "properties": {
     "key": {"type": "string", "description": "Get or create: the sandbox with this key if there is one."},
     "template": {"type": "string", "description": "Template to start from (default: the daemon's)."},
-    "idle_timeout_s": {"type": "integer", "minimum": 1, "description": "Seconds without use before it is suspended (default 300)."}
+    "idle_timeout_s": {"type": "integer", "minimum": 1, "description": "Seconds without use before it is suspended (default 300)."},
+    "checkpoints": {"type": "string", "enum": ["per_tool_call"], "description": "per_tool_call: a checkpoint before each tool call that changes files, named in its result as undo_checkpoint, so that sandbox_rollback can undo that call."}
   },
   "additionalProperties": false
 }`),
@@ -55,11 +56,12 @@ func New(s Sandboxes, version string) (*mcp.Server, error) {
 			Key          string `json:"key"`
 			Template     string `json:"template"`
 			IdleTimeoutS int64  `json:"idle_timeout_s"`
+			Checkpoints  string `json:"checkpoints"`
 		}
 		if err := decodeArgs(req.Params.Arguments, &a); err != nil {
 			return failure(tools.KindInvalidArgument, err.Error(), nil), nil
 		}
-		sb, err := s.CreateSandbox(ctx, client.CreateSandboxRequest{Key: a.Key, Template: a.Template, IdleTimeoutS: a.IdleTimeoutS})
+		sb, err := s.CreateSandbox(ctx, client.CreateSandboxRequest{Key: a.Key, Template: a.Template, IdleTimeoutS: a.IdleTimeoutS, Checkpoints: a.Checkpoints})
 		if err != nil {
 			return callFailure(err), nil
 		}

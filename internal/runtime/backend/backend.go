@@ -100,9 +100,14 @@ type Checkpointer interface {
 	// processes. h must not run: the caller suspends it first and
 	// resumes it after.
 	Rollback(ctx context.Context, h Handle, id string, memory bool) error
-	// Diff lists what differs between checkpoint id and h's files now;
-	// lower is the root h was made from.
-	Diff(ctx context.Context, h Handle, lower, id string) ([]layerdiff.Change, error)
+	// Diff lists what differs between checkpoint from and checkpoint to
+	// ("": h's files now); lower is the root h was made from.
+	Diff(ctx context.Context, h Handle, lower, from, to string) ([]layerdiff.Change, error)
+	// ArchiveCheckpoint writes a tar of paths as checkpoint id has them
+	// (each alone, not what is below a directory; one it does not have
+	// is left out), owned by the sandbox's own ids: to put them back
+	// in the running sandbox.
+	ArchiveCheckpoint(ctx context.Context, h Handle, lower, id string, paths []string, w io.Writer) error
 	// ReadCheckpointFile reads regular file path as checkpoint id has
 	// it ("": as h has it now), up to max bytes; found false when
 	// there is none.

@@ -10,6 +10,7 @@
 package layerdiff
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 	"golang.org/x/sys/unix"
@@ -540,4 +542,70 @@ func Unified(p string, before, after []byte) string {
 		return fmt.Sprintf("Binary files a%s and b%s differ\n", p, p)
 	}
 	return udiff.Unified("a"+p, "b"+p, string(before), string(after))
+}
+
+// WriteTar writes to w a tar of each of paths (in the sandbox) as r shows
+// it: a directory as itself alone, not what is below it; a path r does not
+// have is left out. Owners are the sandbox's own ids: an entry of the
+// upper layer is owned by upperBase plus its id on the host (a user
+// namespace's), one of the lower by its id as it is. Only regular files'
+// bytes are read, links never followed.
+func WriteTar(r Root, paths []string, upperBase uint32, w io.Writer) error {
+	v, err := openView(r)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	tw := tar.NewWriter(w)
+	for _, p := range paths {
+		rel := strings.Trim(path.Clean("/"+p), "/")
+		if rel == "" {
+			continue
+		}
+		e, ok, err := v.lookup(rel)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		st := e.st
+		uid, gid := st.Uid, st.Gid
+		if e.inUpper {
+			if uid < upperBase || gid < upperBase {
+				return fmt.Errorf("/%s is owned by host ids %d:%d, outside the sandbox's", rel, uid, gid)
+			}
+			uid, gid = uid-upperBase, gid-upperBase
+		}
+		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o7777), Uid: int(uid), Gid: int(gid),
+			ModTime: time.Unix(st.Mtim.Unix()), Format: tar.FormatPAX}
+		var f *os.File
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
+		case unix.S_IFLNK:
+			hdr.Typeflag = tar.TypeSymlink
+			if hdr.Linkname, err = v.readlink(rel, e); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+			if f, err = v.openFile(rel, e); err != nil {
+				return err
+			}
+		default:
+			continue // a fifo or socket: nothing a tool call needs back
+		}
+		err = tw.WriteHeader(hdr)
+		if err == nil && f != nil {
+			_, err = io.CopyN(tw, f, st.Size)
+		}
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("archive /%s: %w", rel, err)
+		}
+	}
+	return tw.Close()
 }

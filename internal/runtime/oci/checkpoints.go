@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -208,17 +209,31 @@ func (r *Runtime) Rollback(ctx context.Context, h backend.Handle, id string, mem
 	return nil
 }
 
-// Diff lists what changed in sandbox h's files since checkpoint id.
-func (r *Runtime) Diff(ctx context.Context, h backend.Handle, lower, id string) ([]layerdiff.Change, error) {
-	before, err := r.checkpointRoot(h, lower, id)
+// Diff lists what changed in sandbox h's files from checkpoint from to
+// checkpoint to ("": now).
+func (r *Runtime) Diff(ctx context.Context, h backend.Handle, lower, from, to string) ([]layerdiff.Change, error) {
+	before, err := r.checkpointRoot(h, lower, from)
 	if err != nil {
 		return nil, err
 	}
-	now, err := r.checkpointRoot(h, lower, "")
+	after, err := r.checkpointRoot(h, lower, to)
 	if err != nil {
 		return nil, err
 	}
-	return layerdiff.Diff(before, now)
+	return layerdiff.Diff(before, after)
+}
+
+// ArchiveCheckpoint writes a tar of paths as checkpoint id has them.
+func (r *Runtime) ArchiveCheckpoint(ctx context.Context, h backend.Handle, lower, id string, paths []string, w io.Writer) error {
+	root, err := r.checkpointRoot(h, lower, id)
+	if err != nil {
+		return err
+	}
+	var base uint32 // without a user namespace, ids are as they are
+	if ids, ok := mappingOf(r.dir(h.ID)); ok {
+		base = ids.base
+	}
+	return layerdiff.WriteTar(root, paths, base, w)
 }
 
 // ReadCheckpointFile reads file path as checkpoint id ("": now) has it.

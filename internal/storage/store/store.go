@@ -184,10 +184,18 @@ type Sandbox struct {
 	// Image names the image of it, suspended, that its node uploaded to
 	// the shared image store ("": none): another node can resume it.
 	Image string
+	// Checkpoints is when its checkpoints are taken: "" on request,
+	// CheckpointsPerToolCall before each tool call that changes
+	// something too.
+	Checkpoints string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// CheckpointsPerToolCall: a checkpoint before each tool call that changes
+// something (Sandbox.Checkpoints).
+const CheckpointsPerToolCall = "per_tool_call"
 
 // Process is a background process started through the API (a service, with
 // Port): a resume starts it again, with the same command and env, if it was

@@ -2118,6 +2118,11 @@ export interface components {
              * @enum {string}
              */
             idle_action?: "suspend" | "stop" | "delete";
+            /**
+             * @description per_tool_call takes a checkpoint before each tool call that changes something (REST tools, MCP); the call's result names it (undo_checkpoint), and sandbox_rollback with scope call undoes that call alone.
+             * @enum {string}
+             */
+            checkpoints?: "" | "per_tool_call";
             /** @description Where it may connect. Omitted: the daemon's default mode (--network-default, full unless set), or, for an API key limited to a more isolated mode, that mode. */
             network?: components["schemas"]["NetworkPolicy"];
         };
@@ -2404,6 +2409,8 @@ export interface components {
             idle_timeout_s: number;
             /** @enum {string} */
             idle_action: "suspend" | "stop" | "delete";
+            /** @description per_tool_call when a checkpoint is taken before each tool call that changes something. */
+            checkpoints?: string;
             /** @description Its key, if it was created with one. */
             key?: string;
             metadata: {
@@ -4735,6 +4742,8 @@ export interface operations {
                         ran_on?: "sandbox" | "host";
                         /** @description In mode selective, what made the call risky (it ran in the sandbox). */
                         why?: string;
+                        /** @description In a sandbox made with checkpoints per_tool_call, the checkpoint taken before this call: sandbox_rollback with it and scope call undoes the call. The result has it too. */
+                        undo_checkpoint?: string;
                         /** @description Pictures the call made (sandbox_run_code's charts), apart from the result, to show a model as images. */
                         images?: {
                             mime_type: string;

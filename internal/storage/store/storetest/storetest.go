@@ -76,7 +76,7 @@ func Sample(id string) *store.Sandbox {
 		IdleTimeout: 300 * time.Second, Env: map[string]string{"A": "b"},
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
 		ExpiresAt: now.Add(time.Hour), Workspace: "default", User: "u-42", Secrets: []string{"TOKEN"},
-		Node: "node-a", Image: "",
+		Node: "node-a", Image: "", Checkpoints: store.CheckpointsPerToolCall,
 	}
 }
 
