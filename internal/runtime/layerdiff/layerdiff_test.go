@@ -1,6 +1,7 @@
 package layerdiff
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"io/fs"
@@ -218,6 +219,26 @@ func TestReadFileFollowsNoLink(t *testing.T) {
 	}
 	if _, _, err := ReadFile(r, "/home/user/notes", 2); err == nil {
 		t.Error("a file over the limit was read")
+	}
+	// An undo's archive holds the links as links.
+	var buf bytes.Buffer
+	if err := WriteTar(r, []string{"/home/user/escape", "/home/user/up/secret", "/home/user/notes", "/etc/gone"}, 0, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(buf.Bytes(), []byte("host secret")) {
+		t.Error("the archive holds the host file's content")
+	}
+	tr := tar.NewReader(&buf)
+	var names []string
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, hdr.Name+" "+string(hdr.Typeflag))
+	}
+	if want := []string{"home/user/escape 2", "home/user/notes 0"}; !slices.Equal(names, want) {
+		t.Errorf("the archive holds %q, want %q", names, want)
 	}
 }
 
