@@ -183,14 +183,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 	measures := map[string]func(context.Context) (section, error){
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
 		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork, "i": b.measureCode,
-		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster, "m": b.measureObserved, "n": b.measureCheckpoint,
+		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster, "m": b.measureObserved, "n": b.measureCheckpoint, "o": b.measureForks,
 	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, letter := range strings.Split("abcdefghijklmn", "") {
+	for _, letter := range strings.Split("abcdefghijklmno", "") {
 		measure, ok := measures[letter]
 		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
 			continue

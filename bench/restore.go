@@ -95,25 +95,33 @@ func waitRSS(ctx context.Context, b *bench, name string, min int64) error {
 }
 
 // run is one timed restore.
-func (p *restorePeer) run(ctx context.Context) (_ time.Duration, err error) {
+func (p *restorePeer) run(ctx context.Context) (time.Duration, error) {
 	p.seq++
-	name := "rs" + strconv.Itoa(p.seq)
+	took, cleanup, err := p.restore(ctx, "rs"+strconv.Itoa(p.seq))
+	return took, errors.Join(err, cleanup())
+}
+
+// restore restores the checkpoint as container name, timed until `runsc
+// exec true` works in it; cleanup deletes it.
+func (p *restorePeer) restore(ctx context.Context, name string) (_ time.Duration, cleanup func() error, err error) {
 	b := p.b
 	bun, err := p.ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, []string{"python3", "-c", holder64})
-	defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
+	cleanup = func() error {
+		return errors.Join(deleteContainer(context.WithoutCancel(ctx), b.runscCmd, b.runscRoot(), name), bun.remove())
+	}
 	if err != nil {
-		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+		return 0, cleanup, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
 	start := time.Now()
 	if err := detached(b.runscCmd(ctx, b.runscRoot(), "restore", "--detach", "--image-path", p.image, "--bundle", bun.dir, name), bun.dir); err != nil {
-		return 0, err
+		return 0, cleanup, err
 	}
 	for deadline := start.Add(30 * time.Second); ; {
 		if err := b.runscCmd(ctx, b.runscRoot(), "exec", name, trueBin).Run(); err == nil {
-			return time.Since(start), nil
+			return time.Since(start), cleanup, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, errors.New("runsc exec never worked in the restored container")
+			return 0, cleanup, errors.New("runsc exec never worked in the restored container")
 		}
 	}
 }

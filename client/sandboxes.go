@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -161,16 +163,27 @@ func (c *Client) SnapshotSandbox(ctx context.Context, id, name string) (*Templat
 }
 
 // ForkSandbox makes count new sandboxes from sandbox id's files as they are
-// now, with its runtime, limits, env and timers.
+// now, with its runtime, limits, env and timers. When some copies failed
+// it returns those made and an error saying why the others were not.
 func (c *Client) ForkSandbox(ctx context.Context, id string, count int) ([]Sandbox, error) {
+	res, err := c.Fork(ctx, id, count)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, e := range res.Errors {
+		errs = append(errs, &Error{StatusCode: http.StatusCreated, Code: e.Code, Message: fmt.Sprintf("copy %d of %d: %s", e.Copy, count, e.Message)})
+	}
+	return res.Sandboxes, errors.Join(errs...)
+}
+
+// Fork makes count copies of sandbox id, each its own sandbox; a copy
+// that failed is in Errors, and the call fails only when none was made.
+func (c *Client) Fork(ctx context.Context, id string, count int) (ForkResult, error) {
+	var out ForkResult
 	if err := checkID(id); err != nil {
-		return nil, err
+		return out, err
 	}
-	var out struct {
-		Sandboxes []Sandbox `json:"sandboxes"`
-	}
-	if err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "fork"), json: ForkRequest{Count: count}}, &out); err != nil {
-		return nil, err
-	}
-	return out.Sandboxes, nil
+	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "fork"), json: ForkRequest{Count: count}}, &out)
+	return out, err
 }

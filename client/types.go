@@ -311,9 +311,23 @@ type SnapshotRequest struct {
 	Name string `json:"name"`
 }
 
-// ForkRequest asks for Count copies of a sandbox (default 1, at most 10).
+// ForkRequest asks for Count copies of a sandbox (default 1, at most 100).
 type ForkRequest struct {
 	Count int `json:"count,omitempty"`
+}
+
+// ForkResult is what a fork made: the copies, and the ones that failed
+// (each left nothing).
+type ForkResult struct {
+	Sandboxes []Sandbox   `json:"sandboxes"`
+	Errors    []ForkError `json:"errors,omitempty"`
+}
+
+// ForkError is a copy of a fork that failed.
+type ForkError struct {
+	Copy    int    `json:"copy"` // 1 to the count asked for
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // UpdateSandboxRequest changes a sandbox's idle timeout, from now on (a

@@ -39,28 +39,35 @@ func (a *app) newForkCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fork ID [-n N]",
 		Short: "Make copies of a sandbox as it is now",
-		Long: "Make N new sandboxes (1 by default, at most 10) from a sandbox's files as\n" +
+		Long: "Make N new sandboxes (1 by default, at most 100) from a sandbox's files as\n" +
 			"they are now, with its runtime, limits, env, timers and background\n" +
 			"processes, printing their IDs. Under gVisor each copy goes on with the\n" +
 			"sandbox's memory and processes; under runc its background processes start\n" +
-			"again, as after a resume.",
+			"again, as after a resume. A copy that fails is said on stderr, the others\n" +
+			"kept; the exit status is 1 when any failed.",
 		Args: exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.connect()
 			if err != nil {
 				return err
 			}
-			made, err := c.ForkSandbox(cmd.Context(), args[0], count)
+			res, err := c.Fork(cmd.Context(), args[0], count)
 			if err != nil {
 				return err
 			}
 			if a.jsonOutput() {
-				return a.printJSON(made)
+				return a.printJSON(res)
 			}
-			for _, sb := range made {
+			for _, sb := range res.Sandboxes {
 				if _, err := fmt.Fprintln(a.stdout, sb.ID); err != nil {
 					return err
 				}
+			}
+			for _, e := range res.Errors {
+				fmt.Fprintf(a.stderr, "copy %d of %d: %s: %s\n", e.Copy, count, e.Code, e.Message)
+			}
+			if len(res.Errors) > 0 {
+				return fmt.Errorf("%d of %d copies failed", len(res.Errors), count)
 			}
 			return nil
 		},

@@ -26,13 +26,14 @@ func TestAttackForkNetworkCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Fork within the ceiling: %v", err)
 	}
-	deleteLater(t, c, forks[0].ID)
-	if got := forks[0].Network.Mode; got != netpolicy.None {
+	deleteLater(t, c, forks[0].Sandbox.ID)
+	if got := forks[0].Sandbox.Network.Mode; got != netpolicy.None {
 		t.Errorf("the fork of a sandbox of mode none has mode %q", got)
 	}
 	open := c.Create(t, create.Options{Workspace: "acme", Network: &netpolicy.Policy{Mode: netpolicy.Full}})
 	if forks, err := s.Fork(ctx, open.ID, 1, netpolicy.None); !errors.Is(err, errdefs.ErrPermissionDenied) {
-		for _, f := range forks {
+		for _, r := range forks {
+			f := r.Sandbox
 			deleteLater(t, c, f.ID)
 		}
 		t.Errorf("a key of mode none forking a sandbox of mode full: %v, %v; want permission denied", forks, err)

@@ -3,8 +3,10 @@ package template
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -28,7 +30,7 @@ import (
 // it go on from there (the other runtimes start afresh on the files).
 
 // maxForks bounds one fork call.
-const maxForks = 10
+const maxForks = 100
 
 // Snapshot makes template name from sandbox id's files as they are now,
 // waking it if suspended. name is qualified with the sandbox's workspace
@@ -99,9 +101,11 @@ func (s *Service) Snapshot(ctx context.Context, id, name string) (rootfs.Info, e
 // started again otherwise, as after a resume); the snapshot they start
 // from is its workspace's template "fork-<id>" (a new version per fork), and
 // their network policy the source's, which ceiling (the caller's key's, ""
-// for any) must allow. On failure none
-// of them is left.
-func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) (_ []*store.Sandbox, err error) {
+// for any) must allow. Each copy is its own sandbox (its own network
+// address, hostname, disk and workspace secrets), sharing the snapshot's
+// files and memory image read-only. A copy that fails is reported in its
+// place and leaves nothing; the call fails only when none was made.
+func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) (_ []ForkResult, err error) {
 	if count < 1 || count > maxForks {
 		return nil, errdefs.InvalidArgument("count must be between 1 and %d, got %d", maxForks, count)
 	}
@@ -136,21 +140,57 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	if err != nil {
 		return nil, err
 	}
-	var made []*store.Sandbox
-	for range count {
-		sb, _, err := s.core.Create(ctx, opts) // no key: always a new one
-		if err == nil {
-			made = append(made, sb)
-			err = s.forkProcesses(ctx, sb.ID, procs)
-		}
-		if err != nil {
-			for _, f := range made {
-				err = errors.Join(err, s.core.Delete(context.WithoutCancel(ctx), f.ID))
+	// The copies are made side by side, a few at a time: each is a
+	// create (under gVisor a restore of the snapshot's memory), which
+	// waits on the runtime as much as it computes.
+	results := make([]ForkResult, count)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, forkParallel)
+	for i := range count {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sb, _, err := s.core.Create(ctx, opts) // no key: always a new one
+			if err == nil {
+				if err = s.forkProcesses(ctx, sb.ID, procs); err != nil {
+					err = errors.Join(err, s.core.Delete(context.WithoutCancel(ctx), sb.ID))
+				}
 			}
-			return nil, err
-		}
+			if err != nil {
+				results[i].Err = err
+				return
+			}
+			results[i].Sandbox = sb
+		}()
 	}
-	return made, nil
+	wg.Wait()
+	var made []*store.Sandbox
+	var errs []error
+	for i, r := range results {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("copy %d: %w", i+1, r.Err))
+			continue
+		}
+		made = append(made, r.Sandbox)
+	}
+	if len(made) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(errs) > 0 {
+		s.log.Warn("a fork made some of its copies only", "sandbox_id", id, "made", len(made), "failed", len(errs), "error", errors.Join(errs...))
+	}
+	return results, nil
+}
+
+// forkParallel is how many of a fork's copies are made at once.
+const forkParallel = 4
+
+// ForkResult is one copy of a fork: made, or why not.
+type ForkResult struct {
+	Sandbox *store.Sandbox
+	Err     error
 }
 
 // forkProcesses gives a fork its source's background processes: those

@@ -51,7 +51,8 @@ func TestSnapshotAndFork(t *testing.T) {
 	if err != nil || len(forks) != 2 {
 		t.Fatalf("Fork: %v, %v", forks, err)
 	}
-	for _, f := range forks {
+	for _, r := range forks {
+		f := r.Sandbox
 		if f.Template != "fork-"+src.ID+"~default" || f.MemoryMB != 256 || f.Metadata["forked_from"] != src.ID || f.Metadata["owner"] != "ann" || f.State != store.Running {
 			t.Errorf("fork %s: %+v", f.ID, f)
 		}
@@ -74,13 +75,13 @@ func TestSnapshotAndFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again[0].TemplateVersion == forks[0].TemplateVersion {
-		t.Errorf("a second fork has the first's version %s", again[0].TemplateVersion)
+	if again[0].Sandbox.TemplateVersion == forks[0].Sandbox.TemplateVersion {
+		t.Errorf("a second fork has the first's version %s", again[0].Sandbox.TemplateVersion)
 	}
-	if _, err := c.Templates.Version("fork-"+src.ID+"~default", forks[0].TemplateVersion); err != nil {
+	if _, err := c.Templates.Version("fork-"+src.ID+"~default", forks[0].Sandbox.TemplateVersion); err != nil {
 		t.Errorf("the version the first forks use: %v", err)
 	}
-	for _, sb := range append(forks, again[0], src) {
+	for _, sb := range []*store.Sandbox{forks[0].Sandbox, forks[1].Sandbox, again[0].Sandbox, src} {
 		if err := c.M.Delete(ctx, sb.ID); err != nil {
 			t.Error(err)
 		}
@@ -199,7 +200,8 @@ func TestRaceDelete(t *testing.T) {
 		"snapshot": func(id string) error { _, err := s.Snapshot(ctx, id, "snap-"+id+"~default"); return err },
 		"fork": func(id string) error {
 			forks, err := s.Fork(ctx, id, 1, "")
-			for _, f := range forks {
+			for _, r := range forks {
+				f := r.Sandbox
 				if got := settled(t, c, f.ID); got != store.Running {
 					t.Errorf("fork %s is %s, want running", f.ID, got)
 				}

@@ -302,11 +302,14 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	out := struct {
-		Sandboxes []client.Sandbox `json:"sandboxes"`
-	}{}
-	for _, sb := range made {
-		out.Sandboxes = append(out.Sandboxes, sandboxJSON(callerOf(r.Context()), sb))
+	out := client.ForkResult{Sandboxes: []client.Sandbox{}}
+	for i, m := range made {
+		if m.Err != nil {
+			d := describe(m.Err)
+			out.Errors = append(out.Errors, client.ForkError{Copy: i + 1, Code: d.Code, Message: d.Message})
+			continue
+		}
+		out.Sandboxes = append(out.Sandboxes, sandboxJSON(callerOf(r.Context()), m.Sandbox))
 	}
 	writeJSON(w, http.StatusCreated, out)
 }

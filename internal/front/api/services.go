@@ -91,7 +91,9 @@ type Templates interface {
 	Snapshot(ctx context.Context, id, name string) (rootfs.Info, error)
 	// Fork gives the copies the source's network policy, which ceiling
 	// (the caller's key's network mode, "" for any) must allow.
-	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]*store.Sandbox, error)
+	// A copy that failed is in its place with its error; the call fails
+	// when none was made.
+	Fork(ctx context.Context, id string, count int, ceiling netpolicy.Mode) ([]template.ForkResult, error)
 	Resolve(ws, name string, admin bool) (string, error)
 	// Builds lists the template builds under way.
 	Builds() []rootfs.BuildUnderWay

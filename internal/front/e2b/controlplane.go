@@ -756,13 +756,17 @@ func (cp *ControlPlane) fork(c *call) error {
 	if err := decodeBody(c.r, &req); err != nil {
 		return err
 	}
-	made, err := c.c.ForkSandbox(c.ctx, c.r.PathValue("id"), max(1, req.Count))
+	res, err := c.c.Fork(c.ctx, c.r.PathValue("id"), max(1, req.Count))
 	if err != nil {
 		return err
 	}
+	// The copies made, and an error in the place of each that was not.
 	out := []map[string]any{}
-	for i := range made {
-		out = append(out, map[string]any{"sandbox": cp.sandbox(&made[i], c.holder)})
+	for i := range res.Sandboxes {
+		out = append(out, map[string]any{"sandbox": cp.sandbox(&res.Sandboxes[i], c.holder)})
+	}
+	for _, e := range res.Errors {
+		out = append(out, map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message}})
 	}
 	writeJSON(c.w, http.StatusOK, out)
 	return nil

@@ -457,7 +457,7 @@ export interface paths {
         put?: never;
         /**
          * Make copies of a sandbox
-         * @description Snapshots the sandbox as template `fork-<id>` and makes `count` sandboxes (default 1, at most 10) from it, with the sandbox's runtime, limits, env, metadata (plus `forked_from`) and timers. Each copy is its own; under gVisor each goes on with the sandbox's memory and processes. On failure none is left.
+         * @description Snapshots the sandbox as template `fork-<id>` and makes `count` sandboxes (default 1, at most 100) from it, a few at a time, with the sandbox's runtime, limits, env, metadata (plus `forked_from`) and timers. Each copy is its own sandbox (its own network address, hostname and disk), sharing the snapshot's files and memory image read-only; under gVisor each goes on with the sandbox's memory and processes. A copy that fails is listed in `errors` and leaves nothing; the call fails only when none was made.
          */
         post: operations["forkSandbox"];
         delete?: never;
@@ -3456,7 +3456,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The copies. */
+            /** @description The copies, and those that failed. */
             201: {
                 headers: {
                     [name: string]: unknown;
@@ -3464,6 +3464,12 @@ export interface operations {
                 content: {
                     "application/json": {
                         sandboxes: components["schemas"]["Sandbox"][];
+                        errors?: {
+                            /** @description Which copy, from 1 to count. */
+                            copy: number;
+                            code: string;
+                            message: string;
+                        }[];
                     };
                 };
             };
