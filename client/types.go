@@ -148,10 +148,14 @@ type Sandbox struct {
 	Key          string  `json:"key,omitempty"`
 	// Checkpoints is "per_tool_call" when a checkpoint is taken before
 	// each tool call that changes something; "" otherwise.
-	Checkpoints string            `json:"checkpoints,omitempty"`
-	Metadata    map[string]string `json:"metadata"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
+	Checkpoints string `json:"checkpoints,omitempty"`
+	// OnSuspend and OnResume are the commands it runs before it sleeps
+	// and once it wakes.
+	OnSuspend string            `json:"on_suspend,omitempty"`
+	OnResume  string            `json:"on_resume,omitempty"`
+	Metadata  map[string]string `json:"metadata"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 	// ExpiresAt is the end of its max lifetime: it is deleted then.
 	ExpiresAt time.Time `json:"expires_at"`
 	// Volumes are the volumes it mounts.
@@ -262,6 +266,11 @@ type CreateSandboxRequest struct {
 	// call that changes something (REST tools, MCP), which the call's
 	// result names (undo_checkpoint) and sandbox_rollback undoes.
 	Checkpoints string `json:"checkpoints,omitempty"`
+	// OnSuspend is a command (sh -c, as the sandbox's user) run before
+	// the sandbox is suspended or stopped (flush a database); OnResume,
+	// one run once it runs again (re-read a config). Each has 60 s.
+	OnSuspend string `json:"on_suspend,omitempty"`
+	OnResume  string `json:"on_resume,omitempty"`
 	// Key makes the create a get-or-create: the sandbox with this key is
 	// returned (woken if suspended) when there is one, else made with it.
 	// One per conversation, per agent, or per team.

@@ -65,6 +65,7 @@ var rules = []rule{
 	{from: "internal/core/metrics", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the daemon gives it what a scrape reads"},
 	{from: "internal/core/samples", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},
 	{from: "internal/core/events", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},
+	{from: "internal/core/lifecyclecmd", to: "internal/core", why: "a hook knows the kernel by internal/core/hook only: the kernel's own tests wire it"},
 	{from: "internal/core", to: "net/http", why: "the core speaks no HTTP: the fronts do"},
 	{from: "internal/core", to: "internal/agent", why: "the agent runs inside sandboxes; the core talks to it through its client"},
 	{from: "internal/runtime/oci", to: "net/http", deps: true, why: "a runtime speaks no HTTP: it dials the agent, whose client speaks to it"},

@@ -92,7 +92,7 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	rec := &store.Sandbox{
 		ID: create.NewID(), Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: tmpl.Name, TemplateVersion: tmpl.Version, Backend: be.Name(), State: store.Creating,
 		CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB, IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key,
-		Checkpoints: opts.Checkpoints, Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
+		Checkpoints: opts.Checkpoints, OnSuspend: opts.OnSuspend, OnResume: opts.OnResume, Env: opts.Env, Metadata: opts.Metadata, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(opts.MaxLifetime),
 		Volumes: slices.Clip(slices.Clone(opts.Volumes)), Network: policy, Node: m.node,
 	}
 	// Locked before anyone can know its ID: a Delete that finds it in a
@@ -168,6 +168,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 		ID: sb.id, Workspace: opts.Workspace, User: opts.User, Secrets: opts.Secrets, Template: opts.Template, TemplateVersion: sb.version, Backend: sb.be.Name(), State: store.Running,
 		StateReason: "created", CPUs: opts.CPUs, MemoryMB: opts.MemoryMB, Pids: opts.Pids, DiskMB: opts.DiskMB,
 		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key, Checkpoints: opts.Checkpoints,
+		OnSuspend: opts.OnSuspend, OnResume: opts.OnResume,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node,
 	}

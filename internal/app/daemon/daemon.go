@@ -24,6 +24,7 @@ import (
 	"github.com/hutchdev/hutch/internal/core/checkpoints"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/events"
+	"github.com/hutchdev/hutch/internal/core/lifecyclecmd"
 	"github.com/hutchdev/hutch/internal/core/metrics"
 	"github.com/hutchdev/hutch/internal/core/samples"
 	"github.com/hutchdev/hutch/internal/core/webhooks"
@@ -211,7 +212,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	steps := metrics.NewSteps()
 	sampler := samples.New(samples.Config{Interval: cfg.SampleInterval, Network: nets.Counters, Logger: log})
 	eventLog := events.New(events.Config{Store: db, Node: cfg.nodeNameOf(), Notice: cfg.EvictionNotice, Logger: log})
-	hooks := []hook.Hook{quotas, secretHook, nets, procs, &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler, eventLog}
+	hooks := []hook.Hook{quotas, secretHook, nets, procs, lifecyclecmd.New(db, log), &volume.Mounts{Store: db, Dir: volumeDir}, memory.New(log), steps, sampler, eventLog}
 	if images != nil {
 		hooks = append(hooks, move.New(move.Config{Store: db, Images: images, Node: cfg.nodeNameOf(), Backends: backends, Logger: log}))
 	}

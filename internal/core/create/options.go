@@ -62,6 +62,9 @@ type Options struct {
 	// store.CheckpointsPerToolCall before each tool call that changes
 	// something too.
 	Checkpoints string
+	// OnSuspend and OnResume are commands run in the sandbox before it is
+	// suspended or stopped, and once it runs again ("": none).
+	OnSuspend, OnResume string
 	// Key makes a create a get-or-create (see core.Manager.Create).
 	Key string
 	// MaxLifetime is how long the sandbox lives at most, running or
@@ -153,6 +156,9 @@ func (o Options) WithDefaults() (_ Options, files map[string]backend.File, err e
 	}
 	if err := checkIdleAction(o.IdleAction); err != nil {
 		errs = append(errs, err)
+	}
+	if len(o.OnSuspend) > 4096 || len(o.OnResume) > 4096 {
+		errs = append(errs, fmt.Errorf("on_suspend and on_resume are at most 4096 bytes each"))
 	}
 	if o.Checkpoints != "" && o.Checkpoints != store.CheckpointsPerToolCall {
 		errs = append(errs, fmt.Errorf("checkpoints must be %q or empty (on request only), got %q", store.CheckpointsPerToolCall, o.Checkpoints))

@@ -130,7 +130,7 @@ func (s *Service) Fork(ctx context.Context, id string, count int, ceiling netpol
 	network := rec.Network
 	opts := create.Options{
 		Template: info.Name, Runtime: rec.Backend, CPUs: rec.CPUs, MemoryMB: rec.MemoryMB, Pids: rec.Pids,
-		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Checkpoints: rec.Checkpoints,
+		DiskMB: rec.DiskMB, Env: rec.Env, Metadata: meta, IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, Checkpoints: rec.Checkpoints, OnSuspend: rec.OnSuspend, OnResume: rec.OnResume,
 		MaxLifetime: max(time.Until(rec.ExpiresAt), time.Second), Volumes: slices.Clone(rec.Volumes),
 		Workspace: rec.Workspace, User: rec.User, Secrets: rec.Secrets,
 		// The source's network policy, which the caller's key must allow.

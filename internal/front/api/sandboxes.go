@@ -34,7 +34,7 @@ func sandboxJSON(c caller, sb *store.Sandbox) client.Sandbox {
 		ID: sb.ID, Workspace: sb.Workspace, User: sb.User, Secrets: sb.Secrets,
 		Template: c.shown(sb.Template), Runtime: sb.Backend, State: string(sb.State),
 		StateReason: sb.StateReason, CPUs: sb.CPUs, MemoryMB: sb.MemoryMB, Pids: sb.Pids, DiskMB: sb.DiskMB,
-		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Checkpoints: sb.Checkpoints, Metadata: meta,
+		IdleTimeoutS: int64(sb.IdleTimeout / time.Second), IdleAction: sb.IdleAction, Key: sb.Key, Checkpoints: sb.Checkpoints, OnSuspend: sb.OnSuspend, OnResume: sb.OnResume, Metadata: meta,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt, Volumes: vols,
 		Network: client.NetworkPolicy{Mode: string(sb.Network.Mode), Allow: sb.Network.Allow, Deny: sb.Network.Deny},
 		Node:    sb.Node,
@@ -100,7 +100,7 @@ func (s *Server) createOptions(r *http.Request, req client.CreateSandboxRequest)
 		Workspace: c.workspace, User: user, Secrets: req.Secrets, NetworkCeiling: c.networkMode,
 		Template: tmpl, Runtime: req.Runtime, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		Env: req.Env, Metadata: req.Metadata, IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second,
-		IdleAction: req.IdleAction, Checkpoints: req.Checkpoints, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
+		IdleAction: req.IdleAction, Checkpoints: req.Checkpoints, OnSuspend: req.OnSuspend, OnResume: req.OnResume, Key: req.Key, MaxLifetime: time.Duration(req.MaxLifetimeS) * time.Second,
 		Files: req.Files, FilesTar: req.FilesTar, FromSnapshot: snapshot, Volumes: vols,
 	}, nil
 }

@@ -188,6 +188,10 @@ type Sandbox struct {
 	// CheckpointsPerToolCall before each tool call that changes
 	// something too.
 	Checkpoints string
+	// OnSuspend and OnResume are commands (sh -c) run in it as its user
+	// before it is suspended or stopped, and once it runs again: "" for
+	// none.
+	OnSuspend, OnResume string
 
 	CreatedAt time.Time
 	UpdatedAt time.Time

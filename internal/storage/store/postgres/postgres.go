@@ -154,7 +154,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 		return err
 	}
 	_, err = d.pool.Exec(ctx, `INSERT INTO sandboxes (`+sqlrows.SandboxColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`, args...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)`, args...)
 	if constraint, ok := violated(err, uniqueViolation); ok {
 		if constraint == "sandboxes_key" {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)

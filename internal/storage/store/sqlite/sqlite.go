@@ -93,7 +93,7 @@ func (d *DB) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	}
 	// #nosec G202 -- the columns are sqlrows' constants; values go as placeholders
 	_, err = d.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sqlrows.SandboxColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.workspace, sandboxes.key") {
 			return errdefs.AlreadyExists("a sandbox with key %q exists already", sb.Key)

@@ -13,7 +13,7 @@ import (
 // ScanSandbox.
 const SandboxColumns = `id, template, backend, state, state_reason, handle, cpus, memory_mb, pids,
 	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
-	workspace, owner_user, secrets, node, image, checkpoints`
+	workspace, owner_user, secrets, node, image, checkpoints, on_suspend, on_resume`
 
 // ShapeArgs are s's values for env, metadata, cpus, memory_mb, pids and
 // updated_at, in that order.
@@ -67,7 +67,7 @@ func SandboxArgs(sb *store.Sandbox) ([]any, error) {
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), env, meta,
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets, sb.Node, sb.Image, sb.Checkpoints,
+		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets, sb.Node, sb.Image, sb.Checkpoints, sb.OnSuspend, sb.OnResume,
 	}, nil
 }
 
@@ -86,7 +86,7 @@ func ScanSandbox(row Scanner) (*store.Sandbox, error) {
 	)
 	err := row.Scan(&sb.ID, &sb.Template, &sb.Backend, &state, &sb.StateReason, &sb.Handle,
 		&sb.CPUs, &sb.MemoryMB, &sb.Pids, &idle, &env, &meta, &created, &updated, &sb.DiskMB, &sb.TemplateVersion, &sb.IdleAction, &key, &expires, &volumes, &network,
-		&sb.Workspace, &sb.User, &secrets, &sb.Node, &sb.Image, &sb.Checkpoints)
+		&sb.Workspace, &sb.User, &secrets, &sb.Node, &sb.Image, &sb.Checkpoints, &sb.OnSuspend, &sb.OnResume)
 	if err != nil {
 		return nil, err
 	}

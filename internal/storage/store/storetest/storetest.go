@@ -77,6 +77,7 @@ func Sample(id string) *store.Sandbox {
 		Metadata: map[string]string{"owner": "t"}, CreatedAt: now, UpdatedAt: now, IdleAction: store.IdleSuspend,
 		ExpiresAt: now.Add(time.Hour), Workspace: "default", User: "u-42", Secrets: []string{"TOKEN"},
 		Node: "node-a", Image: "", Checkpoints: store.CheckpointsPerToolCall,
+		OnSuspend: "pg_ctl stop", OnResume: "pg_ctl start",
 	}
 }
 
