@@ -23,7 +23,7 @@ func TestResumeTakesTodaysSettings(t *testing.T) {
 			t.Fatal(err)
 		}
 		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, MemoryMB: 256, Files: map[string]string{"ca.pem": string(in.CA)},
-			Network:  &client.NetworkPolicy{Mode: client.NetworkNone},
+			Network:   &client.NetworkPolicy{Mode: client.NetworkNone},
 			OnSuspend: "echo flushed > /tmp/on-suspend", OnResume: "echo reread >> on-resume.log"})
 		// The value is redacted from output: the command compares it.
 		if got := d.exec(sb.ID, `[ "$`+name+`" = first-value ] && echo first`).Stdout; got != "first\n" {
