@@ -76,13 +76,24 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 		return nil, err
 	}
 	step.Runtime = be.Name()
-	// A pool's sandboxes run already: files and volumes go in before the
-	// start, and a snapshot's memory is the start.
-	if len(files) == 0 && len(opts.Volumes) == 0 && tmpl.Memory == "" {
+	// A pool's sandboxes run already: files go in before the start, and a
+	// snapshot's memory is the start; volumes are mounted into one where
+	// the runtime can (not gVisor).
+	attacher := be.Capabilities().Attach
+	if len(files) == 0 && (len(opts.Volumes) == 0 || attacher != nil) && tmpl.Memory == "" {
 		var sb pooled
 		switch sb, step.Pool = m.takePooled(opts, be.Name()); {
 		case step.Pool == poolHit && sb.version == tmpl.Version:
-			return m.adopt(ctx, sb, opts, policy, admitted)
+			var err error
+			if len(opts.Volumes) > 0 {
+				err = attacher.Attach(ctx, sb.handle, m.volumeBinds(opts))
+			}
+			if err == nil {
+				return m.adopt(ctx, sb, opts, policy, admitted)
+			}
+			m.log.Warn("a warm pool's sandbox did not take the create's volumes: made anew", attrSandbox, sb.id, "error", err)
+			go m.destroyPooled(sb)
+			step.Pool = poolMiss
 		case step.Pool == poolHit:
 			go m.destroyPooled(sb) // made before a rebuild
 			step.Pool = poolMiss
@@ -160,6 +171,17 @@ func (m *Manager) create(ctx context.Context, opts create.Options) (sb *store.Sa
 	return view(rec), nil
 }
 
+// volumeBinds are the binds opts's volumes add to those of a create
+// without them, which a pool's sandbox has.
+func (m *Manager) volumeBinds(opts create.Options) []backend.Bind {
+	without := opts
+	without.Volumes = nil
+	has := m.hooks.Binds(&without)
+	return slices.DeleteFunc(m.hooks.Binds(&opts), func(b backend.Bind) bool {
+		return slices.ContainsFunc(has, func(h backend.Bind) bool { return h.Destination == b.Destination })
+	})
+}
+
 // adopt makes a pool sandbox the caller's: one insert into the store,
 // after which admitted ends its admission.
 func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, policy netpolicy.Policy, admitted func()) (*store.Sandbox, error) {
@@ -170,7 +192,7 @@ func (m *Manager) adopt(ctx context.Context, sb pooled, opts create.Options, pol
 		IdleTimeout: opts.IdleTimeout, IdleAction: opts.IdleAction, Key: opts.Key, Checkpoints: opts.Checkpoints,
 		OnSuspend: opts.OnSuspend, OnResume: opts.OnResume,
 		Env: opts.Env, Metadata: opts.Metadata, Handle: sb.handle.State, CreatedAt: now, UpdatedAt: now,
-		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node,
+		ExpiresAt: now.Add(opts.MaxLifetime), Network: policy, Node: m.node, Volumes: slices.Clip(slices.Clone(opts.Volumes)),
 	}
 	err := m.store.CreateSandbox(ctx, rec)
 	admitted() // it counts now (its record says so)

@@ -10,17 +10,23 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
 // mcpSDKVersion is the MCP TypeScript SDK the test's client is made with.
 const mcpSDKVersion = "1.32.2"
 
+var mcpInstall sync.Mutex
+
 // mcpClient installs the official MCP TypeScript SDK (once, into bin/ of
 // the repository) beside testdata/mcp-client.mjs and returns the script's
 // path there.
 func mcpClient(t *testing.T) string {
 	t.Helper()
+	// Tests that use it run side by side: one installs, the others wait.
+	mcpInstall.Lock()
+	defer mcpInstall.Unlock()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the MCP test needs %s: ./setup --deps installs it", tool)

@@ -75,6 +75,13 @@ type Capabilities struct {
 	Build       Builder
 	Resize      Resizer
 	Checkpoint  Checkpointer
+	Attach      Attacher
+}
+
+// Attacher mounts binds into a running sandbox, as its create would have:
+// a warm pool's sandbox takes the volumes of the create that claims it.
+type Attacher interface {
+	Attach(ctx context.Context, h Handle, binds []Bind) error
 }
 
 // Checkpointer records a sandbox's files (and, where the runtime

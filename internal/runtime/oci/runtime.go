@@ -78,6 +78,10 @@ type Config struct {
 	// gVisor does not need one: its kernel is the sandbox's, in user
 	// space, itself confined on the host.
 	UserNamespace bool
+	// LiveMounts means binds can be mounted into a running sandbox
+	// (Attach): its mounts are the host kernel's. Not gVisor's, whose
+	// mounts are its own kernel's, made at its start.
+	LiveMounts bool
 	// DeletesByState means a container whose init has ended is deleted
 	// by removing its cgroups and its directory in StateRoot, which is
 	// all the runtime's own delete does for it (runc): a process fewer
@@ -600,9 +604,19 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	return errors.Join(errs...)
 }
 
-// Capabilities: runc and gVisor's runsc do all a backend may.
+// Capabilities: runc and gVisor's runsc do all a backend may, but gVisor
+// mounts nothing into a running sandbox.
 func (r *Runtime) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r, Checkpoint: r}
+	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r, Checkpoint: r, Attach: r.attacher()}
+}
+
+// attacher is r as a backend.Attacher, or nil where it cannot mount into
+// a running sandbox.
+func (r *Runtime) attacher() backend.Attacher {
+	if !r.cfg.LiveMounts {
+		return nil
+	}
+	return r
 }
 
 // List returns the sandboxes this runtime has: containers in its state root

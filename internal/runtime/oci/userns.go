@@ -150,30 +150,44 @@ func IDMapTree(root string, binds []backend.Bind, target string, userns *os.File
 // the sandbox's range is, and still readable and runnable as their modes
 // say. A writable one is an error: its files could not be written.
 func attachIDMapped(source string, recursive uint, target string, userns *os.File, readOnly bool) error {
-	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|recursive)
+	tree, err := cloneIDMapped(source, recursive, userns, readOnly)
 	if err != nil {
-		return fmt.Errorf("clone mount of %s: %w", source, err)
+		return err
 	}
 	defer unix.Close(tree)
-	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(userns.Fd()),
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach idmapped mount of %s at %s: %w", source, target, err)
+	}
+	return nil
+}
+
+// cloneIDMapped clones the mount of source (and, with recursive
+// AT_RECURSIVE, those below it) as a detached tree seen through userns's
+// mapping (none when userns is nil), nosuid and nodev, read-only when
+// asked: the tree's descriptor, for MoveMount to attach.
+func cloneIDMapped(source string, recursive uint, userns *os.File, readOnly bool) (int, error) {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|recursive)
+	if err != nil {
+		return -1, fmt.Errorf("clone mount of %s: %w", source, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if userns != nil {
+		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		attr.Userns_fd = uint64(userns.Fd())
 	}
 	if readOnly {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
-	if errors.Is(err, unix.EINVAL) && readOnly {
+	if errors.Is(err, unix.EINVAL) && readOnly && userns != nil {
 		attr.Attr_set, attr.Userns_fd = attr.Attr_set&^unix.MOUNT_ATTR_IDMAP, 0
 		err = unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr)
 	}
 	if err != nil {
-		return fmt.Errorf("idmap mount of %s: %w", source, err)
+		unix.Close(tree)
+		return -1, fmt.Errorf("idmap mount of %s: %w", source, err)
 	}
-	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("attach idmapped mount of %s at %s: %w", source, target, err)
-	}
-	return nil
+	return tree, nil
 }
 
 // newUserNS gives the sandbox whose directory is dir an id range, makes the

@@ -120,6 +120,21 @@ class Sandbox:
     def run_tool(self, name: str, args: dict, **kw: Any):
         return self.client.run_tool(self.id, name, args, **kw)
 
+    def checkpoint(self, name: Optional[str] = None, memory: bool = False):
+        return self.client.checkpoint(self.id, name, memory)
+
+    def checkpoints(self):
+        return self.client.checkpoints(self.id)
+
+    def checkpoint_diff(self, checkpoint: str, file: Optional[str] = None):
+        return self.client.checkpoint_diff(self.id, checkpoint, file)
+
+    def rollback(self, checkpoint: str, memory: bool = False):
+        return self.client.rollback(self.id, checkpoint, memory)
+
+    def fork(self, count: int = 1):
+        return self.client.fork(self.id, count)
+
     def delete(self, wait: bool = False):
         return self.client.delete_sandbox(self.id, wait=wait)
 
@@ -200,6 +215,40 @@ class API:
         since is local time."""
         query = {"since": since.astimezone(timezone.utc).isoformat() if since is not None else None}
         return self._call(Request("GET", path("sandboxes", sandbox_id, "metrics"), query=query))
+
+    # Checkpoints and forks.
+
+    def checkpoint(self, sandbox_id: str, name: Optional[str] = None, memory: bool = False):
+        """Records the sandbox's files as they are (with memory, under gVisor,
+        its memory and processes too) while it runs on: {id, name, ...}."""
+        body = _fields(name=name, memory=memory or None)
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "checkpoints"), body=body))
+
+    def checkpoints(self, sandbox_id: str):
+        """The sandbox's checkpoints, oldest first."""
+        return self._call(Request("GET", path("sandboxes", sandbox_id, "checkpoints"),
+                                  parse=lambda v: v["checkpoints"]))
+
+    def checkpoint_diff(self, sandbox_id: str, checkpoint: str, file: Optional[str] = None):
+        """What changed since a checkpoint: {changes: [{path, kind, type}]};
+        with file, that file's unified diff ({unified})."""
+        return self._call(Request("GET", path("sandboxes", sandbox_id, "checkpoints", checkpoint, "diff"),
+                                  query={"path": file}))
+
+    def rollback(self, sandbox_id: str, checkpoint: str, memory: bool = False):
+        """Brings the sandbox's files (with memory, its memory and processes)
+        back to a checkpoint; a running sandbox restarts for it."""
+        body = _fields(memory=memory or None)
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "checkpoints", checkpoint, "rollback"),
+                                  body=body, parse=self._sandbox))
+
+    def delete_checkpoint(self, sandbox_id: str, checkpoint: str):
+        return self._call(Request("DELETE", path("sandboxes", sandbox_id, "checkpoints", checkpoint), parse=lambda _: None))
+
+    def fork(self, sandbox_id: str, count: int = 1):
+        """Makes count copies of the sandbox as it is now (at most 100):
+        {sandboxes, errors}, a copy that failed in errors with its number."""
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "fork"), body={"count": count}))
 
     # Commands.
 

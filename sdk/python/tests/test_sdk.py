@@ -142,6 +142,29 @@ class TestClient(unittest.TestCase):
         later = self.client.metrics(self.sb.id, since=times[-1])
         self.assertTrue(all(datetime.fromisoformat(s["time"]) > times[-1] for s in later["samples"]), later)
 
+    def test_checkpoints(self):
+        self.sb.write_file("ck.txt", "before\n")
+        cp = self.sb.checkpoint(name="sdk")
+        self.assertTrue(cp["id"].startswith("c"))
+        self.sb.write_file("ck.txt", "after\n")
+        diff = self.sb.checkpoint_diff(cp["id"])
+        self.assertIn(("/home/user/workspace/ck.txt", "changed"), [(c["path"], c["kind"]) for c in diff["changes"]])
+        unified = self.sb.checkpoint_diff(cp["id"], "/home/user/workspace/ck.txt")["unified"]
+        self.assertIn("-before\n+after\n", unified)
+        self.assertIn(cp["id"], [c["id"] for c in self.sb.checkpoints()])
+        back = self.sb.rollback(cp["id"])
+        self.assertEqual(back.info["state"], "running")
+        self.assertEqual(self.sb.read_file("ck.txt"), b"before\n")
+        self.client.delete_checkpoint(self.sb.id, cp["id"])
+        self.assertNotIn(cp["id"], [c["id"] for c in self.sb.checkpoints()])
+
+    def test_fork(self):
+        res = self.sb.fork(2)
+        self.assertEqual((len(res["sandboxes"]), res.get("errors", [])), (2, []))
+        for copy in res["sandboxes"]:
+            self.assertEqual(copy["metadata"]["forked_from"], self.sb.id)
+            self.client.delete_sandbox(copy["id"], wait=True)
+
     def test_whoami(self):
         me = self.client.whoami()
         self.assertTrue(me["admin"])

@@ -33,6 +33,14 @@ export type Template = Schemas["Template"];
 export type NetworkEvent = Schemas["NetworkEvent"];
 export type AuditEntry = Schemas["AuditEntry"];
 export type Activity = Schemas["Activity"];
+export type Checkpoint = Schemas["Checkpoint"];
+export type CheckpointDiff = Schemas["CheckpointDiff"];
+export type FileChange = Schemas["FileChange"];
+/** What a fork made: the copies, and those that failed, by number. */
+export interface ForkResult {
+  sandboxes: Sandbox[];
+  errors?: { copy: number; code: string; message: string }[];
+}
 /** A member of the cluster (Node in the OpenAPI document; named apart
  * from the DOM's Node). */
 export type ClusterNode = Schemas["Node"];
@@ -238,8 +246,39 @@ export class Hutch {
     return this.#json("POST", `/v1/sandboxes/${seg(id)}/snapshot`, { body: { name } });
   }
 
+  /** Copies of the sandbox as it is now (at most 100); the copies made,
+   * also when some failed (see forkAll for those). */
   async fork(id: string, count = 1): Promise<Sandbox[]> {
-    return (await this.#json<{ sandboxes: Sandbox[] }>("POST", `/v1/sandboxes/${seg(id)}/fork`, { body: { count } })).sandboxes;
+    return (await this.forkAll(id, count)).sandboxes;
+  }
+
+  /** A fork's copies, and those that failed, each with its number. */
+  forkAll(id: string, count = 1): Promise<ForkResult> {
+    return this.#json<ForkResult>("POST", `/v1/sandboxes/${seg(id)}/fork`, { body: { count } });
+  }
+
+  /** Records the sandbox's files as they are (with memory, under gVisor,
+   * its memory and processes too), while it runs on. */
+  checkpoint(id: string, req: { name?: string; memory?: boolean } = {}): Promise<Checkpoint> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/checkpoints`, { body: req });
+  }
+
+  async checkpoints(id: string): Promise<Checkpoint[]> {
+    return (await this.#json<{ checkpoints: Checkpoint[] }>("GET", `/v1/sandboxes/${seg(id)}/checkpoints`)).checkpoints;
+  }
+
+  /** What changed since a checkpoint; with path, that file's unified diff. */
+  checkpointDiff(id: string, checkpoint: string, path?: string): Promise<CheckpointDiff> {
+    return this.#json("GET", `/v1/sandboxes/${seg(id)}/checkpoints/${seg(checkpoint)}/diff`, { query: { path } });
+  }
+
+  /** Brings the sandbox back to a checkpoint; a running one restarts. */
+  rollback(id: string, checkpoint: string, req: { memory?: boolean } = {}): Promise<Sandbox> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/checkpoints/${seg(checkpoint)}/rollback`, { body: req });
+  }
+
+  async deleteCheckpoint(id: string, checkpoint: string): Promise<void> {
+    await this.#json("DELETE", `/v1/sandboxes/${seg(id)}/checkpoints/${seg(checkpoint)}`);
   }
 
   async networkEvents(id: string): Promise<NetworkEvent[]> {

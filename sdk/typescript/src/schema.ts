@@ -457,7 +457,7 @@ export interface paths {
         put?: never;
         /**
          * Make copies of a sandbox
-         * @description Snapshots the sandbox as template `fork-<id>` and makes `count` sandboxes (default 1, at most 100) from it, a few at a time, with the sandbox's runtime, limits, env, metadata (plus `forked_from`) and timers. Each copy is its own sandbox (its own network address, hostname and disk), sharing the snapshot's files and memory image read-only; under gVisor each goes on with the sandbox's memory and processes. A copy that fails is listed in `errors` and leaves nothing; the call fails only when none was made.
+         * @description Snapshots the sandbox as template `fork-<id>` and makes `count` sandboxes (default 1, at most 100) from it, a few at a time, with the sandbox's runtime, limits, env, metadata (plus `forked_from`) and timers. Each copy is its own sandbox (its own hostname, disk, and network behind a router of its own), sharing the snapshot's files and memory image read-only; under gVisor each goes on with the sandbox's memory and processes. A copy that fails is listed in `errors` and leaves nothing; the call fails only when none was made.
          */
         post: operations["forkSandbox"];
         delete?: never;
@@ -2092,7 +2092,7 @@ export interface components {
              * @default 300
              */
             idle_timeout_s?: number;
-            /** @description Volumes to mount. A create with volumes does not take a warm-pool sandbox; forks mount their source's. */
+            /** @description Volumes to mount. Under runc a warm-pool sandbox takes them, mounted as it is handed over; under gVisor a create with volumes makes its sandbox anew. Forks mount their source's. */
             volumes?: components["schemas"]["VolumeMount"][];
             /** @description Instead of `template`, the snapshot (see `…/snapshot`) to start from. */
             from_snapshot?: string;
@@ -2123,6 +2123,10 @@ export interface components {
              * @enum {string}
              */
             checkpoints?: "" | "per_tool_call";
+            /** @description A command (sh -c, as the sandbox's user, 60 s at most) run before the sandbox is suspended or stopped, e.g. to flush a database. */
+            on_suspend?: string;
+            /** @description A command run once the sandbox runs again after a suspend, stop or rollback, e.g. to re-read a configuration. */
+            on_resume?: string;
             /** @description Where it may connect. Omitted: the daemon's default mode (--network-default, full unless set), or, for an API key limited to a more isolated mode, that mode. */
             network?: components["schemas"]["NetworkPolicy"];
         };
@@ -2411,6 +2415,10 @@ export interface components {
             idle_action: "suspend" | "stop" | "delete";
             /** @description per_tool_call when a checkpoint is taken before each tool call that changes something. */
             checkpoints?: string;
+            /** @description The command run before it is suspended or stopped. */
+            on_suspend?: string;
+            /** @description The command run once it runs again. */
+            on_resume?: string;
             /** @description Its key, if it was created with one. */
             key?: string;
             metadata: {

@@ -151,6 +151,29 @@ describe("Hutch", { skip }, () => {
     }
   });
 
+  test("checkpoints, rollback and forks", async () => {
+    await hutch.writeFile(sb.id, "ck.txt", "before\n");
+    const cp = await hutch.checkpoint(sb.id, { name: "ts" });
+    assert.match(cp.id, /^c\d+$/);
+    await hutch.writeFile(sb.id, "ck.txt", "after\n");
+    const diff = await hutch.checkpointDiff(sb.id, cp.id);
+    assert.ok(diff.changes.some((c) => c.path === "/home/user/workspace/ck.txt" && c.kind === "changed"), JSON.stringify(diff));
+    const one = await hutch.checkpointDiff(sb.id, cp.id, "/home/user/workspace/ck.txt");
+    assert.match(one.unified, /-before\n\+after\n/);
+    assert.ok((await hutch.checkpoints(sb.id)).some((c) => c.id === cp.id));
+    const back = await hutch.rollback(sb.id, cp.id);
+    assert.equal(back.state, "running");
+    assert.equal(new TextDecoder().decode(await hutch.readFile(sb.id, "ck.txt")), "before\n");
+    await hutch.deleteCheckpoint(sb.id, cp.id);
+    assert.ok(!(await hutch.checkpoints(sb.id)).some((c) => c.id === cp.id));
+    const res = await hutch.forkAll(sb.id, 2);
+    assert.equal(res.sandboxes.length, 2, JSON.stringify(res.errors));
+    for (const copy of res.sandboxes) {
+      assert.equal(copy.metadata.forked_from, sb.id);
+      await hutch.deleteSandbox(copy.id, { wait: true });
+    }
+  });
+
   test("errors", async () => {
     await assert.rejects(hutch.getSandbox("nosuchsandbx"), (e) => e.code === "not_found" && e.status === 404);
     await assert.rejects(new Hutch({ apiKey: "not-a-key" }).listSandboxes(), (e) => e.code === "unauthenticated" && e.status === 401);
