@@ -357,6 +357,9 @@ type UpdateSandboxRequest struct {
 	CPUs     float64 `json:"cpus,omitempty"`
 	MemoryMB int64   `json:"memory_mb,omitempty"`
 	Pids     int64   `json:"pids,omitempty"`
+	// DiskMB grows its disk in place, running or not (a disk never
+	// shrinks).
+	DiskMB int64 `json:"disk_mb,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.

@@ -292,12 +292,15 @@ type Update struct {
 	CPUs     float64
 	MemoryMB int64
 	Pids     int64
+	// DiskMB (0: as it is) grows its disk, running or not, its growth
+	// admitted against its workspace's quota; a disk never shrinks.
+	DiskMB int64
 }
 
 func (u Update) timers() bool { return u.IdleTimeout != 0 || u.IdleAction != "" || u.Lifetime != 0 }
 
 func (u Update) shape() bool {
-	return u.Env != nil || u.Metadata != nil || u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
+	return u.Env != nil || u.Metadata != nil || u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0 || u.DiskMB != 0
 }
 
 // Update changes what u names of sandbox id. It changes the timers and
@@ -364,6 +367,34 @@ func (m *Manager) resize(ctx context.Context, rec *store.Sandbox, u Update) (rel
 	return release, nil
 }
 
+// growDisk grows sandbox rec's disk to sizeMB in place, running or not,
+// within its workspace's quota (release ends the admission of its
+// growth). The caller holds its lock.
+func (m *Manager) growDisk(ctx context.Context, rec *store.Sandbox, sizeMB int64) (release func(), err error) {
+	if sizeMB < rec.DiskMB {
+		return nil, errdefs.FailedPrecondition("sandbox %s has a disk of %d MiB: a disk grows, it never shrinks", rec.ID, rec.DiskMB)
+	}
+	if err := m.checkHeld(rec); err != nil {
+		return nil, err
+	}
+	be := m.runtimes.Get(rec.Backend)
+	if be == nil || be.Capabilities().GrowDisk == nil {
+		return nil, errdefs.FailedPrecondition("runtime %s cannot grow a sandbox's disk", rec.Backend)
+	}
+	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
+	if inst := m.liveInstance(rec.ID); inst != nil {
+		h = inst.handle
+	}
+	if release, err = m.hooks.Admit(ctx, hook.Admission{Workspace: rec.Workspace, Growth: true, DiskMB: sizeMB - rec.DiskMB}); err != nil {
+		return nil, err
+	}
+	if err := be.Capabilities().GrowDisk.GrowDisk(ctx, h, sizeMB<<20); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
 // reshape sets sandbox id's env, metadata and limits as u says, under its
 // lock: limits in place while it runs (where its runtime can), or for its
 // next start while it does not.
@@ -380,7 +411,7 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 	limits := u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
 	halted := rec.State == store.Suspended || rec.State == store.Stopped || rec.State == store.Error
 	s := store.Shape{Env: rec.Env, Metadata: rec.Metadata, CPUs: cmp.Or(u.CPUs, rec.CPUs), MemoryMB: cmp.Or(u.MemoryMB, rec.MemoryMB),
-		Pids: cmp.Or(u.Pids, rec.Pids), At: m.clock.Now().UTC()}
+		Pids: cmp.Or(u.Pids, rec.Pids), DiskMB: cmp.Or(u.DiskMB, rec.DiskMB), At: m.clock.Now().UTC()}
 	if u.Env != nil {
 		s.Env = u.Env
 	}
@@ -388,7 +419,7 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 		s.Metadata = u.Metadata
 	}
 	// The bounds of a create's (the rest as the record has it).
-	check := create.Options{CPUs: s.CPUs, MemoryMB: s.MemoryMB, Pids: s.Pids, DiskMB: rec.DiskMB, Env: s.Env, Workspace: rec.Workspace,
+	check := create.Options{CPUs: s.CPUs, MemoryMB: s.MemoryMB, Pids: s.Pids, DiskMB: s.DiskMB, Env: s.Env, Workspace: rec.Workspace,
 		IdleTimeout: rec.IdleTimeout, IdleAction: rec.IdleAction, MaxLifetime: time.Hour}
 	if _, _, err := check.WithDefaults(); err != nil {
 		return err
@@ -400,6 +431,13 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 		}
 		defer release() // once the record has the new limits
 	}
+	if s.DiskMB != rec.DiskMB {
+		release, err := m.growDisk(ctx, rec, s.DiskMB)
+		if err != nil {
+			return err
+		}
+		defer release() // once the record has the new size
+	}
 	if err := m.store.Reshape(ctx, id, s); err != nil {
 		return err
 	}
@@ -408,6 +446,6 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 		inst.env = s.Env
 		inst.mu.Unlock()
 	}
-	m.log.Info("sandbox reshaped", attrSandbox, id, "cpus", s.CPUs, "memory_mb", s.MemoryMB, "pids", s.Pids, "env", len(s.Env), "metadata", len(s.Metadata))
+	m.log.Info("sandbox reshaped", attrSandbox, id, "cpus", s.CPUs, "memory_mb", s.MemoryMB, "pids", s.Pids, "disk_mb", s.DiskMB, "env", len(s.Env), "metadata", len(s.Metadata))
 	return nil
 }

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +59,52 @@ func TestDiskFillStopsAtTheLimit(t *testing.T) {
 				t.Errorf("disk used 40 s after rm: %+v (%v), want the space back", st, err)
 				break
 			}
+		}
+	})
+}
+
+// A sandbox's disk grows in place, running or suspended, its files kept:
+// what did not fit fits after; it never shrinks. Under both runtimes.
+func TestDiskGrows(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		ctx := t.Context()
+		sb := d.create(client.CreateSandboxRequest{Runtime: runtime, DiskMB: 256})
+		size := func() int64 {
+			out := d.exec(sb.ID, "df -m --output=size /tmp | tail -1").Stdout
+			n, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+			return n
+		}
+		if res := d.exec(sb.ID, "head -c 150M /dev/zero > first && sync"); res.ExitCode != 0 {
+			t.Fatalf("150 MB on a 256 MiB disk: %+v", res)
+		}
+		if res := d.exec(sb.ID, "head -c 300M /dev/zero > second; rc=$?; rm -f second; sync; exit $rc"); res.ExitCode == 0 {
+			t.Fatalf("300 MB more fit on a 256 MiB disk: %+v", res)
+		}
+		if _, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{DiskMB: 1024}); err != nil {
+			t.Fatal(err)
+		}
+		if got := size(); got < 900 {
+			t.Errorf("the running sandbox's disk is %d MiB after growing to 1024", got)
+		}
+		if res := d.exec(sb.ID, "head -c 300M /dev/zero > second && sync && stat -c %s first"); res.ExitCode != 0 || res.Stdout != "157286400\n" {
+			t.Errorf("300 MB more on the grown disk, the first file kept: %+v", res)
+		}
+		if _, err := d.client.SuspendSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{DiskMB: 1536})
+		if err != nil || got.DiskMB != 1536 || got.State != "suspended" {
+			t.Fatalf("grow the suspended sandbox's disk: %+v, %v", got, err)
+		}
+		if got := size(); got < 1400 {
+			t.Errorf("after the resume the disk is %d MiB, want 1536", got)
+		}
+		_, err = d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{DiskMB: 512})
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != "failed_precondition" {
+			t.Errorf("shrinking the disk: %v, want failed_precondition", err)
 		}
 	})
 }

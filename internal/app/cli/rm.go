@@ -103,17 +103,18 @@ func (a *app) newKeepaliveCmd() *cobra.Command {
 
 func (a *app) newUpdateCmd() *cobra.Command {
 	var (
-		cpus            float64
-		memoryMB, pids  int64
-		envFlags, metas []string
+		cpus                   float64
+		memoryMB, pids, diskMB int64
+		envFlags, metas        []string
 	)
 	cmd := &cobra.Command{
-		Use:   "update ID [--cpus N] [--memory MiB] [--pids N] [-e K=V]... [--meta k=v]...",
+		Use:   "update ID [--cpus N] [--memory MiB] [--pids N] [--disk MiB] [-e K=V]... [--meta k=v]...",
 		Short: "Change a sandbox's limits, env or metadata",
 		Long: "Change a sandbox's limits: a running one's in place where its runtime can\n" +
 			"(the CPUs under both; memory and processes under runc), a suspended or stopped\n" +
-			"one's for its next start. -e replaces its environment (its next command sees\n" +
-			"it), --meta its metadata. Prints the sandbox's ID.",
+			"one's for its next start; its disk grows in place, running or not (it never\n" +
+			"shrinks). -e replaces its environment (its next command sees it), --meta its\n" +
+			"metadata. Prints the sandbox's ID.",
 		Example: "  hutch update abc123 --cpus 2 --memory 2048\n  hutch update abc123 -e STAGE=two",
 		Args:    exactArgs(1, "a sandbox ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,9 +126,9 @@ func (a *app) newUpdateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := client.UpdateSandboxRequest{CPUs: cpus, MemoryMB: memoryMB, Pids: pids, Env: env, Metadata: meta}
-			if req.CPUs == 0 && req.MemoryMB == 0 && req.Pids == 0 && env == nil && meta == nil {
-				return usageErrorf(cmd, "give --cpus, --memory, --pids, -e or --meta")
+			req := client.UpdateSandboxRequest{CPUs: cpus, MemoryMB: memoryMB, Pids: pids, DiskMB: diskMB, Env: env, Metadata: meta}
+			if req.CPUs == 0 && req.MemoryMB == 0 && req.Pids == 0 && req.DiskMB == 0 && env == nil && meta == nil {
+				return usageErrorf(cmd, "give --cpus, --memory, --pids, --disk, -e or --meta")
 			}
 			c, err := a.connect()
 			if err != nil {
@@ -148,6 +149,7 @@ func (a *app) newUpdateCmd() *cobra.Command {
 	fl.Float64Var(&cpus, "cpus", 0, "its CPU limit")
 	fl.Int64Var(&memoryMB, "memory", 0, "its memory limit in MiB")
 	fl.Int64Var(&pids, "pids", 0, "its process limit")
+	fl.Int64Var(&diskMB, "disk", 0, "its disk's size in MiB: larger than it is")
 	fl.StringArrayVarP(&envFlags, "env", "e", nil, "environment variable `K=V` (or K, taken from here), replacing its environment; repeatable")
 	fl.StringArrayVar(&metas, "meta", nil, "metadata `k=v`, replacing its metadata; repeatable")
 	return cmd

@@ -254,14 +254,14 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 		return s.m.Update(ctx, id, core.Update{
 			IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second, IdleAction: req.IdleAction, Lifetime: time.Duration(req.MaxLifetimeS) * time.Second,
-			Env: req.Env, Metadata: req.Metadata, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids,
+			Env: req.Env, Metadata: req.Metadata, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
 		})
 	})
 }
 
 // reshapes says whether req changes what the sandbox is made with.
 func reshapes(req client.UpdateSandboxRequest) bool {
-	return req.Env != nil || req.Metadata != nil || req.CPUs != 0 || req.MemoryMB != 0 || req.Pids != 0
+	return req.Env != nil || req.Metadata != nil || req.CPUs != 0 || req.MemoryMB != 0 || req.Pids != 0 || req.DiskMB != 0
 }
 
 // snapshotSandbox makes a snapshot (a template) of a sandbox's files.

@@ -76,6 +76,13 @@ type Capabilities struct {
 	Resize      Resizer
 	Checkpoint  Checkpointer
 	Attach      Attacher
+	GrowDisk    DiskGrower
+}
+
+// DiskGrower grows a sandbox's disk in place, running or not: its files
+// stay, and it never shrinks (ErrFailedPrecondition, saying so).
+type DiskGrower interface {
+	GrowDisk(ctx context.Context, h Handle, bytes int64) error
 }
 
 // Attacher mounts binds into a running sandbox, as its create would have:

@@ -120,3 +120,14 @@ func btrfsUsable() bool {
 	b, err := os.ReadFile("/proc/filesystems")
 	return err == nil && strings.Contains(string(b), "\tbtrfs\n")
 }
+
+// btrfsIocResize: _IOW(0x94, 3, struct btrfs_ioctl_vol_args).
+const btrfsIocResize = 0x50009403
+
+// growBtrfs has the btrfs filesystem mounted at mount take all of its
+// device ("max").
+func growBtrfs(mount string) error {
+	var args btrfsVolArgs
+	copy(args.name[:], "max")
+	return volIoctl(mount, btrfsIocResize, unsafe.Pointer(&args), "resize the filesystem")
+}

@@ -297,3 +297,64 @@ func TestCheckpoints(t *testing.T) {
 		}
 	})
 }
+
+// A btrfs disk grows while mounted and written to; it does not shrink. An
+// ext4 one does not grow.
+func TestGrow(t *testing.T) {
+	requireRoot(t)
+	filesystems(t, func(t *testing.T, newPool func(string, int) (*Pool, error)) {
+		dir := t.TempDir()
+		t.Cleanup(func() { nothingLeft(t, dir) })
+		pool, err := newPool(filepath.Join(dir, "disks"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, "disk")
+		if _, err := pool.Take(t.Context(), 128, link); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := pool.Release(link); err != nil {
+				t.Error(err)
+			}
+		}()
+		if pool.fs == "ext4" {
+			if err := pool.Grow(link, 256); !errors.Is(err, ErrNoGrowth) {
+				t.Errorf("an ext4 disk grown: %v, want ErrNoGrowth", err)
+			}
+			return
+		}
+		size := func() int64 {
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(link, &st); err != nil {
+				t.Fatal(err)
+			}
+			return int64(st.Blocks) * st.Bsize
+		}
+		before := size()
+		if err := pool.Grow(link, 512); err != nil {
+			t.Fatal(err)
+		}
+		if after := size(); after < before+300<<20 {
+			t.Errorf("the filesystem is %d MiB after growing to 512 MiB, was %d", after>>20, before>>20)
+		}
+		// 300 MiB fit now, which 128 MiB did not.
+		f, err := os.Create(filepath.Join(link, "big"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		for i := range 300 {
+			if _, err := f.Write(buf); err != nil {
+				t.Fatalf("write MiB %d on the grown disk: %v", i, err)
+			}
+		}
+		f.Close()
+		if err := pool.Grow(link, 256); !errors.Is(err, ErrShrink) {
+			t.Errorf("shrinking: %v, want ErrShrink", err)
+		}
+	})
+}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Pool makes disks in a directory of its own and keeps a few of the default
@@ -325,4 +327,65 @@ func (p *Pool) release(d Disk) error {
 		return err
 	}
 	return nil
+}
+
+// Grow makes the disk link points at sizeMB large, while it is mounted and
+// in use: its image grows (sparse), its loop device takes the new size,
+// and its filesystem all of it. A disk shrinks not: a smaller size is
+// refused, and so is growing an ext4 disk.
+func (p *Pool) Grow(link string, sizeMB int64) error {
+	d, err := p.linked(link)
+	if err != nil {
+		return err
+	}
+	if !isBtrfs(d.Mount) {
+		return ErrNoGrowth
+	}
+	st, err := os.Stat(d.Image)
+	if err != nil {
+		return err
+	}
+	switch size := sizeMB << 20; {
+	case size < st.Size():
+		return fmt.Errorf("%w: it has %d MiB", ErrShrink, st.Size()>>20)
+	case size == st.Size():
+		return nil
+	default:
+		if err := os.Truncate(d.Image, size); err != nil {
+			return fmt.Errorf("grow disk image: %w", err)
+		}
+	}
+	loop, err := loopOf(d.Image)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(loop, os.O_RDWR, 0) // #nosec G304 -- the loop device of a disk Hutch made
+	if err != nil {
+		return err
+	}
+	err = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_SET_CAPACITY, 0)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("tell %s its new size: %w", loop, err)
+	}
+	return growBtrfs(d.Mount)
+}
+
+// ErrShrink is a disk asked to become smaller; ErrNoGrowth, an ext4 disk
+// asked to grow.
+var (
+	ErrShrink   = errors.New("a disk cannot shrink")
+	ErrNoGrowth = errors.New("the sandbox's disk is ext4, which does not grow while mounted here: new sandboxes get btrfs, which does")
+)
+
+// loopOf is the loop device backed by image.
+func loopOf(image string) (string, error) {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		// #nosec G304 -- a sysfs path from a glob of fixed shape
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == image {
+			return "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f))), nil
+		}
+	}
+	return "", fmt.Errorf("no loop device backs %s", image)
 }

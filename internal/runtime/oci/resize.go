@@ -12,6 +12,7 @@ import (
 	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
+	"github.com/hutchdev/hutch/internal/runtime/disk"
 )
 
 // Resize writes a running sandbox's new limits into its cgroups, as its
@@ -78,3 +79,16 @@ func (r *Runtime) Resize(_ context.Context, h backend.Handle, l backend.Limits) 
 
 // cgroupWrite is a value for a cgroup file.
 type cgroupWrite struct{ file, value string }
+
+// GrowDisk grows sandbox h's disk to bytes (disk.Pool.Grow), whether it
+// runs or not: its disk stays mounted while it is suspended.
+func (r *Runtime) GrowDisk(_ context.Context, h backend.Handle, bytes int64) error {
+	if !validID(h.ID) {
+		return errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	err := r.cfg.Disks.Grow(r.layout(h.ID).disk, bytes>>20)
+	if errors.Is(err, disk.ErrShrink) || errors.Is(err, disk.ErrNoGrowth) {
+		return errdefs.FailedPrecondition("sandbox %s: %v", h.ID, err)
+	}
+	return err
+}

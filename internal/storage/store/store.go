@@ -137,6 +137,7 @@ type Shape struct {
 	CPUs          float64
 	MemoryMB      int64
 	Pids          int64
+	DiskMB        int64
 	At            time.Time // the record's UpdatedAt
 }
 

@@ -3107,6 +3107,8 @@ export interface operations {
                     cpus?: number;
                     memory_mb?: number;
                     pids?: number;
+                    /** @description Grows its disk in place, running or not, within its workspace's quota; a disk never shrinks (btrfs disks; failed_precondition otherwise). */
+                    disk_mb?: number;
                 };
             };
         };

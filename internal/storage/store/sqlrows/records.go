@@ -15,14 +15,14 @@ const SandboxColumns = `id, template, backend, state, state_reason, handle, cpus
 	idle_timeout_s, env, metadata, created_at, updated_at, disk_mb, template_version, idle_action, key, expires_at, volumes, network,
 	workspace, owner_user, secrets, node, image, checkpoints, on_suspend, on_resume`
 
-// ShapeArgs are s's values for env, metadata, cpus, memory_mb, pids and
-// updated_at, in that order.
+// ShapeArgs are s's values for env, metadata, cpus, memory_mb, pids,
+// disk_mb and updated_at, in that order.
 func ShapeArgs(s store.Shape) ([]any, error) {
 	env, meta, err := encodeMaps(s.Env, s.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.At.UnixNano()}, nil
+	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.DiskMB, s.At.UnixNano()}, nil
 }
 
 // encodeMaps is env and metadata as their columns hold them: JSON
