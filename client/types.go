@@ -360,6 +360,9 @@ type UpdateSandboxRequest struct {
 	// DiskMB grows its disk in place, running or not (a disk never
 	// shrinks).
 	DiskMB int64 `json:"disk_mb,omitempty"`
+	// Volumes, when not nil, replaces the volumes a suspended or stopped
+	// sandbox mounts, from its next start (empty: none).
+	Volumes *[]VolumeMount `json:"volumes,omitempty"`
 }
 
 // What the idle timeout does to a sandbox.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
@@ -295,12 +296,15 @@ type Update struct {
 	// DiskMB (0: as it is) grows its disk, running or not, its growth
 	// admitted against its workspace's quota; a disk never shrinks.
 	DiskMB int64
+	// Volumes (nil: as they are) replaces the volumes of a suspended or
+	// stopped sandbox, checked as a create's, from its next start.
+	Volumes *[]store.VolumeMount
 }
 
 func (u Update) timers() bool { return u.IdleTimeout != 0 || u.IdleAction != "" || u.Lifetime != 0 }
 
 func (u Update) shape() bool {
-	return u.Env != nil || u.Metadata != nil || u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0 || u.DiskMB != 0
+	return u.Env != nil || u.Metadata != nil || u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0 || u.DiskMB != 0 || u.Volumes != nil
 }
 
 // Update changes what u names of sandbox id. It changes the timers and
@@ -411,7 +415,7 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 	limits := u.CPUs != 0 || u.MemoryMB != 0 || u.Pids != 0
 	halted := rec.State == store.Suspended || rec.State == store.Stopped || rec.State == store.Error
 	s := store.Shape{Env: rec.Env, Metadata: rec.Metadata, CPUs: cmp.Or(u.CPUs, rec.CPUs), MemoryMB: cmp.Or(u.MemoryMB, rec.MemoryMB),
-		Pids: cmp.Or(u.Pids, rec.Pids), DiskMB: cmp.Or(u.DiskMB, rec.DiskMB), At: m.clock.Now().UTC()}
+		Pids: cmp.Or(u.Pids, rec.Pids), DiskMB: cmp.Or(u.DiskMB, rec.DiskMB), Volumes: rec.Volumes, At: m.clock.Now().UTC()}
 	if u.Env != nil {
 		s.Env = u.Env
 	}
@@ -430,6 +434,19 @@ func (m *Manager) reshape(ctx context.Context, id string, u Update) error {
 			return err
 		}
 		defer release() // once the record has the new limits
+	}
+	if u.Volumes != nil {
+		if !halted {
+			return errdefs.FailedPrecondition("sandbox %s is %s: its volumes change while it is suspended or stopped, for its next start", id, rec.State)
+		}
+		vols := create.Options{Workspace: rec.Workspace, User: rec.User, Volumes: *u.Volumes}
+		if err := m.hooks.Prepare(ctx, &vols); err != nil { // checked and defaulted as a create's
+			return err
+		}
+		s.Volumes = slices.Clip(vols.Volumes)
+		if s.Volumes == nil {
+			s.Volumes = []store.VolumeMount{}
+		}
 	}
 	if s.DiskMB != rec.DiskMB {
 		release, err := m.growDisk(ctx, rec, s.DiskMB)

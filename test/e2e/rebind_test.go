@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -40,7 +41,12 @@ func TestResumeTakesTodaysSettings(t *testing.T) {
 		if _, err := d.client.SetNetwork(ctx, sb.ID, client.NetworkPolicy{Mode: client.NetworkAllowlist, Allow: []string{"allowed.test"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{MemoryMB: 512, Env: map[string]string{"STAGE": "two"}}); err != nil {
+		vol := "rebind-" + runtime
+		if _, err := d.client.CreateVolume(ctx, vol); err != nil {
+			t.Fatal(err)
+		}
+		vols := []client.VolumeMount{{Name: vol}}
+		if _, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{MemoryMB: 512, Env: map[string]string{"STAGE": "two"}, Volumes: &vols}); err != nil {
 			t.Fatal(err)
 		}
 		if now, _ := d.client.GetSandbox(ctx, sb.ID); now.State != "suspended" || now.MemoryMB != 512 || now.Network.Mode != client.NetworkAllowlist {
@@ -54,6 +60,15 @@ func TestResumeTakesTodaysSettings(t *testing.T) {
 		}
 		if !strings.Contains(res.Stdout, "flushed") {
 			t.Errorf("on_suspend did not run before the suspend: %q", res.Stdout)
+		}
+		if res := d.exec(sb.ID, "echo kept > /mnt/"+vol+"/x && cat /mnt/"+vol+"/x"); res.Stdout != "kept\n" {
+			t.Errorf("the volume given while it slept: %+v", res)
+		}
+		// A running sandbox's volumes do not change under it.
+		var ce *client.Error
+		none := []client.VolumeMount{}
+		if _, err := d.client.UpdateSandbox(ctx, sb.ID, client.UpdateSandboxRequest{Volumes: &none}); !errors.As(err, &ce) || ce.Code != "failed_precondition" {
+			t.Errorf("volumes of a running sandbox changed: %v, want failed_precondition", err)
 		}
 		st, err := d.client.Stats(ctx, sb.ID)
 		if err != nil || st.MemoryLimitBytes != 512<<20 {

@@ -252,16 +252,30 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 				return s.m.Get(ctx, id)
 			}
 		}
-		return s.m.Update(ctx, id, core.Update{
+		u := core.Update{
 			IdleTimeout: time.Duration(req.IdleTimeoutS) * time.Second, IdleAction: req.IdleAction, Lifetime: time.Duration(req.MaxLifetimeS) * time.Second,
 			Env: req.Env, Metadata: req.Metadata, CPUs: req.CPUs, MemoryMB: req.MemoryMB, Pids: req.Pids, DiskMB: req.DiskMB,
-		})
+		}
+		if req.Volumes != nil {
+			vols := volumeMounts(*req.Volumes)
+			for i := range vols {
+				var err error
+				if vols[i].Name, err = callerOf(r.Context()).volumeName(vols[i].Name); err != nil {
+					return nil, err
+				}
+			}
+			if vols == nil {
+				vols = []store.VolumeMount{}
+			}
+			u.Volumes = &vols
+		}
+		return s.m.Update(ctx, id, u)
 	})
 }
 
 // reshapes says whether req changes what the sandbox is made with.
 func reshapes(req client.UpdateSandboxRequest) bool {
-	return req.Env != nil || req.Metadata != nil || req.CPUs != 0 || req.MemoryMB != 0 || req.Pids != 0 || req.DiskMB != 0
+	return req.Env != nil || req.Metadata != nil || req.CPUs != 0 || req.MemoryMB != 0 || req.Pids != 0 || req.DiskMB != 0 || req.Volumes != nil
 }
 
 // snapshotSandbox makes a snapshot (a template) of a sandbox's files.

@@ -138,6 +138,7 @@ type Shape struct {
 	MemoryMB      int64
 	Pids          int64
 	DiskMB        int64
+	Volumes       []VolumeMount
 	At            time.Time // the record's UpdatedAt
 }
 

@@ -3109,6 +3109,8 @@ export interface operations {
                     pids?: number;
                     /** @description Grows its disk in place, running or not, within its workspace's quota; a disk never shrinks (btrfs disks; failed_precondition otherwise). */
                     disk_mb?: number;
+                    /** @description Replaces the volumes of a suspended or stopped sandbox, from its next start (failed_precondition while it runs); empty: none. */
+                    volumes?: components["schemas"]["VolumeMount"][];
                 };
             };
         };

@@ -251,8 +251,8 @@ func (d *DB) Reshape(ctx context.Context, id string, s store.Shape) error {
 	if err != nil {
 		return err
 	}
-	tag, err := d.pool.Exec(ctx, `UPDATE sandboxes SET env = $1, metadata = $2, cpus = $3, memory_mb = $4, pids = $5, disk_mb = $6, updated_at = $7
-		WHERE id = $8`, append(args, id)...)
+	tag, err := d.pool.Exec(ctx, `UPDATE sandboxes SET env = $1, metadata = $2, cpus = $3, memory_mb = $4, pids = $5, disk_mb = $6, volumes = $7, updated_at = $8
+		WHERE id = $9`, append(args, id)...)
 	if err != nil {
 		return fmt.Errorf("reshape sandbox %s: %w", id, err)
 	}

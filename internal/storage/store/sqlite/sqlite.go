@@ -192,7 +192,7 @@ func (d *DB) Reshape(ctx context.Context, id string, s store.Shape) error {
 	if err != nil {
 		return err
 	}
-	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET env = ?, metadata = ?, cpus = ?, memory_mb = ?, pids = ?, disk_mb = ?, updated_at = ?
+	res, err := d.db.ExecContext(ctx, `UPDATE sandboxes SET env = ?, metadata = ?, cpus = ?, memory_mb = ?, pids = ?, disk_mb = ?, volumes = ?, updated_at = ?
 		WHERE id = ?`, append(args, id)...)
 	if err != nil {
 		return fmt.Errorf("reshape sandbox %s: %w", id, err)

@@ -16,13 +16,21 @@ const SandboxColumns = `id, template, backend, state, state_reason, handle, cpus
 	workspace, owner_user, secrets, node, image, checkpoints, on_suspend, on_resume`
 
 // ShapeArgs are s's values for env, metadata, cpus, memory_mb, pids,
-// disk_mb and updated_at, in that order.
+// disk_mb, volumes and updated_at, in that order.
 func ShapeArgs(s store.Shape) ([]any, error) {
 	env, meta, err := encodeMaps(s.Env, s.Metadata)
 	if err != nil {
 		return nil, err
 	}
-	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.DiskMB, s.At.UnixNano()}, nil
+	vols := s.Volumes
+	if vols == nil {
+		vols = []store.VolumeMount{}
+	}
+	volumes, err := json.Marshal(vols)
+	if err != nil {
+		return nil, err
+	}
+	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.DiskMB, string(volumes), s.At.UnixNano()}, nil
 }
 
 // encodeMaps is env and metadata as their columns hold them: JSON

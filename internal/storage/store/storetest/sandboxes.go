@@ -77,13 +77,14 @@ func testSandboxRoundTrip(t *testing.T, h Harness) {
 		t.Fatalf("after a network policy: %+v", again)
 	}
 	// A new shape, and nothing else.
-	shape := store.Shape{Env: map[string]string{"NEW": "env"}, Metadata: map[string]string{"stage": "two"}, CPUs: 0.5, MemoryMB: 1024, Pids: 64, DiskMB: 4096, At: at}
+	shape := store.Shape{Env: map[string]string{"NEW": "env"}, Metadata: map[string]string{"stage": "two"}, CPUs: 0.5, MemoryMB: 1024, Pids: 64, DiskMB: 4096, Volumes: []store.VolumeMount{{Name: "data", Path: "/mnt/data", Access: "rw"}}, At: at}
 	if err := db.Reshape(ctx, "abc", shape); err != nil {
 		t.Fatal(err)
 	}
 	again, _ = db.GetSandbox(ctx, "abc")
 	if !reflect.DeepEqual(again.Env, shape.Env) || !reflect.DeepEqual(again.Metadata, shape.Metadata) || again.CPUs != 0.5 ||
-		again.MemoryMB != 1024 || again.Pids != 64 || !reflect.DeepEqual(again.Network, policy) || again.DiskMB != 4096 {
+		again.MemoryMB != 1024 || again.Pids != 64 || !reflect.DeepEqual(again.Network, policy) || again.DiskMB != 4096 ||
+		!reflect.DeepEqual(again.Volumes, shape.Volumes) {
 		t.Fatalf("after a new shape: %+v", again)
 	}
 
