@@ -22,15 +22,21 @@ func ShapeArgs(s store.Shape) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vols := s.Volumes
-	if vols == nil {
-		vols = []store.VolumeMount{}
-	}
-	volumes, err := json.Marshal(vols)
+	volumes, err := encodeVolumes(s.Volumes)
 	if err != nil {
 		return nil, err
 	}
-	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.DiskMB, string(volumes), s.At.UnixNano()}, nil
+	return []any{env, meta, s.CPUs, s.MemoryMB, s.Pids, s.DiskMB, volumes, s.At.UnixNano()}, nil
+}
+
+// encodeVolumes is vols as their column holds them: a JSON array, [] for
+// none.
+func encodeVolumes(vols []store.VolumeMount) (string, error) {
+	if vols == nil {
+		vols = []store.VolumeMount{}
+	}
+	b, err := json.Marshal(vols)
+	return string(b), err
 }
 
 // encodeMaps is env and metadata as their columns hold them: JSON
@@ -50,11 +56,7 @@ func SandboxArgs(sb *store.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vols := sb.Volumes
-	if vols == nil {
-		vols = []store.VolumeMount{}
-	}
-	volumes, err := json.Marshal(vols)
+	volumes, err := encodeVolumes(sb.Volumes)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +77,7 @@ func SandboxArgs(sb *store.Sandbox) ([]any, error) {
 		sb.ID, sb.Template, sb.Backend, string(sb.State), sb.StateReason, sb.Handle, sb.CPUs,
 		sb.MemoryMB, sb.Pids, int64(sb.IdleTimeout / time.Second), env, meta,
 		sb.CreatedAt.UnixNano(), sb.UpdatedAt.UnixNano(), sb.DiskMB, sb.TemplateVersion, sb.IdleAction, nullable(sb.Key),
-		sb.ExpiresAt.UnixNano(), string(volumes), network, sb.Workspace, sb.User, secrets, sb.Node, sb.Image, sb.Checkpoints, sb.OnSuspend, sb.OnResume,
+		sb.ExpiresAt.UnixNano(), volumes, network, sb.Workspace, sb.User, secrets, sb.Node, sb.Image, sb.Checkpoints, sb.OnSuspend, sb.OnResume,
 	}, nil
 }
 
