@@ -61,7 +61,7 @@ $(RUNSC_STAMP):
 # ends, and how long it took; the end-to-end tests' (run -v) only when they
 # fail, else their slowest ten.
 E2E  := ./test/e2e/
-ALONE := ^(TestHostile|TestCPUSpinStaysWithinItsLimit|TestSandboxMetrics|TestForkTwenty)$$
+ALONE := ^(TestHostile|TestCPUSpinStaysWithinItsLimit|TestSandboxMetrics)$$
 # The default templates' tests (base, python, browser) each build their
 # template first: minutes on a fresh machine, mostly downloading packages.
 # make test-templates runs them, CI after make test; what a build made is

@@ -150,14 +150,17 @@ func (s *Sampler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
-			s.round(ctx, now)
+		case <-t.C:
+			s.round(ctx, time.Now)
 		}
 	}
 }
 
-// round samples each running sandbox once.
-func (s *Sampler) round(ctx context.Context, now time.Time) {
+// round samples each running sandbox once, each reading timed by now as
+// it is taken: a tick's own time may be long past on a loaded host, and
+// CPU time read later against it would count more than the sandbox can
+// use.
+func (s *Sampler) round(ctx context.Context, now func() time.Time) {
 	s.mu.Lock()
 	srcs := make([]*source, 0, len(s.running))
 	for _, src := range s.running {
@@ -169,7 +172,7 @@ func (s *Sampler) round(ctx context.Context, now time.Time) {
 		if err != nil {
 			continue // stopped meanwhile, or a runtime that cannot say
 		}
-		s.add(src, st, now.UTC().Truncate(time.Millisecond)) // what every client's clock type holds: since=a sample's time is exact
+		s.add(src, st, now().UTC().Truncate(time.Millisecond)) // what every client's clock type holds: since=a sample's time is exact
 	}
 }
 

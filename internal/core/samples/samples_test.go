@@ -50,10 +50,10 @@ func TestSampler(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	be.set("sba", backend.Stats{CPUTime: time.Second, CPULimit: 1, MemoryBytes: 10 << 20, MemoryLimit: 512 << 20, Pids: 3})
 	be.set("sbb", backend.Stats{CPUTime: time.Second, CPULimit: 0.5})
-	s.round(ctx, t0)
+	s.round(ctx, at(t0))
 	be.set("sba", backend.Stats{CPUTime: 1500 * time.Millisecond, CPULimit: 1, MemoryBytes: 20 << 20, MemoryLimit: 512 << 20, Pids: 4, DiskUsedBytes: 7})
 	be.set("sbb", backend.Stats{CPUTime: 1500 * time.Millisecond, CPULimit: 0.5})
-	s.round(ctx, t0.Add(time.Second))
+	s.round(ctx, at(t0.Add(time.Second)))
 
 	a := s.Samples("sba", time.Time{})
 	if len(a) != 2 {
@@ -72,14 +72,14 @@ func TestSampler(t *testing.T) {
 
 	// The ring keeps the newest Keep.
 	for i := 2; i < 6; i++ {
-		s.round(ctx, t0.Add(time.Duration(i)*time.Second))
+		s.round(ctx, at(t0.Add(time.Duration(i)*time.Second)))
 	}
 	if a := s.Samples("sba", time.Time{}); len(a) != 3 || !a[0].Time.Equal(t0.Add(3*time.Second)) || !a[2].Time.Equal(t0.Add(5*time.Second)) {
 		t.Errorf("after 6 rounds, sba keeps %+v, want the last 3", a)
 	}
 	// Stopped (suspended): no new samples, the old ones kept.
 	stopA()
-	s.round(ctx, t0.Add(10*time.Second))
+	s.round(ctx, at(t0.Add(10*time.Second)))
 	if a := s.Samples("sba", t0.Add(5*time.Second)); len(a) != 0 {
 		t.Errorf("a stopped sandbox was sampled: %+v", a)
 	}
@@ -120,3 +120,6 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// at is a clock that says t.
+func at(t time.Time) func() time.Time { return func() time.Time { return t } }
