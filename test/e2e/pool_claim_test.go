@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,7 +34,8 @@ func TestPoolClaimWithVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPoolReady(t, d, 1)
-	pooled := runcContainers(t, d)
+	// The writer's container may still be being torn down.
+	pooled := slices.DeleteFunc(runcContainers(t, d), func(c string) bool { return c == "hutch-"+writer.ID })
 	sb := d.create(client.CreateSandboxRequest{Template: "host", Runtime: "runc", Env: map[string]string{"STAGE": "claimed"},
 		Volumes: []client.VolumeMount{{Name: "shared", Path: "/home/user/data"}, {Name: "refs", Access: "ro"}}})
 	if len(pooled) != 1 || pooled[0] != "hutch-"+sb.ID {
