@@ -274,14 +274,24 @@ func (m *Manager) Locked(ctx context.Context, id string, fn func(be backend.Back
 	if rec.State == store.Deleting {
 		return deletedError(id)
 	}
-	if inst := m.liveInstance(id); inst != nil {
-		return fn(inst.backend, inst.handle)
+	be, h, err := m.backendOf(rec)
+	if err != nil {
+		return err
+	}
+	return fn(be, h)
+}
+
+// backendOf is sandbox rec's backend and handle: its live instance's when
+// it runs here, else its record's.
+func (m *Manager) backendOf(rec *store.Sandbox) (backend.Backend, backend.Handle, error) {
+	if inst := m.liveInstance(rec.ID); inst != nil {
+		return inst.backend, inst.handle, nil
 	}
 	be := m.runtimes.Get(rec.Backend)
 	if be == nil {
-		return errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+		return nil, backend.Handle{}, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
 	}
-	return fn(be, backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle})
+	return be, backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}, nil
 }
 
 // held are the sandboxes this daemon holds: on a single box all of them,

@@ -74,11 +74,11 @@ func (m *Manager) Restart(ctx context.Context, id, reason string, while func(be 
 	case rec.State != store.Suspended && rec.State != store.Stopped:
 		return nil, notRunning(rec)
 	}
-	be := m.runtimes.Get(rec.Backend)
-	if be == nil {
-		return nil, errdefs.FailedPrecondition("sandbox %s: backend %q is not configured", rec.ID, rec.Backend)
+	be, h, err := m.backendOf(rec)
+	if err != nil {
+		return nil, err
 	}
-	werr := while(be, backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle})
+	werr := while(be, h)
 	if ran {
 		if _, err := m.resume(ctx, rec, reason); err != nil {
 			return nil, errors.Join(werr, err)
@@ -381,13 +381,12 @@ func (m *Manager) growDisk(ctx context.Context, rec *store.Sandbox, sizeMB int64
 	if err := m.checkHeld(rec); err != nil {
 		return nil, err
 	}
-	be := m.runtimes.Get(rec.Backend)
-	if be == nil || be.Capabilities().GrowDisk == nil {
-		return nil, errdefs.FailedPrecondition("runtime %s cannot grow a sandbox's disk", rec.Backend)
+	be, h, err := m.backendOf(rec)
+	if err != nil {
+		return nil, err
 	}
-	h := backend.Handle{ID: rec.ID, Backend: rec.Backend, State: rec.Handle}
-	if inst := m.liveInstance(rec.ID); inst != nil {
-		h = inst.handle
+	if be.Capabilities().GrowDisk == nil {
+		return nil, errdefs.FailedPrecondition("runtime %s cannot grow a sandbox's disk", rec.Backend)
 	}
 	if release, err = m.hooks.Admit(ctx, hook.Admission{Workspace: rec.Workspace, Growth: true, DiskMB: sizeMB - rec.DiskMB}); err != nil {
 		return nil, err

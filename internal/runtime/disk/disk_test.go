@@ -213,27 +213,35 @@ func testNewPoolReleasesUnownedDisks(t *testing.T, newPool func(string, int) (*P
 	}
 }
 
+// takeDisk takes a disk of sizeMB from a pool of its own, released at the
+// test's end, and checked then to have left nothing.
+func takeDisk(t *testing.T, newPool func(string, int) (*Pool, error), sizeMB int64) (*Pool, string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { nothingLeft(t, dir) })
+	pool, err := newPool(filepath.Join(dir, "disks"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "disk")
+	if _, err := pool.Take(t.Context(), sizeMB, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pool.Release(link); err != nil {
+			t.Error(err)
+		}
+	})
+	return pool, link
+}
+
 // A checkpoint of a btrfs disk keeps its files as they were; a rollback
 // brings them back, the checkpoint staying for another; a deleted one is
 // gone with what its runtime kept beside it. An ext4 disk has none.
 func TestCheckpoints(t *testing.T) {
 	requireRoot(t)
 	filesystems(t, func(t *testing.T, newPool func(string, int) (*Pool, error)) {
-		dir := t.TempDir()
-		t.Cleanup(func() { nothingLeft(t, dir) })
-		pool, err := newPool(filepath.Join(dir, "disks"), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		link := filepath.Join(dir, "disk")
-		if _, err := pool.Take(t.Context(), 64, link); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := pool.Release(link); err != nil {
-				t.Error(err)
-			}
-		}()
+		pool, link := takeDisk(t, newPool, 64)
 		if pool.fs == "ext4" {
 			if _, err := pool.Checkpoint(link, "c1"); !errors.Is(err, ErrNoCheckpoints) {
 				t.Errorf("a checkpoint of an ext4 disk: %v, want ErrNoCheckpoints", err)
@@ -303,21 +311,7 @@ func TestCheckpoints(t *testing.T) {
 func TestGrow(t *testing.T) {
 	requireRoot(t)
 	filesystems(t, func(t *testing.T, newPool func(string, int) (*Pool, error)) {
-		dir := t.TempDir()
-		t.Cleanup(func() { nothingLeft(t, dir) })
-		pool, err := newPool(filepath.Join(dir, "disks"), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		link := filepath.Join(dir, "disk")
-		if _, err := pool.Take(t.Context(), 128, link); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := pool.Release(link); err != nil {
-				t.Error(err)
-			}
-		}()
+		pool, link := takeDisk(t, newPool, 128)
 		if pool.fs == "ext4" {
 			if err := pool.Grow(link, 256); !errors.Is(err, ErrNoGrowth) {
 				t.Errorf("an ext4 disk grown: %v, want ErrNoGrowth", err)
