@@ -62,11 +62,11 @@ $(RUNSC_STAMP):
 # fail, else their slowest ten.
 E2E  := ./test/e2e/
 ALONE := ^(TestHostile|TestCPUSpinStaysWithinItsLimit|TestSandboxMetrics)$$
-# The default templates' tests (base, python, browser) each build their
+# The default templates' tests (base, python, browser, desktop) each build their
 # template first: minutes on a fresh machine, mostly downloading packages.
 # make test-templates runs them, CI after make test; what a build made is
 # kept (see docs/templates.md), and the next build of it unpacks it.
-TEMPLATES := ^(TestBaseTemplate|TestCodeContexts|TestE2BCodeInterpreter|TestBrowser)$$
+TEMPLATES := ^(TestBaseTemplate|TestCodeContexts|TestE2BCodeInterpreter|TestBrowser|TestDesktop|TestAttackDesktopViewOnly)$$
 test: build
 	CGO_ENABLED=0 $(GO) vet ./...
 	@began=$$(date +%s); status=0; \

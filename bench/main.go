@@ -11,6 +11,8 @@
 //	(j) previews: latency and throughput through a preview vs direct, and wake on request
 //	(l) scale-out: what an API replica adds to create and exec, creates a second on 1 and 3 nodes
 //	(m) observability: the exec row with traces exported and metrics scraped, beside a daemon without
+//	(n), (o): checkpoints and rollback; forks by the dozen
+//	(p) desktops: ready, an action's round trip, the live view's frame rate, an idle desktop's memory
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
@@ -184,13 +186,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
 		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork, "i": b.measureCode,
 		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster, "m": b.measureObserved, "n": b.measureCheckpoint, "o": b.measureForks,
+		"p": b.measureDesktop,
 	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, letter := range strings.Split("abcdefghijklmno", "") {
+	for _, letter := range strings.Split("abcdefghijklmnop", "") {
 		measure, ok := measures[letter]
 		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
 			continue

@@ -1,7 +1,7 @@
 // One sandbox: what it used over time, its terminal, a command run with
 // its output streamed, a scratch pad for code, its background processes,
-// its services with a preview, its files with an editor, its checkpoints
-// with their diffs and a rollback, the network
+// its services with a preview, its live desktop, its files with an
+// editor, its checkpoints with their diffs and a rollback, the network
 // lookups and connections its policy refused, and its settings. The
 // terminal, the editor and each panel load with this view, not with the
 // console.
@@ -74,6 +74,7 @@ export function sandboxPage(c: Hutch, id: string): View {
     lazy(() => import("./code").then((m) => m.codePanel(c, id))),
     lazy(() => import("./processes").then((m) => m.processesPanel(c, id))),
     lazy(() => import("./services").then((m) => m.servicesPanel(c, id))),
+    lazy(() => import("./desktop").then((m) => m.desktopPanel(c, id))),
     lazy(() => import("./files").then((m) => m.filesPanel(c, id))),
     lazy(() => import("./checkpoints").then((m) => m.checkpointsPanel(c, id))),
     lazy(() => import("./network").then((m) => m.networkPanel(c, id))),

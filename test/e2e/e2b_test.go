@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,11 +267,16 @@ func e2bScripts(t *testing.T) e2bRunner {
 	return e2bRunner{dir: dir}
 }
 
+// npmCIs serializes npmCI: tests run at once share test/e2b.
+var npmCIs sync.Mutex
+
 // npmCI installs the packages dir's package-lock.json pins with npm ci
 // when node_modules is missing or was installed from another lock (its
 // hash is kept in node_modules, which npm ci empties first).
 func npmCI(t *testing.T, dir string) {
 	t.Helper()
+	npmCIs.Lock()
+	defer npmCIs.Unlock()
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,9 @@
 package tools
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Tool names.
 const (
@@ -18,7 +21,21 @@ const (
 	Checkpoint    = "sandbox_checkpoint"
 	Diff          = "sandbox_diff"
 	Rollback      = "sandbox_rollback"
+
+	// The computer tools drive the sandbox's desktop (template desktop).
+	ComputerScreenshot = "sandbox_computer_screenshot"
+	ComputerMove       = "sandbox_computer_move"
+	ComputerClick      = "sandbox_computer_click"
+	ComputerDrag       = "sandbox_computer_drag"
+	ComputerScroll     = "sandbox_computer_scroll"
+	ComputerType       = "sandbox_computer_type"
+	ComputerKey        = "sandbox_computer_key"
+	ComputerWait       = "sandbox_computer_wait"
+	ComputerCursor     = "sandbox_computer_cursor_position"
 )
+
+// Computer says the tool is one of the computer tools.
+func Computer(name string) bool { return strings.HasPrefix(name, "sandbox_computer_") }
 
 // Tool is a tool as a model is offered it.
 type Tool struct {
@@ -281,6 +298,75 @@ var Catalogue = []Tool{
   "additionalProperties": false
 }`),
 	},
+	{
+		Name: ComputerScreenshot,
+		Description: "Take a screenshot of the sandbox's desktop (a Linux desktop with Xfce, Firefox " +
+			"and Chromium; the sandbox must be made from template desktop, whose screen starts on " +
+			"first use at 1024x768). Returns the picture and the screen's size. Coordinates of the " +
+			"other computer tools are pixels of the full screen from its top left corner, also " +
+			"when the picture is scaled down.",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "region": {"type": "object", "description": "Only this part of the screen.", "properties": {"x": {"type": "integer", "minimum": 0}, "y": {"type": "integer", "minimum": 0}, "w": {"type": "integer", "minimum": 1}, "h": {"type": "integer", "minimum": 1}}, "required": ["x", "y", "w", "h"], "additionalProperties": false},
+    "scale": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "description": "Shrink the picture by this factor (default 1)."}
+  },
+  "additionalProperties": false
+}`),
+	},
+	computerAction(ComputerMove, "Move the mouse pointer to x, y.", `
+    "x": {"type": "integer", "minimum": 0},
+    "y": {"type": "integer", "minimum": 0}`, `"x", "y"`),
+	computerAction(ComputerClick, "Click a mouse button at x, y (or where the pointer is): count 2 "+
+		"double-clicks, 3 triple-clicks (a line of text).", `
+    "x": {"type": "integer", "minimum": 0},
+    "y": {"type": "integer", "minimum": 0},
+    "button": {"type": "string", "enum": ["left", "middle", "right"], "description": "Default left."},
+    "count": {"type": "integer", "minimum": 1, "maximum": 3, "description": "Clicks (default 1)."}`, ""),
+	computerAction(ComputerDrag, "Press the left mouse button at the first point of path, move "+
+		"through the others and release it at the last: select text, move a window, draw.", `
+    "path": {"type": "array", "minItems": 2, "items": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 0}, "y": {"type": "integer", "minimum": 0}}, "required": ["x", "y"], "additionalProperties": false}}`, `"path"`),
+	computerAction(ComputerScroll, "Turn the mouse wheel at x, y (or where the pointer is).", `
+    "x": {"type": "integer", "minimum": 0},
+    "y": {"type": "integer", "minimum": 0},
+    "direction": {"type": "string", "enum": ["up", "down", "left", "right"]},
+    "amount": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Clicks of the wheel (default 3)."}`, `"direction"`),
+	computerAction(ComputerType, "Type text with the keyboard into what has the focus (click a "+
+		"field first). Newlines press Return.", `
+    "text": {"type": "string", "minLength": 1, "maxLength": 10000}`, `"text"`),
+	computerAction(ComputerKey, "Press a key or a chord and release it: \"Return\", \"ctrl+a\", "+
+		"\"alt+F4\", \"shift+Tab\", \"Page_Down\" (X key names; enter, esc, ctrl, cmd and the like "+
+		"work too).", `
+    "keys": {"type": "string", "minLength": 1}`, `"keys"`),
+	computerAction(ComputerWait, "Wait, for a page or a program to show what it does.", `
+    "ms": {"type": "integer", "minimum": 0, "maximum": 10000, "description": "Milliseconds."}`, `"ms"`),
+	{
+		Name:        ComputerCursor,
+		Description: "Tell where the mouse pointer is on the sandbox's desktop, and the screen's size.",
+		Schema:      json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`),
+	},
+}
+
+// computerAction is a computer tool that acts on the desktop: its
+// properties (JSON, after the opening brace), and its required ones. Each
+// may ask for a screenshot after it.
+func computerAction(name, description, properties, required string) Tool {
+	if required != "" {
+		required = `,
+  "required": [` + required + `]`
+	}
+	return Tool{
+		Name: name, Mutates: true,
+		Description: description + " Returns where the pointer is after it; with screenshot " +
+			"true, a screenshot of the desktop too (to see what it did).",
+		Schema: json.RawMessage(`{
+  "type": "object",
+  "properties": {` + properties + `,
+    "screenshot": {"type": "boolean", "description": "Add a screenshot taken after the action."}
+  }` + required + `,
+  "additionalProperties": false
+}`),
+	}
 }
 
 // Lookup finds a tool of the catalogue by name.

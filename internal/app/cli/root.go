@@ -113,6 +113,7 @@ func (a *app) newRootCmd() *cobra.Command {
 		a.newE2BCmd(),
 		a.newSnapshotCmd(),
 		a.newCheckpointCmd(),
+		a.newDesktopCmd(),
 		a.newForkCmd(),
 		a.newVolumeCmd(),
 		a.newNetworkCmd(),

@@ -171,3 +171,22 @@ func TestRm(t *testing.T) {
 		t.Errorf("rm without IDs: exit %d", r.code)
 	}
 }
+
+// TestParseActions reads hutch desktop act's words.
+func TestParseActions(t *testing.T) {
+	t.Parallel()
+	got, err := parseActions([]string{"click", "300", "220", "type", "hello world", "key", "ctrl+a", "right_click", "1", "2", "drag", "1", "2", "3", "4", "wait", "100", "scroll", "down", `{"type":"move","x":5,"y":6}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	want := `[{"type":"click","x":300,"y":220},{"type":"type","text":"hello world"},{"type":"key","keys":"ctrl+a"},{"type":"click","x":1,"y":2,"button":"right"},{"type":"drag","path":[{"x":1,"y":2},{"x":3,"y":4}]},{"type":"wait","ms":100},{"type":"scroll","direction":"down"},{"type":"move","x":5,"y":6}]`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	for _, bad := range [][]string{{"click", "1"}, {"click", "a", "b"}, {"fly"}, {"type"}, {"{nope"}} {
+		if _, err := parseActions(bad); err == nil {
+			t.Errorf("%q was taken", bad)
+		}
+	}
+}

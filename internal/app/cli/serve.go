@@ -48,6 +48,7 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 					"log-level": &fileCfg.LogLevel, "package-cache": &fileCfg.PackageCache,
 					"network-default": &fileCfg.NetworkDefault, "network-netns": &fileCfg.NetworkNetns, "network-dns": &fileCfg.NetworkDNS,
 					"role": &fileCfg.Role, "node-name": &fileCfg.NodeName, "advertise": &fileCfg.Advertise, "api-key-file": &fileCfg.APIKeyFile, "image-store": &fileCfg.ImageStore,
+					"e2b-tls-cert": &fileCfg.E2BTLSCert, "e2b-tls-key": &fileCfg.E2BTLSKey,
 				}
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if p, ok := fields[f.Name]; ok {
@@ -95,6 +96,8 @@ func serveCmd(run func(ctx context.Context, cfg daemon.Config, version string, l
 	f.StringVar(&cfg.PublicURL, "public-url", "", "how callers reach the API, for the download URLs it makes (default: http:// and --listen)")
 	f.StringVar(&cfg.PreviewDomain, "preview-domain", cfg.PreviewDomain, "serve a sandbox's port at {port}-{sandbox}.DOMAIN on --listen too (browsers resolve *.localhost themselves; another domain needs a wildcard DNS record); \"\": path routing only")
 	f.StringVar(&e2bListen, "e2b-listen", "", "serve E2B's sandbox front (E2B_SANDBOX_URL) on TCP address `ADDR`; E2B's control plane is on --listen under /e2b, and hutch e2b env prints both (default: 127.0.0.1:49983 for the default --data-dir, else a free port on 127.0.0.1); \"\": none")
+	f.StringVar(&cfg.E2BTLSCert, "e2b-tls-cert", "", "answer TLS on the E2B front's port too, with this PEM certificate (a wildcard for the E2B domain's hosts, as *.localhost), for the https URLs E2B's SDKs make (the Desktop SDK's stream URL); plain HTTP goes on")
+	f.StringVar(&cfg.E2BTLSKey, "e2b-tls-key", "", "the private key (PEM) of --e2b-tls-cert")
 	f.StringVar(&cfg.ToolsHostDir, "tools-host-dir", "", "let tool calls run on the host, in this directory, in sandbox modes selective and off: trusted local development only (default: refused)")
 	f.StringVar(&cfg.ToolsHostUser, "tools-host-user", "", "the user (name, uid or uid:gid) tool calls on the host run as, never root (default: the owner of --tools-host-dir)")
 	f.StringVar(&cfg.ToolsMode, "tools-mode", "", "sandbox mode of tool calls that name none: all (the default), selective or off")

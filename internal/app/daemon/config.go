@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/hutchdev/hutch/internal/agent/tools"
+	"github.com/hutchdev/hutch/internal/base/tlssniff"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/toolrun"
 	"github.com/hutchdev/hutch/internal/front/preview"
@@ -43,6 +45,12 @@ type Config struct {
 	// Listen under /e2b. Empty: no front. Unset (nil): the one derived
 	// from DataDir (see e2bListen), as the run dir is.
 	E2BListen *string `toml:"e2b_listen"`
+	// E2BTLSCert and E2BTLSKey, when set, are a certificate (PEM, a
+	// wildcard for the E2B domain's hosts) and its key with which the
+	// front answers TLS on its port too, beside plain HTTP: E2B's SDKs
+	// make https URLs of getHost (the Desktop SDK's stream URL).
+	E2BTLSCert string `toml:"e2b_tls_cert"`
+	E2BTLSKey  string `toml:"e2b_tls_key"`
 	// MetricsListen is a TCP address that serves GET /metrics alone,
 	// behind the administrator's key as on Listen (where it is served
 	// too). Empty: none.
@@ -348,6 +356,18 @@ func (c Config) runDir() string {
 		return c.RunDir
 	}
 	return runDirFor(c.DataDir)
+}
+
+// e2bTLS has ln answer TLS too, with E2BTLSCert, when it is set.
+func (c Config) e2bTLS(ln net.Listener) (net.Listener, error) {
+	if c.E2BTLSCert == "" && c.E2BTLSKey == "" {
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.E2BTLSCert, c.E2BTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--e2b-tls-cert and --e2b-tls-key: %w", err)
+	}
+	return tlssniff.Listener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
 }
 
 // defaultE2BListen is the E2B front's address for the default data dir:

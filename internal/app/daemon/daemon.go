@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/checkpoints"
+	"github.com/hutchdev/hutch/internal/core/desktop"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/events"
 	"github.com/hutchdev/hutch/internal/core/lifecyclecmd"
@@ -228,10 +229,14 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("tool calls may run on the host, outside any sandbox, in modes selective and off: trusted local development only",
 			"tools_host_dir", cfg.ToolsHostDir, "tools_mode", cmp.Or(cfg.ToolsMode, "all"))
 	}
+	execs := exec.New(mgr, procs, db, log)
+	execs.OnEvent(eventLog.Emit)
+	execs.OnStep(steps)
+	desktops := desktop.New(mgr, execs, log)
 	checkpointService := checkpoints.New(checkpoints.Config{Core: mgr, Store: db, Templates: templateStore, Logger: log})
 	tools := toolrun.New(toolrun.Config{
 		Sandboxes: mgr, Networks: nets, Downloads: download.NewSigner(key), PublicURL: cfg.publicURL(),
-		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Checkpoints: checkpointService, Logger: log,
+		Mode: cfg.ToolsMode, HostDir: cfg.ToolsHostDir, HostUser: cfg.ToolsHostUser, Checkpoints: checkpointService, Desktops: desktops, Logger: log,
 	})
 	defer mgr.Close()
 	// Template build steps run in sandboxes of their own, made with runc
@@ -263,9 +268,6 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 
 	auditLog := audit.New(db, log)
 	defer auditLog.Close() // before the database's: what is queued is written
-	execs := exec.New(mgr, procs, db, log)
-	execs.OnEvent(eventLog.Emit)
-	execs.OnStep(steps)
 	previews := preview.New(preview.Config{Acquire: preview.Core(mgr), Domain: cfg.PreviewDomain, Starting: execs.PortStarting, Logger: log})
 	// E2B's sandbox front listens first: the API tells its address, the
 	// one bound (a daemon on another data dir than the default gets a
@@ -277,6 +279,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 			return fmt.Errorf("listen on %s (--e2b-listen): %w", addr, err)
 		}
 		defer e2bLn.Close()
+		if node != nil && cfg.E2BTLSCert != "" {
+			return fmt.Errorf("--e2b-tls-cert: a node's front speaks the cluster's TLS; give the certificate to the API replicas' load balancer")
+		}
+		if e2bLn, err = cfg.e2bTLS(e2bLn); err != nil {
+			return err
+		}
 		e2bLn = node.listen(e2bLn)
 		_, port, _ := net.SplitHostPort(e2bLn.Addr().String())
 		e2bInfo.SandboxURL, e2bInfo.Domain = "http://"+e2bLn.Addr().String(), "localhost:"+port
@@ -288,7 +296,7 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 		log.Warn("API keys act in the administrator's workspace and reach its sandboxes, volumes and secrets: delete them and make them again with --workspace", "keys", names)
 	}
 	rep := reporter(cfg, db, mgr, templateStore, version)
-	srv := api.New(api.Config{E2B: e2bInfo, Nodes: nodesOf(cfg, db, rep), Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Checkpoints: checkpointService, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
+	srv := api.New(api.Config{E2B: e2bInfo, Nodes: nodesOf(cfg, db, rep), Manager: mgr, Exec: execs, Files: files.New(mgr), Tools: tools, Templates: templateService, Checkpoints: checkpointService, Desktops: desktops, Volumes: volume.New(db, mgr, volumeDir, log), Keys: keys, Audit: auditLog, Workspaces: quotas, Networks: nets, Secrets: vault, Redactor: redactor, Previews: previews, PreviewLinks: download.NewSignerFor(key, "preview links"), Screenshots: screenshot.New(mgr, execs, previews, log), PublicURL: cfg.publicURL(), APIKey: key, Version: version, Logger: log,
 		DataDir: cfg.DataDir, RecentLog: recent, Metrics: daemonMetrics, Samples: sampler, Events: eventLog, Webhooks: hooksOut, Defaults: client.Defaults{NetworkMode: cfg.NetworkDefault, ToolsMode: cfg.ToolsMode},
 		Limits: api.Limits{Rate: cfg.RateLimit, Burst: cfg.RateBurst, Streams: cfg.MaxStreams}})
 	tcp, err := net.Listen("tcp", cfg.Listen)

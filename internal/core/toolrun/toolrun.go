@@ -58,7 +58,10 @@ type Config struct {
 	// and a checkpoint before each call that changes files where a
 	// sandbox asks. Nil: neither.
 	Checkpoints Checkpoints
-	Logger      *slog.Logger
+	// Desktops drives the sandboxes' desktops: the computer tools. Nil:
+	// they say there are none.
+	Desktops Desktops
+	Logger   *slog.Logger
 }
 
 // Service runs tool calls and serves downloads. It is safe for concurrent
@@ -75,6 +78,7 @@ type Service struct {
 	hostUser    HostUser
 	hostUserErr error
 	checkpoints Checkpoints
+	desktops    Desktops
 	log         *slog.Logger
 }
 
@@ -88,6 +92,7 @@ func New(cfg Config) *Service {
 		mode:        cmp.Or(cfg.Mode, tools.ModeAll),
 		hostDir:     cfg.HostDir,
 		checkpoints: cfg.Checkpoints,
+		desktops:    cfg.Desktops,
 		log:         cfg.Logger,
 	}
 	if s.log == nil {
@@ -162,6 +167,11 @@ func (s *Service) RunTool(ctx context.Context, id string, call Call, out exec.Ou
 		outcome.Where = whereSandbox
 		return outcome, err
 	}
+	if tools.Computer(tool.Name) { // the sandbox's desktop, whatever the mode
+		outcome, err := s.runInSandbox(ctx, id, tool, call, nil)
+		outcome.Where = whereSandbox
+		return outcome, err
+	}
 	onHost, why, err := s.toolOnHost(call)
 	if err != nil {
 		return Outcome{}, err
@@ -201,6 +211,8 @@ func (s *Service) runTool(ctx context.Context, r *core.Running, tool tools.Tool,
 		return s.downloadTool(ctx, r, call.Args, call.User)
 	case tool.Name == tools.RunCode:
 		return s.runCodeTool(ctx, r, call)
+	case tools.Computer(tool.Name):
+		return s.computerTool(ctx, r.ID(), call)
 	case !tool.InSandbox:
 		return Outcome{}, errdefs.NotImplemented("tool %s runs nowhere", tool.Name)
 	}

@@ -185,39 +185,56 @@ func (s *Server) serviceLink(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ttl := time.Duration(req.ExpiresInS) * time.Second
-	switch {
-	case ttl == 0:
-		ttl = defaultLinkTTL
-	case ttl < 0 || ttl > maxLinkTTL:
-		writeError(w, r, s.log, errdefs.InvalidArgument("expires_in_s must be between 1 and %d", int(maxLinkTTL.Seconds())))
-		return
-	}
-	if s.links == nil || s.previews == nil {
-		writeError(w, r, s.log, errdefs.NotImplemented("previews are off in this daemon"))
-		return
-	}
-	id := r.PathValue("id")
-	svc, err := s.execs.Service(r.Context(), id, r.PathValue("name"))
+	ttl, err := linkTTL(req.ExpiresInS)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
+	}
+	out, err := s.link(r.Context(), r.PathValue("id"), r.PathValue("name"), "", ttl)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// linkTTL is how long a link asked to last expiresInS seconds lasts: the
+// default for 0, refused past the most.
+func linkTTL(expiresInS int) (time.Duration, error) {
+	ttl := time.Duration(expiresInS) * time.Second
+	switch {
+	case ttl == 0:
+		return defaultLinkTTL, nil
+	case ttl < 0 || ttl > maxLinkTTL:
+		return 0, errdefs.InvalidArgument("expires_in_s must be between 1 and %d", int(maxLinkTTL.Seconds()))
+	}
+	return ttl, nil
+}
+
+// link makes a preview link to service name of sandbox id, valid for ttl,
+// to page (a path and query on the service, without its leading slash).
+func (s *Server) link(ctx context.Context, id, name, page string, ttl time.Duration) (client.ServiceLink, error) {
+	if s.links == nil || s.previews == nil {
+		return client.ServiceLink{}, errdefs.NotImplemented("previews are off in this daemon")
+	}
+	svc, err := s.execs.Service(ctx, id, name)
+	if err != nil {
+		return client.ServiceLink{}, err
 	}
 	now := time.Now()
 	expires := now.Add(ttl).UTC().Truncate(time.Second)
 	tok, err := s.links.Sign(download.Claim{Sandbox: id, Path: "/", Port: svc.Port, Service: svc.Name, Issued: now.UnixMilli(), Expires: expires.Unix()})
 	if err != nil {
-		writeError(w, r, s.log, err)
-		return
+		return client.ServiceLink{}, err
 	}
 	urls := s.previewURLs(id, svc.Port)
-	out := client.ServiceLink{ExpiresAt: expires, PathURL: withToken(urls.path, tok)}
+	out := client.ServiceLink{ExpiresAt: expires, PathURL: withToken(urls.path+page, tok)}
 	if urls.host != "" {
-		out.URL = withToken(urls.host, tok)
+		out.URL = withToken(urls.host+page, tok)
 	} else {
 		out.URL = out.PathURL
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // revokeServiceLinks answers DELETE …/services/{name}/link: every link
@@ -234,7 +251,14 @@ func (s *Server) revokeServiceLinks(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func withToken(u, tok string) string { return u + "?" + previewTokenParam + "=" + url.QueryEscape(tok) }
+// withToken adds a link's token to u's query.
+func withToken(u, tok string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + previewTokenParam + "=" + url.QueryEscape(tok)
+}
 
 // previewURLs are the URLs of a sandbox's port: by host (empty when host
 // routing is off) and by path.

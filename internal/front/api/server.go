@@ -37,6 +37,8 @@ type Config struct {
 	Templates Templates
 	// Checkpoints keeps the sandboxes' checkpoints.
 	Checkpoints Checkpoints
+	// Desktops drives the sandboxes' desktops; nil: none.
+	Desktops Desktops
 	Volumes     Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
@@ -126,6 +128,7 @@ type Server struct {
 	webhooks  Webhooks
 	nodes     Nodes
 	checkpts  Checkpoints
+	desktops  Desktops
 }
 
 // New returns a Server.
@@ -137,7 +140,7 @@ func New(cfg Config) *Server {
 	s := &Server{m: cfg.Manager, execs: cfg.Exec, files: cfg.Files, tools: cfg.Tools, templates: cfg.Templates, volumes: cfg.Volumes, keys: cfg.Keys, audit: cfg.Audit, spaces: cfg.Workspaces, nets: cfg.Networks, secrets: cfg.Secrets, redactor: cfg.Redactor, previews: cfg.Previews, access: cfg.PreviewAccess, links: cfg.PreviewLinks, shots: cfg.Screenshots, limiter: newLimiter(cfg.Limits), e2b: cfg.E2B, publicURL: cfg.PublicURL, key: cfg.APIKey, version: cfg.Version, log: log}
 	s.dataDir, s.recent, s.defaults, s.metrics, s.samples = cfg.DataDir, cfg.RecentLog, cfg.Defaults, cfg.Metrics, cfg.Samples
 	s.events, s.webhooks = cfg.Events, cfg.Webhooks
-	s.nodes, s.checkpts = cfg.Nodes, cfg.Checkpoints
+	s.nodes, s.checkpts, s.desktops = cfg.Nodes, cfg.Checkpoints, cfg.Desktops
 	if s.access == nil {
 		s.access = s.previewAccess
 	}
@@ -187,6 +190,12 @@ func (s *Server) routes() []route {
 		{"GET /v1/sandboxes/{id}/checkpoints/{checkpoint}/diff", s.diffCheckpoint},
 		{"POST /v1/sandboxes/{id}/checkpoints/{checkpoint}/rollback", s.rollbackCheckpoint},
 		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.deleteCheckpoint},
+		{"POST /v1/sandboxes/{id}/desktop", s.startDesktop},
+		{"GET /v1/sandboxes/{id}/desktop", s.getDesktop},
+		{"DELETE /v1/sandboxes/{id}/desktop", s.stopDesktop},
+		{"GET /v1/sandboxes/{id}/desktop/screenshot", s.desktopScreenshot},
+		{"POST /v1/sandboxes/{id}/desktop/actions", s.desktopActions},
+		{"POST /v1/sandboxes/{id}/desktop/stream", s.desktopStream},
 		{"POST /v1/sandboxes/{id}/processes", s.startProcess},
 		{"GET /v1/sandboxes/{id}/processes", s.listProcesses},
 		{"GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs},

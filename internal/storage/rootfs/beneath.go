@@ -99,6 +99,19 @@ func (r *rootDir) isDir(rel string) (bool, error) {
 	return true, d.Close()
 }
 
+// isFile says whether rel is a regular file.
+func (r *rootDir) isFile(rel string) (bool, error) {
+	f, err := r.open(rel, unix.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode().IsRegular(), errors.Join(err, f.Close())
+}
+
 // readFile reads the regular file rel.
 func (r *rootDir) readFile(rel string) ([]byte, error) {
 	f, err := r.open(rel, unix.O_RDONLY, 0)
@@ -188,6 +201,21 @@ func (r *rootDir) mkdirAll(rel string) error {
 			return r.pathError("mkdir", path.Join(cur, part), err)
 		}
 		cur = path.Join(cur, part)
+	}
+	return nil
+}
+
+// symlink makes rel a symbolic link to target, unless rel is there.
+// target is the root's to resolve, in its sandboxes, never the daemon's.
+func (r *rootDir) symlink(target, rel string) error {
+	parent, base := path.Split(rel)
+	d, err := r.dir(orDefault(strings.TrimSuffix(parent, "/"), "."))
+	if err != nil {
+		return err
+	}
+	err = unix.Symlinkat(target, int(d.Fd()), base) // #nosec G115 -- a descriptor
+	if err = errors.Join(ignore(err, unix.EEXIST), d.Close()); err != nil {
+		return r.pathError("symlink", rel, err)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package rootfs
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -205,6 +207,12 @@ func buildDebianRoot(ctx context.Context, name string, b *Build, bin, keyring, m
 		return fmt.Errorf("template %s: %w", name, err)
 	}
 	if err := letChromiumRun(b.Root()); err != nil {
+		return fmt.Errorf("template %s: %w", name, err)
+	}
+	if err := layOutNoVNC(b.Root()); err != nil {
+		return fmt.Errorf("template %s: %w", name, err)
+	}
+	if err := letDesktopSuspend(b.Root()); err != nil {
 		return fmt.Errorf("template %s: %w", name, err)
 	}
 	return nil
@@ -497,6 +505,107 @@ func letChromiumRun(root string) error {
 	// #nosec G306 -- a launcher setting, no secret
 	if err := r.writeFile(dir+"/hutch-no-sandbox", []byte(flags), 0o644); err != nil {
 		return fmt.Errorf("let chromium run: %w", err)
+	}
+	return nil
+}
+
+// layOutNoVNC puts Debian's noVNC, in a root that has it, where E2B's
+// desktop template has it and its Desktop SDK runs it from (`cd
+// /opt/noVNC/utils && ./novnc_proxy … --web /opt/noVNC`): /opt/noVNC is a
+// link to /usr/share/novnc, and novnc_proxy is on PATH too. Its page
+// reads its version from a package.json, which Debian leaves out (a 404
+// in every viewer's console): it is written from the package's version.
+func layOutNoVNC(root string) error {
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	const share = "usr/share/novnc"
+	if ok, err := r.isDir(share + "/utils"); err != nil || !ok {
+		return err
+	}
+	for link, target := range map[string]string{
+		"opt/noVNC":                 "/" + share,
+		"usr/local/bin/novnc_proxy": "/" + share + "/utils/novnc_proxy",
+	} {
+		if err := r.mkdirAll(path.Dir(link)); err != nil {
+			return fmt.Errorf("lay out noVNC: %w", err)
+		}
+		if err := r.symlink(target, link); err != nil {
+			return fmt.Errorf("lay out noVNC: %w", err)
+		}
+	}
+	status, err := r.readFile("var/lib/dpkg/status")
+	if err != nil {
+		return fmt.Errorf("lay out noVNC: %w", err)
+	}
+	pkg, _ := json.Marshal(map[string]string{"name": "novnc", "version": debianVersion(status, "novnc")})
+	// #nosec G306 -- a version, no secret
+	if err := r.writeFile(share+"/package.json", append(pkg, '\n'), 0o644); err != nil {
+		return fmt.Errorf("lay out noVNC: %w", err)
+	}
+	return nil
+}
+
+// debianVersion is the upstream version of package pkg in dpkg's status
+// file ("1:1.3.0-1" is 1.3.0), or "" when it is not there.
+func debianVersion(status []byte, pkg string) string {
+	for _, stanza := range strings.Split(string(status), "\n\n") {
+		if !strings.HasPrefix(stanza, "Package: "+pkg+"\n") {
+			continue
+		}
+		for _, line := range strings.Split(stanza, "\n") {
+			if v, ok := strings.CutPrefix(line, "Version: "); ok {
+				if _, after, found := strings.Cut(v, ":"); found {
+					v = after
+				}
+				if i := strings.LastIndex(v, "-"); i > 0 {
+					v = v[:i]
+				}
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// letDesktopSuspend has a desktop's session, in a root with Xfce, listen
+// on unix sockets of the abstract namespace only, as its X server does
+// (-nolisten unix): gVisor cannot checkpoint a socket bound on the
+// sandbox's disk, so a desktop that made one could not be suspended with
+// its memory and windows. D-Bus's session bus gets an abstract address
+// instead of a socket in /tmp, and /tmp/.ICE-unix is a file, not a
+// directory, so that the session manager's ICE listens on its abstract
+// address alone (it makes the other in that directory, and goes on
+// without it).
+func letDesktopSuspend(root string) error {
+	r, err := openRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if ok, err := r.isFile("usr/bin/xfce4-session"); err != nil || !ok {
+		return err
+	}
+	const conf = "usr/share/dbus-1/session.conf"
+	b, err := r.readFile(conf)
+	if err != nil {
+		return fmt.Errorf("let the desktop suspend: %w", err)
+	}
+	const tmpdir, abstract = "<listen>unix:tmpdir=/tmp</listen>", "<listen>unix:abstract=/tmp/dbus-session</listen>"
+	if bytes.Contains(b, []byte(tmpdir)) {
+		// #nosec G306 -- a configuration, no secret
+		if err := r.writeFile(conf, bytes.Replace(b, []byte(tmpdir), []byte(abstract), 1), 0o644); err != nil {
+			return fmt.Errorf("let the desktop suspend: %w", err)
+		}
+	}
+	if err := r.removeAll("tmp/.ICE-unix"); err != nil {
+		return fmt.Errorf("let the desktop suspend: %w", err)
+	}
+	// Root's, read-only, in sticky /tmp: the sandbox user cannot replace it.
+	if err := r.touch("tmp/.ICE-unix", 0o444); err != nil {
+		return fmt.Errorf("let the desktop suspend: %w", err)
 	}
 	return nil
 }

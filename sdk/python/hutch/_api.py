@@ -135,6 +135,18 @@ class Sandbox:
     def fork(self, count: int = 1):
         return self.client.fork(self.id, count)
 
+    def start_desktop(self, width: Optional[int] = None, height: Optional[int] = None):
+        return self.client.start_desktop(self.id, width, height)
+
+    def desktop_screenshot(self, **kw: Any):
+        return self.client.desktop_screenshot(self.id, **kw)
+
+    def desktop_actions(self, actions: list, **kw: Any):
+        return self.client.desktop_actions(self.id, actions, **kw)
+
+    def desktop_stream(self, control: bool = False):
+        return self.client.desktop_stream(self.id, control)
+
     def delete(self, wait: bool = False):
         return self.client.delete_sandbox(self.id, wait=wait)
 
@@ -249,6 +261,47 @@ class API:
         """Makes count copies of the sandbox as it is now (at most 100):
         {sandboxes, errors}, a copy that failed in errors with its number."""
         return self._call(Request("POST", path("sandboxes", sandbox_id, "fork"), body={"count": count}))
+
+    # A sandbox's desktop (template desktop).
+
+    def start_desktop(self, sandbox_id: str, width: Optional[int] = None, height: Optional[int] = None):
+        """Starts the desktop at a size (default 1024x768) and its live view,
+        returning once it shows: {running, width, height, cursor, recent_actions}.
+        A running one is left as it is."""
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "desktop"), body=_fields(width=width, height=height)))
+
+    def desktop(self, sandbox_id: str):
+        """Whether the desktop runs, its size, the pointer, the latest actions."""
+        return self._call(Request("GET", path("sandboxes", sandbox_id, "desktop")))
+
+    def stop_desktop(self, sandbox_id: str):
+        return self._call(Request("DELETE", path("sandboxes", sandbox_id, "desktop"), parse=lambda _: None))
+
+    def desktop_screenshot(self, sandbox_id: str, region: Optional[dict] = None, scale: Optional[float] = None):
+        """A PNG of the screen, as bytes: all of it or region ({x, y, w, h}),
+        scaled down by scale (0 < scale <= 1)."""
+        query = dict(region or {}, scale=scale)
+        return self._call(Request("GET", path("sandboxes", sandbox_id, "desktop", "screenshot"), query=query,
+                                  accept="image/png", raw=True))
+
+    def desktop_actions(self, sandbox_id: str, actions: list, screenshot: Union[bool, dict] = False):
+        """Does actions in order ({"type": "click", "x": 10, "y": 20}, type,
+        key, scroll, drag, wait, ...) and answers when they are done:
+        {cursor, screenshot}, the screenshot (PNG bytes, taken after them)
+        when asked for (True, or {region, scale})."""
+        shot = {} if screenshot is True else (screenshot or None)
+
+        def parse(v: dict) -> dict:
+            if v.get("screenshot"):
+                v["screenshot"] = base64.b64decode(v["screenshot"])
+            return v
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "desktop", "actions"),
+                                  body=_fields(actions=actions, screenshot=shot), parse=parse))
+
+    def desktop_stream(self, sandbox_id: str, control: bool = False):
+        """A link to watch the desktop live in a browser: {url, control,
+        expires_at}; view-only unless control."""
+        return self._call(Request("POST", path("sandboxes", sandbox_id, "desktop", "stream"), body=_fields(control=control or None)))
 
     # Commands.
 

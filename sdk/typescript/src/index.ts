@@ -36,6 +36,11 @@ export type Activity = Schemas["Activity"];
 export type Checkpoint = Schemas["Checkpoint"];
 export type CheckpointDiff = Schemas["CheckpointDiff"];
 export type FileChange = Schemas["FileChange"];
+export type Desktop = Schemas["Desktop"];
+export type DesktopAction = Schemas["DesktopAction"];
+export type DesktopShot = Schemas["DesktopShot"];
+export type DesktopStream = Schemas["DesktopStream"];
+export type Point = Schemas["Point"];
 /** What a fork made: the copies, and those that failed, by number. */
 export interface ForkResult {
   sandboxes: Sandbox[];
@@ -454,6 +459,51 @@ export class Hutch {
   ): Promise<Uint8Array> {
     const res = await this.#send("POST", `/v1/sandboxes/${seg(id)}/services/${seg(name)}/screenshot`, { body: req, accept: "image/png" });
     return new Uint8Array(await res.arrayBuffer());
+  }
+
+  // A sandbox's desktop (template desktop).
+
+  /** Starts the desktop at a size (default 1024x768) and its live view;
+   * resolves once it shows. A running one is left as it is. */
+  startDesktop(id: string, size: { width?: number; height?: number } = {}): Promise<Desktop> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/desktop`, { body: size });
+  }
+
+  /** Whether the desktop runs, its size, the pointer, the latest actions. */
+  desktop(id: string): Promise<Desktop> {
+    return this.#json("GET", `/v1/sandboxes/${seg(id)}/desktop`);
+  }
+
+  async stopDesktop(id: string): Promise<void> {
+    await this.#json("DELETE", `/v1/sandboxes/${seg(id)}/desktop`);
+  }
+
+  /** A PNG of the screen: all of it or a region, scaled down or not. */
+  async desktopScreenshot(id: string, shot: DesktopShot = {}): Promise<Uint8Array> {
+    const r = shot.region;
+    const query = { x: r?.x, y: r?.y, w: r?.w, h: r?.h, scale: shot.scale };
+    const res = await this.#send("GET", `/v1/sandboxes/${seg(id)}/desktop/screenshot`, { query, accept: "image/png" });
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  /** Does actions in order (move, click, double_click, triple_click,
+   * mouse_down, mouse_up, drag, scroll, type, key, wait); with screenshot,
+   * the answer has a PNG taken after them. */
+  async desktopActions(
+    id: string,
+    actions: DesktopAction[],
+    opts: { screenshot?: DesktopShot } = {},
+  ): Promise<{ cursor: Point; screenshot?: Uint8Array }> {
+    const res = await this.#json<{ cursor: Point; screenshot?: string }>("POST", `/v1/sandboxes/${seg(id)}/desktop/actions`, {
+      body: { actions, screenshot: opts.screenshot },
+    });
+    return { cursor: res.cursor, screenshot: res.screenshot ? base64Bytes(res.screenshot) : undefined };
+  }
+
+  /** A link to watch the desktop live in a browser (noVNC, an origin of its
+   * own); view-only unless control. */
+  desktopStream(id: string, opts: { control?: boolean; expires_in_s?: number } = {}): Promise<DesktopStream> {
+    return this.#json("POST", `/v1/sandboxes/${seg(id)}/desktop/stream`, { body: opts });
   }
 
   // Tools for LLM agents.

@@ -466,6 +466,102 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/desktop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Tell a sandbox's desktop
+         * @description Whether it runs, the screen's size, where the pointer is, and the latest actions done on it (20).
+         */
+        get: operations["getDesktop"];
+        put?: never;
+        /**
+         * Start a sandbox's desktop
+         * @description Starts the desktop of a sandbox made from template `desktop` (Xvfb with an Xfce session, as the sandbox user) at a screen size, and its live view, and answers once the desktop shows. A desktop that runs (one E2B's Desktop SDK started included) is left as it is; asked for another size than it has, the answer is `conflict`. A template without the desktop's programs: `failed_precondition`. Its processes are services (`desktop`, `desktop-view`): they do not keep the sandbox awake, actions and viewers of the live view do.
+         */
+        post: operations["startDesktop"];
+        /**
+         * End a sandbox's desktop
+         * @description Its live view, its session and the display; its windows are gone.
+         */
+        delete: operations["stopDesktop"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/desktop/screenshot": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Take a screenshot of a sandbox's desktop
+         * @description A PNG of the screen, with the pointer; of a region (`x`, `y`, `w`, `h`, all four), and scaled down by `scale`. A desktop that does not run: `failed_precondition`.
+         */
+        get: operations["desktopScreenshot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/desktop/actions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Do actions on a sandbox's desktop
+         * @description Does the actions in order (the computer-use actions models are trained on: move, clicks, mouse down and up, drag, scroll, type, key chords, wait) and answers when they are done, with the pointer's place and, when asked, a screenshot taken after them. A list with an action the screen cannot take (a point off it, a key that is no key) is refused whole (`invalid_argument`) before any runs. One list at a time runs on a desktop.
+         */
+        post: operations["desktopActions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/desktop/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a link to a sandbox's live desktop
+         * @description A preview link (see the services' links) to noVNC's page of the desktop, in an origin of its own: view-only unless `control` (the view-only server ignores input, whatever a viewer's page sends). It wakes a suspended sandbox; an open view keeps it awake. Host routing (`preview_domain`) is needed: the page connects back to its own host.
+         */
+        post: operations["desktopStream"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/checkpoints": {
         parameters: {
             query?: never;
@@ -1900,6 +1996,96 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        DesktopRequest: {
+            /** @default 1024 */
+            width?: number;
+            /** @default 768 */
+            height?: number;
+        };
+        Point: {
+            x: number;
+            y: number;
+        };
+        Desktop: {
+            running: boolean;
+            width?: number;
+            height?: number;
+            cursor: components["schemas"]["Point"];
+            recent_actions: {
+                /** Format: date-time */
+                time: string;
+                /** @description What was done, for a person: `click at 10,20`, `type "hello"`. */
+                action: string;
+            }[];
+        };
+        DesktopAction: {
+            /** @enum {string} */
+            type: "move" | "click" | "double_click" | "triple_click" | "mouse_down" | "mouse_up" | "drag" | "scroll" | "type" | "key" | "wait";
+            /** @description With y: where the pointer goes first (omitted: where it is). */
+            x?: number;
+            y?: number;
+            /**
+             * @default left
+             * @enum {string}
+             */
+            button?: "left" | "middle" | "right";
+            /** @description A drag's points, from the first to the last. */
+            path?: components["schemas"]["Point"][];
+            /**
+             * @description A scroll's.
+             * @enum {string}
+             */
+            direction?: "up" | "down" | "left" | "right";
+            /**
+             * @description A scroll's clicks of the wheel.
+             * @default 3
+             */
+            amount?: number;
+            /** @description What a type action types. */
+            text?: string;
+            /** @description The chord a key action presses: `ctrl+a`, `Return`, `alt+F4`. */
+            keys?: string;
+            /** @description How long a wait lasts. */
+            ms?: number;
+        };
+        DesktopShot: {
+            /** @description Only this part of the screen. */
+            region?: {
+                x: number;
+                y: number;
+                w: number;
+                h: number;
+            };
+            /** @description Shrink the picture by this factor. */
+            scale?: number;
+        };
+        DesktopActionsRequest: {
+            actions: components["schemas"]["DesktopAction"][];
+            screenshot?: components["schemas"]["DesktopShot"];
+        };
+        DesktopActionsResult: {
+            cursor: components["schemas"]["Point"];
+            /**
+             * Format: byte
+             * @description The PNG taken after the actions, base64, when asked for.
+             */
+            screenshot?: string;
+        };
+        DesktopStreamRequest: {
+            /**
+             * @description A link that drives the desktop too; else view-only.
+             * @default false
+             */
+            control?: boolean;
+            /** @default 3600 */
+            expires_in_s?: number;
+        };
+        DesktopStream: {
+            url: string;
+            control: boolean;
+            /** Format: date-time */
+            expires_at: string;
+        };
         Checkpoint: {
             /** @description c1, c2, … in the order they were taken; never given again */
             id: string;
@@ -3483,6 +3669,160 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getDesktop: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The desktop. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Desktop"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    startDesktop: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DesktopRequest"];
+            };
+        };
+        responses: {
+            /** @description The desktop. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Desktop"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    stopDesktop: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    desktopScreenshot: {
+        parameters: {
+            query?: {
+                x?: number;
+                y?: number;
+                w?: number;
+                h?: number;
+                scale?: number;
+            };
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The screenshot. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    desktopActions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DesktopActionsRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DesktopActionsResult"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    desktopStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: components["parameters"]["SandboxID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["DesktopStreamRequest"];
+            };
+        };
+        responses: {
+            /** @description The link. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DesktopStream"];
                 };
             };
             default: components["responses"]["Error"];
