@@ -243,6 +243,27 @@ func TestRequests(t *testing.T) {
 			want:   wantEntry,
 			method: "POST", path: "/v1/sandboxes/sb1/files/move", reqBody: `{"source":"a","destination":"b","user":"root"}`,
 		},
+		{
+			name: "desktop actions", status: 200, respBody: `{"cursor":{"x":3,"y":4},"screenshot":"iVBORw=="}`,
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.DesktopActions(ctx, "sb1", DesktopActionsRequest{
+					Actions:    []DesktopAction{{Type: "click", X: At(3), Y: At(4), Button: "right"}, {Type: "type", Text: "hi"}},
+					Screenshot: &DesktopShot{Scale: 0.5},
+				})
+			},
+			want:   DesktopActionsResult{Cursor: Point{X: 3, Y: 4}, Screenshot: []byte{0x89, 0x50, 0x4e, 0x47}},
+			method: "POST", path: "/v1/sandboxes/sb1/desktop/actions",
+			reqBody: `{"actions":[{"type":"click","x":3,"y":4,"button":"right"},{"type":"type","text":"hi"}],"screenshot":{"scale":0.5}}`,
+		},
+		{
+			name: "desktop screenshot of a region", status: 200, respBody: "PNG",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				b, err := c.DesktopScreenshot(ctx, "sb1", DesktopShot{Region: &Clip{X: 1, Y: 2, W: 30, H: 40}, Scale: 0.25})
+				return string(b), err
+			},
+			want:   "PNG",
+			method: "GET", path: "/v1/sandboxes/sb1/desktop/screenshot", query: "h=40&scale=0.25&w=30&x=1&y=2",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
 // E2B's Desktop SDK (@e2b/desktop) on template desktop: the desktop shows,
-// screenshots are PNGs of the screen's size, the mouse moves, a terminal
+// screenshots are PNGs of the screen's size, the mouse moves, clicks,
+// scrolls and drags, a terminal
 // launched takes typed text and Enter (the command it ran wrote a file, and
 // the screen changed), and the live view's stream starts. The sandbox is
 // left running for the test to open the stream's URL; it deletes it.
@@ -21,6 +22,11 @@ try {
 
   await desktop.moveMouse(100, 150)
   print('moveMouse', await desktop.getCursorPosition())
+  // On the desktop's background: a click, the wheel, a rubber band.
+  await desktop.leftClick(500, 400)
+  await desktop.scroll('down', 2)
+  await desktop.drag([400, 300], [600, 500])
+  print('drag', await desktop.getCursorPosition())
 
   await desktop.launch('xfce4-terminal')
   const windows = await until(async () => {

@@ -99,6 +99,7 @@ func e2bDesktop(t *testing.T, d *daemon, scripts e2bRunner, env []string, pool *
 	f.want(t, "screenshot", map[string]any{"signature": "89504e470d0a1a0a", "width": 1024, "height": 768})
 	f.want(t, "getScreenSize", map[string]any{"width": 1024, "height": 768})
 	f.want(t, "moveMouse", map[string]any{"x": 100, "y": 150})
+	f.want(t, "drag", map[string]any{"x": 600, "y": 500})
 	f.want(t, "launch", map[string]any{"windows": 1})
 	f.want(t, "write", map[string]any{"typed": "hello from the desktop", "screenChanged": true})
 	if title, _ := f.facts["write"]["title"].(string); !strings.Contains(title, "Terminal") {

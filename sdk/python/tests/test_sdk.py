@@ -142,6 +142,18 @@ class TestClient(unittest.TestCase):
         later = self.client.metrics(self.sb.id, since=times[-1])
         self.assertTrue(all(datetime.fromisoformat(s["time"]) > times[-1] for s in later["samples"]), later)
 
+    def test_desktop(self):
+        # This sandbox's template has no desktop (TestDesktop drives one).
+        d = self.client.desktop(self.sb.id)
+        self.assertFalse(d["running"])
+        with self.assertRaises(HutchError) as cm:
+            self.sb.start_desktop()
+        self.assertEqual(cm.exception.code, "failed_precondition")
+        self.assertIn("template desktop", str(cm.exception))
+        with self.assertRaises(HutchError) as cm:
+            self.sb.desktop_actions([{"type": "click", "x": 1, "y": 1}], screenshot=True)
+        self.assertEqual(cm.exception.code, "failed_precondition")
+
     def test_checkpoints(self):
         self.sb.write_file("ck.txt", "before\n")
         cp = self.sb.checkpoint(name="sdk")

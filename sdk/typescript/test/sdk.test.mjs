@@ -174,6 +174,15 @@ describe("Hutch", { skip }, () => {
     }
   });
 
+  test("desktop", async () => {
+    // This sandbox's template has no desktop (TestDesktop drives one).
+    const d = await hutch.desktop(sb.id);
+    assert.equal(d.running, false);
+    assert.deepEqual(d.recent_actions, []);
+    await assert.rejects(hutch.startDesktop(sb.id), (e) => e.code === "failed_precondition" && /template desktop/.test(e.message));
+    await assert.rejects(hutch.desktopActions(sb.id, [{ type: "click", x: 1, y: 1 }]), (e) => e.code === "failed_precondition");
+  });
+
   test("errors", async () => {
     await assert.rejects(hutch.getSandbox("nosuchsandbx"), (e) => e.code === "not_found" && e.status === 404);
     await assert.rejects(new Hutch({ apiKey: "not-a-key" }).listSandboxes(), (e) => e.code === "unauthenticated" && e.status === 401);
