@@ -1,8 +1,8 @@
 // E2B's Desktop SDK (@e2b/desktop) on template desktop: the desktop shows,
 // screenshots are PNGs of the screen's size, the mouse moves, clicks,
-// scrolls and drags, a terminal
-// launched takes typed text and Enter (the command it ran wrote a file, and
-// the screen changed), and the live view's stream starts. The sandbox is
+// scrolls and drags, a terminal launched takes typed text and Enter (the
+// command it ran wrote a file, and the screen changed), and the live
+// view's stream starts. The sandbox is
 // left running for the test to open the stream's URL; it deletes it.
 import { Sandbox } from '@e2b/desktop'
 import { print, until } from './facts.mjs'
