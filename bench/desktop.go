@@ -216,15 +216,17 @@ func (b *bench) measureDesktopOf(ctx context.Context, d *daemon, rt string) (_ [
 	case <-time.After(5 * time.Second):
 	}
 	b.endProgress()
-	deskMem, err := d.client.Stats(ctx, id)
-	if err != nil {
-		return nil, nil, err
+	var mem [2]cgroupUsage
+	for i, sb := range []string{id, plain} {
+		cg, err := cgroupPath(d.sandboxDir(sb))
+		if err != nil {
+			return nil, nil, err
+		}
+		if mem[i], err = cgroupMemory(cg); err != nil {
+			return nil, nil, fmt.Errorf("memory cgroup of sandbox %s: %w", sb, err)
+		}
 	}
-	plainMem, err := d.client.Stats(ctx, plain)
-	if err != nil {
-		return nil, nil, err
-	}
-	return desktopRows(rt, ready.samples, hand.samples, action.samples, actionShot.samples, floor.samples, floorShot.samples, fps, mbps, deskMem.MemoryBytes, plainMem.MemoryBytes)
+	return desktopRows(rt, ready.samples, hand.samples, action.samples, actionShot.samples, floor.samples, floorShot.samples, fps, mbps, mem[0], mem[1])
 }
 
 // streamSeconds is how long the frame rate is read for.
@@ -309,7 +311,7 @@ func (b *bench) streamRate(ctx context.Context, d *daemon, id string) (fps, mbps
 }
 
 // desktopRows are row (p)'s lines for one runtime.
-func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []time.Duration, fps, mbps float64, deskMem, plainMem int64) ([]row, []result, error) {
+func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []time.Duration, fps, mbps float64, deskMem, plainMem cgroupUsage) ([]row, []result, error) {
 	rm, hm := median(ready), median(hand)
 	am, asm, fm, fsm := median(action), median(actionShot), median(floor), median(floorShot)
 	rows := []row{
@@ -320,8 +322,8 @@ func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []
 		durationRow("  exec of the same xdotool command (floor)", floor),
 		durationRow("  exec of xdotool and scrot, and the file read (floor)", floorShot),
 		{label: "  live view at 1280x800, a terminal scrolling", median: fmt.Sprintf("%.1f frames/s, %.0f MB/s", fps, mbps)},
-		{label: "  memory of an idle desktop sandbox", median: fmtBytes(deskMem)},
-		{label: "  memory of an idle sandbox of the template, no desktop", median: fmtBytes(plainMem)},
+		{label: "  memory of an idle desktop sandbox: anonymous (with page cache)", median: fmtBytes(deskMem.rss) + " (" + fmtBytes(deskMem.usage) + ")"},
+		{label: "  the same of an idle sandbox of the template, no desktop", median: fmtBytes(plainMem.rss) + " (" + fmtBytes(plainMem.usage) + ")"},
 	}
 	name := map[string]string{"runc": "runc", "gvisor": "gVisor"}[rt]
 	results := []result{
@@ -344,14 +346,14 @@ func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []
 			Ratio: []term{ratioTerm(ratio(asm, fsm), "exec and read")},
 		},
 		{
-			ID: "p/stream-" + rt, Topic: topicDesktop, What: "the live view at 1280×800 while a terminal scrolls, " + name + ": frames a second over the view-only link",
+			ID: "p/stream-" + rt, Topic: topicDesktop, What: "the live view at 1280×800 while a terminal scrolls, " + name + ": frames a second over the view-only link (raw pixels, an update asked for as soon as the last came)",
 			Hutch: figure{Text: fmt.Sprintf("%.1f frames/s (%.0f MB/s of pixels)", fps, mbps), Median: ptr(rounded(fps, 1)), Unit: "frames/s"},
 		},
 		{
-			ID: "p/memory-" + rt, Topic: topicDesktop, What: "memory of an idle desktop sandbox, " + name + " (memory cgroup)",
-			Hutch: bytesFig("", deskMem),
-			Peers: []figure{bytesFig("an idle sandbox of the same template without its desktop", plainMem)},
-			Ratio: []term{{Text: "+" + fmtBytes(deskMem-plainMem) + " for the desktop"}},
+			ID: "p/memory-" + rt, Topic: topicDesktop, What: "memory of an idle desktop sandbox, " + name + ": anonymous memory in its cgroup (with the page cache of the programs it read: " + fmtBytes(deskMem.usage) + ", shared by the desktops of a template)",
+			Hutch: bytesFig("", deskMem.rss),
+			Peers: []figure{bytesFig("an idle sandbox of the same template without its desktop", plainMem.rss)},
+			Ratio: []term{{Text: "+" + fmtBytes(deskMem.rss-plainMem.rss) + " for the desktop"}},
 		},
 	}
 	return rows, results, nil

@@ -184,7 +184,7 @@ func (a Action) commands(w, h int) ([][]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmds = append(cmds, []string{"key", "--", c})
+		cmds = append(cmds, []string{"key", c}) // a key name never starts with -
 	case Wait:
 		if a.Ms < 0 || time.Duration(a.Ms)*time.Millisecond > MaxWait {
 			return nil, errdefs.InvalidArgument("a wait lasts 0 to %d ms", MaxWait.Milliseconds())

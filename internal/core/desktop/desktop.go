@@ -131,11 +131,12 @@ type Status struct {
 
 // desktopScript starts what the control stream needs, as its service's
 // command: the display (unless one answers already, as when E2B's SDK
-// started it), the Xfce session (unless one runs), two x11vnc servers on
-// the sandbox's loopback (control, and view-only: input from it is
-// ignored by the server, whatever a viewer's client sends), and noVNC's
-// websockify, which the service is. Everything it starts is in the
-// service's process tree, which a stop or a suspend ends.
+// started it), the Xfce session (unless one runs), and once the desktop
+// shows two x11vnc servers on the sandbox's loopback (control, and
+// view-only: input from it is ignored by the server, whatever a viewer's
+// client sends) and noVNC's websockify, which the service is. Everything
+// it starts is in the service's process tree, which a stop or a suspend
+// ends.
 const desktopScript = `export DISPLAY=` + Display + `
 if ! xdpyinfo >/dev/null 2>&1; then
 	rm -f /tmp/.X0-lock # no display answers: the lock is a stopped one's (a suspend without memory)
@@ -148,6 +149,9 @@ if ! xdpyinfo >/dev/null 2>&1; then
 	done
 fi
 pgrep -x xfce4-session >/dev/null || startxfce4 >/tmp/hutch-xfce.log 2>&1 &
+# The live view's servers once the desktop shows: not in its way meanwhile.
+i=0
+until pgrep -x xfdesktop >/dev/null || [ $i -gt 1200 ]; do i=$((i + 1)); sleep 0.1; done
 x11vnc -display ` + Display + ` -localhost -rfbport %d -forever -shared -nopw -wait 20 -quiet >/tmp/hutch-x11vnc.log 2>&1 &
 x11vnc -display ` + Display + ` -localhost -rfbport %d -forever -shared -nopw -wait 20 -quiet -viewonly >/tmp/hutch-x11vnc-view.log 2>&1 &
 exec websockify --web ` + WebDir + ` %d 127.0.0.1:%d
@@ -402,8 +406,23 @@ func actionScript(actions []Action, size Size, shot *Shot) (string, time.Duratio
 			return "", 0, err
 		}
 	}
+	// One xdotool runs as many commands as it can (chained: moves,
+	// clicks, presses, waits): a fork fewer each. type takes every word
+	// after it as text and key every key name, so each ends its chain.
 	var script strings.Builder
 	script.WriteString("set -e\nexport DISPLAY=" + Display + "\n")
+	var chain []string
+	flush := func() {
+		if len(chain) == 0 {
+			return
+		}
+		script.WriteString("xdotool")
+		for _, arg := range chain {
+			script.WriteString(" " + shellQuote(arg))
+		}
+		script.WriteString("\n")
+		chain = nil
+	}
 	var waited time.Duration
 	for i, a := range actions {
 		cmds, err := a.commands(size.Width, size.Height)
@@ -411,18 +430,19 @@ func actionScript(actions []Action, size Size, shot *Shot) (string, time.Duratio
 			return "", 0, errdefs.Prefix(err, "action %d (%s)", i+1, a.Type)
 		}
 		for _, c := range cmds {
-			script.WriteString("xdotool")
-			for _, arg := range c {
-				script.WriteString(" " + shellQuote(arg))
+			chain = append(chain, c...)
+			if c[0] == "type" || c[0] == "key" {
+				flush()
 			}
-			script.WriteString("\n")
 		}
 		waited += time.Duration(a.Ms)*time.Millisecond + time.Duration(len(a.Text)*typingDelay)*time.Millisecond
 	}
 	if shot != nil {
+		flush()
 		script.WriteString(shot.command())
 	}
-	script.WriteString("xdotool getmouselocation --shell\n")
+	chain = append(chain, "getmouselocation", "--shell")
+	flush()
 	return script.String(), waited, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 )
@@ -37,9 +38,9 @@ func TestActionCommands(t *testing.T) {
 		{Action{Type: Scroll, Direction: "down"}, [][]string{{"click", "--repeat", "3", "5"}}},
 		{Action{Type: Scroll, Direction: "left", Amount: 2, X: at(3), Y: at(4)}, [][]string{{"mousemove", "--sync", "3", "4"}, {"click", "--repeat", "2", "6"}}},
 		{Action{Type: Type, Text: "--help; rm -rf / 'x'"}, [][]string{{"type", "--delay", "12", "--", "--help; rm -rf / 'x'"}}},
-		{Action{Type: Key, Keys: "Ctrl+Shift+t"}, [][]string{{"key", "--", "ctrl+shift+t"}}},
-		{Action{Type: Key, Keys: "enter"}, [][]string{{"key", "--", "Return"}}},
-		{Action{Type: Key, Keys: "ctrl++"}, [][]string{{"key", "--", "ctrl+plus"}}},
+		{Action{Type: Key, Keys: "Ctrl+Shift+t"}, [][]string{{"key", "ctrl+shift+t"}}},
+		{Action{Type: Key, Keys: "enter"}, [][]string{{"key", "Return"}}},
+		{Action{Type: Key, Keys: "ctrl++"}, [][]string{{"key", "ctrl+plus"}}},
 		{Action{Type: Wait, Ms: 250}, [][]string{{"sleep", "0.250"}}},
 	}
 	for _, c := range cases {
@@ -184,5 +185,41 @@ func TestParse(t *testing.T) {
 	}
 	if _, err := parseSize([]byte("Error: can't open display")); err == nil {
 		t.Error("parseSize took an error message")
+	}
+}
+
+// TestActionScript chains what one xdotool can run, each type and key
+// ending its chain, the screenshot after the actions and the pointer's
+// place last.
+func TestActionScript(t *testing.T) {
+	t.Parallel()
+	script, waited, err := actionScript([]Action{
+		{Type: Click, X: at(1), Y: at(2)},
+		{Type: Type, Text: "it's"},
+		{Type: Key, Keys: "Return"},
+		{Type: Wait, Ms: 100},
+		{Type: Move, X: at(3), Y: at(4)},
+	}, Size{100, 100}, &Shot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "set -e\nexport DISPLAY=:0\n" +
+		"xdotool 'mousemove' '--sync' '1' '2' 'click' '--repeat' '1' '1' 'type' '--delay' '12' '--' 'it'\\''s'\n" +
+		"xdotool 'key' 'Return'\n" +
+		"xdotool 'sleep' '0.100' 'mousemove' '--sync' '3' '4'\n" +
+		"scrot --overwrite --pointer /tmp/.hutch-desktop-screenshot.png\n" +
+		"xdotool 'getmouselocation' '--shell'\n"
+	if script != want {
+		t.Errorf("got\n%s\nwant\n%s", script, want)
+	}
+	if waited != 100*time.Millisecond+4*typingDelay*time.Millisecond {
+		t.Errorf("waited %v", waited)
+	}
+	one, _, err := actionScript([]Action{{Type: Move, X: at(5), Y: at(6)}}, Size{100, 100}, nil)
+	if err != nil || !strings.HasSuffix(one, "xdotool 'mousemove' '--sync' '5' '6' 'getmouselocation' '--shell'\n") {
+		t.Errorf("one move: %q %v", one, err)
+	}
+	if _, _, err := actionScript([]Action{{Type: Move, X: at(5), Y: at(6)}, {Type: Click, X: at(500), Y: at(1)}}, Size{100, 100}, nil); err == nil || !strings.Contains(err.Error(), "action 2 (click)") {
+		t.Errorf("an action off the screen: %v", err)
 	}
 }
