@@ -322,8 +322,8 @@ func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []
 		durationRow("  exec of the same xdotool command (floor)", floor),
 		durationRow("  exec of xdotool and scrot, and the file read (floor)", floorShot),
 		{label: "  live view at 1280x800, a terminal scrolling", median: fmt.Sprintf("%.1f frames/s, %.0f MB/s", fps, mbps)},
-		{label: "  memory of an idle desktop sandbox: anonymous (with page cache)", median: fmtBytes(deskMem.rss) + " (" + fmtBytes(deskMem.usage) + ")"},
-		{label: "  the same of an idle sandbox of the template, no desktop", median: fmtBytes(plainMem.rss) + " (" + fmtBytes(plainMem.usage) + ")"},
+		{label: "  memory of an idle desktop sandbox (cgroup; anonymous)", median: fmtBytes(deskMem.usage) + " (" + fmtBytes(deskMem.rss) + ")"},
+		{label: "  the same of an idle sandbox of the template, no desktop", median: fmtBytes(plainMem.usage) + " (" + fmtBytes(plainMem.rss) + ")"},
 	}
 	name := map[string]string{"runc": "runc", "gvisor": "gVisor"}[rt]
 	results := []result{
@@ -350,10 +350,10 @@ func desktopRows(rt string, ready, hand, action, actionShot, floor, floorShot []
 			Hutch: figure{Text: fmt.Sprintf("%.1f frames/s (%.0f MB/s of pixels)", fps, mbps), Median: ptr(rounded(fps, 1)), Unit: "frames/s"},
 		},
 		{
-			ID: "p/memory-" + rt, Topic: topicDesktop, What: "memory of an idle desktop sandbox, " + name + ": anonymous memory in its cgroup (with the page cache of the programs it read: " + fmtBytes(deskMem.usage) + ", shared by the desktops of a template)",
-			Hutch: bytesFig("", deskMem.rss),
-			Peers: []figure{bytesFig("an idle sandbox of the same template without its desktop", plainMem.rss)},
-			Ratio: []term{{Text: "+" + fmtBytes(deskMem.rss-plainMem.rss) + " for the desktop"}},
+			ID: "p/memory-" + rt, Topic: topicDesktop, What: "memory of an idle desktop sandbox, " + name + ": its memory cgroup (anonymous: " + fmtBytes(deskMem.rss) + "; the rest mostly the page cache of the programs it read" + map[string]string{"runc": ", which the desktops of a template share", "gvisor": " and gVisor's own"}[rt] + ")",
+			Hutch: bytesFig("", deskMem.usage),
+			Peers: []figure{bytesFig("an idle sandbox of the same template without its desktop", plainMem.usage)},
+			Ratio: []term{{Text: "+" + fmtBytes(deskMem.usage-plainMem.usage) + " for the desktop"}},
 		},
 	}
 	return rows, results, nil

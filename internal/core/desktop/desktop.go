@@ -161,22 +161,35 @@ exec websockify --web ` + WebDir + ` %d 127.0.0.1:%d
 // programs, naming what it lacks.
 const checkScript = `for p in Xvfb xdpyinfo startxfce4 x11vnc websockify xdotool scrot; do command -v $p >/dev/null || echo $p; done`
 
-// readyScript prints the screen's size once the display answers and
-// Xfce's window manager and desktop run, or nothing yet.
+// readyScript waits, up to readyWait, for the display to answer and for
+// Xfce's window manager and desktop to run, then prints the screen's
+// size; it prints nothing when the wait ends first. One command in the
+// sandbox, not one per look: forks are dear while Xfce starts (under
+// gVisor above all).
 const readyScript = `export DISPLAY=` + Display + `
-xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null && pgrep -x xfdesktop >/dev/null || exit 0
+i=0
+until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null && pgrep -x xfdesktop >/dev/null; do
+	i=$((i + 1))
+	[ $i -gt %d ] && exit 0
+	sleep 0.1
+done
 xdotool getdisplaygeometry`
 
-// readyPoll is how often ready asks.
-const readyPoll = 200 * time.Millisecond
+// readyWait bounds one readyScript: between two, ready looks at the
+// desktop's service, which may have failed.
+const readyWait = 5 * time.Second
 
 // ready waits until the desktop shows and returns the screen's size; a
 // desktop service that failed on the way is said with the end of its log.
 func (s *Service) ready(ctx context.Context, r *core.Running) (Size, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
+	script := fmt.Sprintf(readyScript, int(readyWait/(100*time.Millisecond)))
 	for {
-		out, err := s.sh(ctx, r, readyScript, time.Minute)
+		out, err := s.sh(ctx, r, script, time.Minute)
+		if ctx.Err() != nil {
+			return Size{}, errdefs.Unavailable("the desktop did not come up within %s", readyTimeout)
+		}
 		if err != nil {
 			return Size{}, err
 		}
@@ -185,11 +198,6 @@ func (s *Service) ready(ctx context.Context, r *core.Running) (Size, error) {
 		}
 		if svc, err := s.execs.Service(ctx, r.ID(), ControlService); err == nil && svc.Status == exec.ServiceError {
 			return Size{}, errdefs.FailedPrecondition("the desktop failed to start: %s", strings.TrimSpace(svc.LogTail))
-		}
-		select {
-		case <-ctx.Done():
-			return Size{}, errdefs.Unavailable("the desktop did not come up within %s", readyTimeout)
-		case <-time.After(readyPoll):
 		}
 	}
 }
@@ -218,29 +226,32 @@ func (s *Service) Start(ctx context.Context, id string, size Size) (Status, erro
 	}
 	script := fmt.Sprintf(desktopScript, size.Width, size.Height, controlVNC, viewVNC, ControlPort, controlVNC)
 	replace := false
-	for _, svc := range []exec.ServiceRequest{
-		{ProcessRequest: exec.ProcessRequest{Name: ControlService, Command: script, Port: ControlPort}, Replace: &replace},
-		{ProcessRequest: exec.ProcessRequest{Name: ViewService, Cmd: []string{"websockify", "--web", WebDir, strconv.Itoa(ViewPort), "127.0.0.1:" + strconv.Itoa(viewVNC)}, Port: ViewPort}, Replace: &replace},
-	} {
-		running, err := s.running(ctx, id, svc.Name)
-		if err != nil {
-			return Status{}, err
-		}
-		if running {
-			continue
-		}
-		if _, err := s.execs.StartService(ctx, id, svc); err != nil {
-			return Status{}, err
-		}
+	if err := s.startService(ctx, id, exec.ServiceRequest{ProcessRequest: exec.ProcessRequest{Name: ControlService, Command: script, Port: ControlPort}, Replace: &replace}); err != nil {
+		return Status{}, err
 	}
 	got, err := s.ready(ctx, r)
 	if err != nil {
+		return Status{}, err
+	}
+	// The view-only stream's, once the desktop shows: not in its way.
+	view := []string{"websockify", "--web", WebDir, strconv.Itoa(ViewPort), "127.0.0.1:" + strconv.Itoa(viewVNC)}
+	if err := s.startService(ctx, id, exec.ServiceRequest{ProcessRequest: exec.ProcessRequest{Name: ViewService, Cmd: view, Port: ViewPort}, Replace: &replace}); err != nil {
 		return Status{}, err
 	}
 	if asked && got != size {
 		return Status{}, errdefs.Conflict("the desktop runs at %dx%d: stop it (DELETE …/desktop) to start it at %dx%d", got.Width, got.Height, size.Width, size.Height)
 	}
 	return s.status(ctx, r)
+}
+
+// startService starts svc unless it runs.
+func (s *Service) startService(ctx context.Context, id string, svc exec.ServiceRequest) error {
+	running, err := s.running(ctx, id, svc.Name)
+	if err != nil || running {
+		return err
+	}
+	_, err = s.execs.StartService(ctx, id, svc)
+	return err
 }
 
 // running says whether service name of the desktop's runs.
