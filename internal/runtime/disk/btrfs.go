@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -104,12 +105,31 @@ func mkfsBtrfs(ctx context.Context, image string) error {
 	if st, err := os.Stat(image); err == nil && st.Size() < 1<<30 {
 		args = []string{"-q", "-f", "-K", "--mixed"}
 	}
-	cmd := exec.CommandContext(ctx, "mkfs.btrfs", append(args, image)...) // #nosec G204 -- fixed flags and a path of the pool's
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mkfs.btrfs: %w: %s", err, strings.TrimSpace(string(out)))
+	// mkfs.btrfs first looks through the mounted filesystems for the
+	// image, asking each loop device what it holds: one that another
+	// disk's teardown detaches meanwhile fails the look ("cannot check
+	// mount status … No such device or address"). That is not this
+	// image's: it is asked again.
+	for attempt := 1; ; attempt++ {
+		cmd := exec.CommandContext(ctx, "mkfs.btrfs", append(args, image)...) // #nosec G204 -- fixed flags and a path of the pool's
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(string(out), "cannot check mount status") || attempt == mkfsAttempts {
+			return fmt.Errorf("mkfs.btrfs: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// mkfsAttempts bounds how often mkfs.btrfs is run when its look at the
+// mounted filesystems fails.
+const mkfsAttempts = 5
 
 // btrfsUsable reports whether disks can be btrfs here: the kernel has it
 // and mkfs.btrfs is installed.

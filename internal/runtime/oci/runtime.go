@@ -718,7 +718,8 @@ func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
 			break
 		}
 		// A moment for the busy host before the next try (CI's, with
-		// ten daemons beside, lost three tries in a row).
+		// ten daemons beside, lost three tries in a row; make test's,
+		// six).
 		select {
 		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
 		case <-ctx.Done():
@@ -729,7 +730,7 @@ func (r *Runtime) Pause(ctx context.Context, h backend.Handle) error {
 }
 
 // freezeTries is how many times Pause asks the runtime to freeze.
-const freezeTries = 6
+const freezeTries = 10
 
 // Unpause thaws what Pause froze.
 func (r *Runtime) Unpause(ctx context.Context, h backend.Handle) error {
