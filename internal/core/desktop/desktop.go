@@ -241,6 +241,7 @@ func (s *Service) Start(ctx context.Context, id string, size Size) (Status, erro
 	if asked && got != size {
 		return Status{}, errdefs.Conflict("the desktop runs at %dx%d: stop it (DELETE …/desktop) to start it at %dx%d", got.Width, got.Height, size.Width, size.Height)
 	}
+	s.log.Info("desktop shows", "sandbox_id", id, "width", got.Width, "height", got.Height)
 	return s.status(ctx, r)
 }
 
