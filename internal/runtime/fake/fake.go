@@ -419,20 +419,42 @@ var _ backend.Pauser = (*Backend)(nil)
 // would, and returns once they are stopped: a signal is delivered on its
 // own time, and a process between the kill and its stop may still answer.
 func (b *Backend) Pause(ctx context.Context, h backend.Handle) error {
-	if err := b.signalTree(h.ID, syscall.SIGSTOP); err != nil {
-		return err
-	}
-	pid, _ := b.agentPid(h.ID)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for !stopped(pid) {
+	// A process the tree forked while it was being signalled got no
+	// signal: the tree is signalled again until all of it is stopped.
+	for {
+		if err := b.signalTree(h.ID, syscall.SIGSTOP); err != nil {
+			return err
+		}
+		if b.treeStopped(h.ID) {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the agent of sandbox %s did not stop: %w", h.ID, ctx.Err())
+			return fmt.Errorf("the processes of sandbox %s did not stop: %w", h.ID, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
-	return nil
+}
+
+// treeStopped reports whether the sandbox's agent and every process under
+// it are stopped (or gone).
+func (b *Backend) treeStopped(id string) bool {
+	pid, alive := b.agentPid(id)
+	if !alive {
+		return true
+	}
+	tree, err := agent.LiveDescendants(pid)
+	if err != nil {
+		return false
+	}
+	for _, p := range append([]int{pid}, tree...) {
+		if !stopped(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // stopped reports whether every thread of process pid is stopped (or the
