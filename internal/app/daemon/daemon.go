@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/core/checkpoints"
-	"github.com/hutchdev/hutch/internal/core/desktop"
 	"github.com/hutchdev/hutch/internal/core/create"
+	"github.com/hutchdev/hutch/internal/core/desktop"
 	"github.com/hutchdev/hutch/internal/core/events"
 	"github.com/hutchdev/hutch/internal/core/lifecyclecmd"
 	"github.com/hutchdev/hutch/internal/core/metrics"

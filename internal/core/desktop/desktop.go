@@ -29,6 +29,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/core"
 	"github.com/hutchdev/hutch/internal/core/exec"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 	"github.com/hutchdev/hutch/internal/storage/store"
 )
 
@@ -551,7 +552,7 @@ const maxShotBytes = 64 << 20
 
 // readShot reads the screenshot the sandbox wrote, scaled as sh says.
 func (s *Service) readShot(ctx context.Context, r *core.Running, sh Shot) ([]byte, error) {
-	rc, err := r.Agent().ReadFile(ctx, shotFile, "")
+	rc, err := r.Agent().ReadFile(ctx, shotFile, rootfs.UserName) // who wrote it: never root
 	if err != nil {
 		return nil, r.Err(ctx, err)
 	}

@@ -24,13 +24,16 @@ type Desktops interface {
 	Act(ctx context.Context, id string, actions []desktop.Action, shot *desktop.Shot) (desktop.Result, error)
 }
 
-// desktopsOff answers a desktop route of a daemon without desktops.
-func (s *Server) desktopsOff(w http.ResponseWriter, r *http.Request) bool {
-	if s.desktops == nil {
-		writeError(w, r, s.log, errdefs.NotImplemented("desktops are off in this daemon"))
-		return true
+// withDesktops is a desktop route's handler: in a daemon without desktops
+// it answers that they are off.
+func (s *Server) withDesktops(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.desktops == nil {
+			writeError(w, r, s.log, errdefs.NotImplemented("desktops are off in this daemon"))
+			return
+		}
+		h(w, r)
 	}
-	return false
 }
 
 func desktopJSON(st desktop.Status) client.Desktop {
@@ -45,9 +48,6 @@ func desktopJSON(st desktop.Status) client.Desktop {
 }
 
 func (s *Server) startDesktop(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	var req client.DesktopRequest
 	if r.ContentLength != 0 { // the body is optional
 		if err := decode(r, &req); err != nil {
@@ -64,9 +64,6 @@ func (s *Server) startDesktop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDesktop(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	st, err := s.desktops.Status(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -76,9 +73,6 @@ func (s *Server) getDesktop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stopDesktop(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	if err := s.desktops.Stop(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -114,9 +108,6 @@ func desktopShot(r *http.Request) (desktop.Shot, error) {
 }
 
 func (s *Server) desktopScreenshot(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	shot, err := desktopShot(r)
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -133,9 +124,6 @@ func (s *Server) desktopScreenshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) desktopActions(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	var req struct {
 		Actions    []desktop.Action `json:"actions"`
 		Screenshot *struct {
@@ -187,9 +175,6 @@ func (s *Server) streamServices(ctx context.Context, id string) error {
 const streamPage = "vnc.html?autoconnect=true&resize=scale&reconnect=true&reconnect_delay=1000"
 
 func (s *Server) desktopStream(w http.ResponseWriter, r *http.Request) {
-	if s.desktopsOff(w, r) {
-		return
-	}
 	var req client.DesktopStreamRequest
 	if r.ContentLength != 0 { // the body is optional
 		if err := decode(r, &req); err != nil {

@@ -39,7 +39,7 @@ type Config struct {
 	Checkpoints Checkpoints
 	// Desktops drives the sandboxes' desktops; nil: none.
 	Desktops Desktops
-	Volumes     Volumes
+	Volumes  Volumes
 	// Keys are the API keys besides APIKey.
 	Keys *apikeys.Service
 	// Audit is the audit log; nil: calls are not recorded.
@@ -190,12 +190,12 @@ func (s *Server) routes() []route {
 		{"GET /v1/sandboxes/{id}/checkpoints/{checkpoint}/diff", s.diffCheckpoint},
 		{"POST /v1/sandboxes/{id}/checkpoints/{checkpoint}/rollback", s.rollbackCheckpoint},
 		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.deleteCheckpoint},
-		{"POST /v1/sandboxes/{id}/desktop", s.startDesktop},
-		{"GET /v1/sandboxes/{id}/desktop", s.getDesktop},
-		{"DELETE /v1/sandboxes/{id}/desktop", s.stopDesktop},
-		{"GET /v1/sandboxes/{id}/desktop/screenshot", s.desktopScreenshot},
-		{"POST /v1/sandboxes/{id}/desktop/actions", s.desktopActions},
-		{"POST /v1/sandboxes/{id}/desktop/stream", s.desktopStream},
+		{"POST /v1/sandboxes/{id}/desktop", s.withDesktops(s.startDesktop)},
+		{"GET /v1/sandboxes/{id}/desktop", s.withDesktops(s.getDesktop)},
+		{"DELETE /v1/sandboxes/{id}/desktop", s.withDesktops(s.stopDesktop)},
+		{"GET /v1/sandboxes/{id}/desktop/screenshot", s.withDesktops(s.desktopScreenshot)},
+		{"POST /v1/sandboxes/{id}/desktop/actions", s.withDesktops(s.desktopActions)},
+		{"POST /v1/sandboxes/{id}/desktop/stream", s.withDesktops(s.desktopStream)},
 		{"POST /v1/sandboxes/{id}/processes", s.startProcess},
 		{"GET /v1/sandboxes/{id}/processes", s.listProcesses},
 		{"GET /v1/sandboxes/{id}/processes/{name}/logs", s.processLogs},
