@@ -27,7 +27,13 @@ CONSOLE_SRC := $(shell find console/src console/scripts sdk/typescript/src -type
 	console/index.html console/vite.config.ts console/tsconfig.json console/package.json
 CONSOLE_NPM := console/node_modules/.hutch-lock
 
+# The agent every sandbox runs is its own small binary (cmd/hutch-agent),
+# built first and embedded in hutch (see internal/agent/agentexe); renamed
+# into place, as another build (the end-to-end tests') may read it.
+AGENT := internal/agent/agentexe/embed/hutch-agent
 build: $(CONSOLE)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(dir $(AGENT)).hutch-agent.$$$$ ./cmd/hutch-agent && \
+	mv $(dir $(AGENT)).hutch-agent.$$$$ $(AGENT)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hutch
 
 $(CONSOLE): $(CONSOLE_SRC) $(CONSOLE_NPM)

@@ -240,3 +240,31 @@ func TestAreasExist(t *testing.T) {
 		}
 	}
 }
+
+// The agent's own binary, which every sandbox starts, is the agent and
+// what the agent imports, and nothing of the daemon: each package it
+// carries costs every sandbox's start its initialisation.
+func TestAgentBinary(t *testing.T) {
+	t.Parallel()
+	agentSide := []string{"cmd/hutch-agent", "internal/agent/...", "api/agent/..."}
+	pkgs := listModule(t)
+	inModule := map[string]bool{}
+	for _, p := range pkgs {
+		inModule[p.path] = true
+	}
+	for _, p := range pkgs {
+		if p.path != "cmd/hutch-agent" {
+			continue
+		}
+		for _, dep := range p.deps {
+			if !inModule[dep] {
+				continue // another module's, or the standard library's
+			}
+			if !slices.ContainsFunc(agentSide, func(a string) bool { return matches(a, dep) }) {
+				t.Errorf("cmd/hutch-agent depends on %s, which does not run in a sandbox", dep)
+			}
+		}
+		return
+	}
+	t.Error("cmd/hutch-agent is gone: mend this test")
+}

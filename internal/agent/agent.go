@@ -1,5 +1,5 @@
-// Package agent is the in-sandbox agent: `hutch agent` runs it as PID 1 in
-// every sandbox. It serves, over Connect-RPC on a unix socket that the
+// Package agent is the in-sandbox agent: its own binary, cmd/hutch-agent
+// (see Main), runs it as PID 1 in every sandbox. It serves, over Connect-RPC on a unix socket that the
 // daemon reaches from the host, the process and filesystem services of api/
 // (the same shapes as E2B's envd, with envd's plain HTTP GET/POST /files and
 // GET /health), and Hutch's own service hutch.agent.v1 (api/agent/v1): the

@@ -247,7 +247,13 @@ func (m *Manager) flushPool(template string) {
 			}
 		}
 		p.ready[key] = kept
-		delete(p.failed, key)
+	}
+	// A pool whose fill failed (its template was not built yet, say)
+	// tries again at once, not poolRetry later.
+	for key := range p.size {
+		if key.template == template {
+			delete(p.failed, key)
+		}
 	}
 	p.mu.Unlock()
 	for _, sb := range stale {

@@ -34,19 +34,27 @@ func waitPool(t *testing.T, d *testDaemon) []string {
 	return nil
 }
 
-func TestWarmPool(t *testing.T) {
-	t.Parallel()
-	d := newDaemonState(t).start(t, func(c *Config) {
-		c.Pools = []PoolSpec{{Template: "host", Size: 2}}
-		c.ReapInterval = 50 * time.Millisecond
-	})
+// runManager runs d's Manager (its timers and pools) until the test ends
+// or the function it returns is called.
+func runManager(t *testing.T, d *testDaemon) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = d.m.Run(ctx) // returns nil when ctx ends
 	}()
-	defer func() { cancel(); <-done }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	d := newDaemonState(t).start(t, func(c *Config) {
+		c.Pools = []PoolSpec{{Template: "host", Size: 2}}
+		c.ReapInterval = 50 * time.Millisecond
+	})
+	stopManager := runManager(t, d)
 
 	pooled := waitPool(t, d)
 	if len(pooled) != 2 {
@@ -85,8 +93,7 @@ func TestWarmPool(t *testing.T) {
 		}
 	}
 	// Stopping the daemon destroys the pool.
-	cancel()
-	<-done
+	stopManager()
 	d.stop(t)
 	if left, err := d.backend.List(t.Context()); err != nil || len(left) != 0 {
 		t.Errorf("sandboxes left after the daemon stopped: %v, %v", left, err)
@@ -125,13 +132,7 @@ func TestWarmPoolFollowsTemplate(t *testing.T) {
 		c.Pools = []PoolSpec{{Template: "tools", Size: 1}}
 		c.ReapInterval = 50 * time.Millisecond
 	})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = d.m.Run(ctx) // returns nil when ctx ends
-	}()
-	defer func() { cancel(); <-done }()
+	runManager(t, d)
 
 	first := waitPool(t, d)
 	// A sandbox of another shape is made, not taken: it keeps v1.
@@ -171,5 +172,34 @@ func TestWarmPoolFollowsTemplate(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool's sandboxes of a removed template are still there: %v", ids)
 		}
+	}
+}
+
+// A pool of a template built after the daemon started fills when the build
+// ends, not a retry period (30 s, longer than waitPool waits) later.
+func TestWarmPoolFillsAfterBuild(t *testing.T) {
+	t.Parallel()
+	state := newDaemonState(t)
+	d := state.start(t, func(c *Config) {
+		c.Pools = []PoolSpec{{Template: "later", Size: 1}}
+		c.ReapInterval = 50 * time.Millisecond
+	})
+	runManager(t, d)
+
+	// The fills fail while the template is not there.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d.m.pool.mu.Lock()
+		_, failed := d.m.pool.failed[poolKey{"later", "fake"}]
+		d.m.pool.mu.Unlock()
+		if failed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool of a template not built did not try to fill")
+		}
+	}
+	commitTemplate(t, state.templates, "later")
+	if ids := waitPool(t, d); len(ids) != 1 {
+		t.Errorf("backend has %v, want the pool's sandbox", ids)
 	}
 }

@@ -66,10 +66,8 @@ func run(m *testing.M) int {
 		runscBin = p
 	}
 	hutchBin = filepath.Join(dir, "hutch")
-	build := exec.Command("go", "build", "-o", hutchBin, "../../cmd/hutch")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build hutch: %v\n%s", err, out)
+	if err := buildHutch(hutchBin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	// The daemon ./setup started, if it runs here, is left as it was.
@@ -80,6 +78,28 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return code
+}
+
+// buildHutch builds hutch as make build does: the agent's own binary
+// first, renamed into the folder hutch embeds (see the Makefile's build),
+// then hutch with it.
+func buildHutch(out string) error {
+	embedDir := "../../internal/agent/agentexe/embed"
+	tmp := filepath.Join(embedDir, fmt.Sprintf(".hutch-agent.%d", os.Getpid()))
+	for _, b := range []struct{ out, pkg string }{{tmp, "../../cmd/hutch-agent"}, {out, "../../cmd/hutch"}} {
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.out, b.pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			_ = os.Remove(tmp)
+			return fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
+		}
+		if b.out == tmp {
+			if err := os.Rename(tmp, filepath.Join(embedDir, "hutch-agent")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func isExecutable(path string) bool {

@@ -2,66 +2,17 @@ package cli
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"os"
-	"runtime"
 
 	"github.com/hutchdev/hutch/internal/agent"
 )
 
-// agentMain is `hutch agent`, which the daemon's runtime starts as PID 1 of
-// every sandbox, and `hutch agent shim`, which the agent starts. They are not
-// for people, so they are not in the command tree and its help, and they are
-// parsed before the tree is built: the agent starts on the path of every
-// sandbox's first command, and building the tree cost it 0.7 ms of a 5 ms
-// start.
-//
-//	hutch agent --listen-fd N   serve on the listening unix socket N
-//	hutch agent --socket PATH   listen on PATH and serve there
-//	hutch agent shim …          see agent.Shim
-//
-// Both run Go on one processor (GOMAXPROCS 1). They wait on sockets,
-// pipes and children, and the CPU they use is the sandbox's: more
-// processors bought idle threads spinning and waking each other, each
-// wake a syscall, which under gVisor costs ~10 µs here. With one, a
-// create → exec → delete took 97 ms of host CPU instead of 107, 20
-// clients ran 18.0 lifecycles a second instead of 16.4, and a call into
-// a gVisor sandbox's agent took ~0.3 ms less.
+// agentMain is `hutch agent`: the agent's command line (agent.Main), for a
+// hutch built without the agent's own binary embedded (go build rather than
+// make build), whose daemon then runs itself as every sandbox's agent. It
+// is not for people, so it is not in the command tree and its help, and it
+// is parsed before the tree is built: building the tree cost the agent's
+// start 0.7 ms.
 func agentMain(ctx context.Context, args []string, stderr io.Writer) int {
-	runtime.GOMAXPROCS(1)
-	if len(args) > 0 && args[0] == "shim" {
-		return agent.Shim(args[1:])
-	}
-	flags := flag.NewFlagSet("hutch agent", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	socket := flags.String("socket", "", "unix socket to listen on")
-	fd := flags.Int("listen-fd", -1, "listening unix socket to serve on, as a file descriptor (3 or more)")
-	if err := flags.Parse(args); err != nil {
-		return exitUsage
-	}
-	if flags.NArg() > 0 || (*socket == "") == (*fd < 0) || (*fd >= 0 && *fd < 3) {
-		_, _ = fmt.Fprintln(stderr, "hutch agent: give either --socket PATH or --listen-fd N (N ≥ 3), and no arguments")
-		return exitUsage
-	}
-
-	cfg := agent.Config{Socket: *socket, Logger: slog.New(slog.NewTextHandler(stderr, nil))}
-	if *fd >= 0 {
-		f := os.NewFile(uintptr(*fd), "listener")
-		ln, err := net.FileListener(f) // a copy of f's descriptor
-		_ = f.Close()
-		if err != nil {
-			_, _ = fmt.Fprintf(stderr, "hutch agent: descriptor %d is not a listening socket: %v\n", *fd, err)
-			return exitError
-		}
-		cfg.Listener = ln
-	}
-	if err := agent.Run(ctx, cfg); err != nil {
-		_, _ = fmt.Fprintf(stderr, "hutch agent: %v\n", err)
-		return exitError
-	}
-	return 0
+	return agent.Main(ctx, args, stderr)
 }

@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/agent/agentexe"
 	"github.com/hutchdev/hutch/internal/core/checkpoints"
 	"github.com/hutchdev/hutch/internal/core/create"
 	"github.com/hutchdev/hutch/internal/core/desktop"
@@ -161,7 +163,12 @@ func Run(ctx context.Context, cfg Config, version string, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("find own executable for the agent: %w", err)
 	}
-	agent, err := copyAgent(exe, cfg.agentDir())
+	agentSrc, err := agentSource(exe, log)
+	if err != nil {
+		return err
+	}
+	agent, err := copyAgent(agentSrc, cfg.agentDir())
+	_ = agentSrc.Close()
 	if err != nil {
 		return err
 	}
@@ -471,19 +478,27 @@ func defaultRuntime(configured string, unusable map[string]string, pending map[s
 	}
 }
 
-// copyAgent copies the daemon's executable, which every sandbox runs as
-// its agent, into dir and returns the copy's path. runc binds it from
-// inside a sandbox's user namespace, as a stranger, so it must be where
-// anyone may search, which the executable's own place (a checkout under
-// /root, say) need not be. A fresh copy at each start, renamed into place:
-// sandboxes already running keep the one they have.
-func copyAgent(exe, dir string) (path string, err error) {
-	// #nosec G304 -- the daemon's own executable
-	src, err := os.Open(exe)
-	if err != nil {
-		return "", fmt.Errorf("open own executable for the agent: %w", err)
+// agentSource opens the executable every sandbox runs as its agent: the
+// agent's own, embedded by make build (see package agentexe), or else the
+// daemon's executable, which answers `hutch agent` too.
+func agentSource(exe string, log *slog.Logger) (io.ReadCloser, error) {
+	if b := agentexe.Executable(); b != nil {
+		return io.NopCloser(bytes.NewReader(b)), nil
 	}
-	defer src.Close()
+	log.Warn("sandboxes run the whole hutch binary as their agent, which starts slower: make build embeds the agent's own")
+	f, err := os.Open(exe) // #nosec G304 -- the daemon's own executable
+	if err != nil {
+		return nil, fmt.Errorf("open own executable for the agent: %w", err)
+	}
+	return f, nil
+}
+
+// copyAgent writes the agent's executable into dir and returns its path.
+// runc binds it from inside a sandbox's user namespace, as a stranger, so
+// it must be where anyone may search, which the executable's own place (a
+// checkout under /root, say) need not be. A fresh copy at each start,
+// renamed into place: sandboxes already running keep the one they have.
+func copyAgent(src io.Reader, dir string) (path string, err error) {
 	tmp, err := os.CreateTemp(dir, ".hutch-")
 	if err != nil {
 		return "", fmt.Errorf("copy the agent: %w", err)
