@@ -27,8 +27,13 @@ type instance struct {
 	backend backend.Backend
 	handle  backend.Handle
 
-	mu         sync.Mutex
-	stopWatch  func()   // ends the backend's watch of its container
+	mu        sync.Mutex
+	stopWatch func() // ends the backend's watch of its container
+	// onEnd is told how its container ended by itself, while watched (see
+	// Manager.watch); endedAs keeps it while onEnd is nil, a pool's
+	// sandbox being handed over, until one is set.
+	onEnd      func(reason string)
+	endedAs    string
 	stops      []func() // end what its Starter hooks started (see stopHooks)
 	paused     bool     // frozen: calls thaw it first
 	closing    bool     // being halted or deleted: no new calls
@@ -142,6 +147,39 @@ func (i *instance) setUnwatch(stop func()) {
 	i.mu.Lock()
 	i.stopWatch = stop
 	i.mu.Unlock()
+}
+
+// whenEnded sets what is told when the instance's container ends by
+// itself (nil: nobody yet), and reports whether it is watched already. An
+// end that came while nobody was told is told now, on a goroutine of its
+// own: the caller may hold the sandbox's lock, which the telling takes.
+func (i *instance) whenEnded(f func(reason string)) (watched bool) {
+	i.mu.Lock()
+	i.onEnd = f
+	reason := i.endedAs
+	if f != nil {
+		i.endedAs = ""
+	}
+	watched = i.stopWatch != nil
+	i.mu.Unlock()
+	if f != nil && reason != "" {
+		go f(reason)
+	}
+	return watched
+}
+
+// containerEnded is the backend's word that the instance's container
+// ended by itself.
+func (i *instance) containerEnded(reason string) {
+	i.mu.Lock()
+	f := i.onEnd
+	if f == nil {
+		i.endedAs = reason
+	}
+	i.mu.Unlock()
+	if f != nil {
+		f(reason)
+	}
 }
 
 // addStop keeps what ends what a Starter hook started for the instance.

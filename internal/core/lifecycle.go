@@ -540,16 +540,18 @@ func (m *Manager) takeLive(id string) *instance {
 	return inst
 }
 
-// watch has the backend call ended when inst's container ends by itself,
-// until inst.unwatch. A backend that cannot watch leaves it to the next
-// call to find out (see lostAgent).
+// watch has ended told when inst's container ends by itself, until
+// inst.unwatch. A backend that cannot watch leaves it to the next call to
+// find out (see lostAgent). An instance watched already (a pool's, handed
+// over) keeps its watch and tells ended instead: the backend's watch
+// reads the container's pid and cgroup files, ~0.1–0.5 ms of a claim.
 func (m *Manager) watch(inst *instance, ended func(reason string)) {
 	w := inst.backend.Capabilities().Watch
-	if w == nil {
+	if w == nil || inst.whenEnded(ended) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := w.Watch(ctx, inst.handle, ended); err != nil {
+	if err := w.Watch(ctx, inst.handle, inst.containerEnded); err != nil {
 		cancel()
 		m.log.Warn("sandbox not watched: its end is found at the next call", attrSandbox, inst.id, "error", err)
 		return

@@ -206,7 +206,7 @@ func (m *Manager) takePooled(opts create.Options, runtime string) (sb pooled, po
 	}
 	sb = p.ready[key][0]
 	p.ready[key] = p.ready[key][1:]
-	sb.inst.unwatch() // the taker watches it as its own
+	sb.inst.whenEnded(nil) // the taker's now: its watch tells the taker (see Manager.watch)
 	time.AfterFunc(poolRefillDelay, p.wake)
 	return sb, poolHit
 }

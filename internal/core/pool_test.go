@@ -203,3 +203,31 @@ func TestWarmPoolFillsAfterBuild(t *testing.T) {
 		t.Errorf("backend has %v, want the pool's sandbox", ids)
 	}
 }
+
+// A pool's sandbox keeps its container's watch when handed over: an end
+// seen while nobody was told (between the take and the taker's watch) is
+// told to the taker as soon as it watches.
+func TestHandedOverWatch(t *testing.T) {
+	t.Parallel()
+	inst := &instance{stopWatch: func() {}}
+	var pool []string
+	if !inst.whenEnded(func(r string) { pool = append(pool, r) }) {
+		t.Error("an instance with a watch says it has none")
+	}
+	inst.containerEnded("before the take")
+	inst.whenEnded(nil) // taken
+	inst.containerEnded("between the take and the taker's watch")
+	told := make(chan string, 1)
+	inst.whenEnded(func(r string) { told <- r })
+	select {
+	case r := <-told:
+		if r != "between the take and the taker's watch" {
+			t.Errorf("the taker was told %q", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the taker was not told of the end it missed")
+	}
+	if !slices.Equal(pool, []string{"before the take"}) {
+		t.Errorf("the pool was told %q, want the end before the take only", pool)
+	}
+}
