@@ -174,6 +174,20 @@ func readPid(path string) (int, error) {
 // gVisor's kernel, which holds that memory mapped.
 var memoryMarks = []int64{gvisorMemoryHeadroom / 4, gvisorMemoryHeadroom / 2, 3 * gvisorMemoryHeadroom / 4}
 
+// setMemoryMarks has the memory cgroup dir tell the eventfd efd when its
+// usage crosses one of memoryMarks below its limit.
+func setMemoryMarks(dir string, efd int, usage *os.File, limit int64) error {
+	control := filepath.Join(dir, "cgroup.event_control")
+	for _, m := range memoryMarks {
+		mark := limit - gvisorMemoryHeadroom + m
+		line := fmt.Sprintf("%d %d %d", efd, usage.Fd(), mark)
+		if err := os.WriteFile(control, []byte(line), 0); err != nil {
+			return fmt.Errorf("set a mark at %d bytes: %w", mark, err)
+		}
+	}
+	return nil
+}
+
 // WatchMemory calls full each time sandbox h's memory goes up past one of
 // its marks (see memoryMarks), while ctx lasts. The host tells through
 // cgroup v1's usage thresholds; on cgroup v2 there are none, and it is
@@ -203,26 +217,28 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 	if err != nil {
 		return err
 	}
-	defer usage.Close()
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
+		usage.Close()
 		return fmt.Errorf("watch memory of sandbox %s: %w", h.ID, err)
 	}
 	events := os.NewFile(uintptr(efd), "memory-marks")
-	control := filepath.Join(dir, "cgroup.event_control")
-	for _, m := range memoryMarks {
-		mark := limit - gvisorMemoryHeadroom + m
-		line := fmt.Sprintf("%d %d %d", efd, usage.Fd(), mark)
-		if err := os.WriteFile(control, []byte(line), 0); err != nil {
-			events.Close()
-			return fmt.Errorf("watch memory of sandbox %s: set a mark at %d bytes: %w", h.ID, mark, err)
-		}
-	}
 	first := limit - gvisorMemoryHeadroom + memoryMarks[0]
 	stop := context.AfterFunc(ctx, func() { _ = events.Close() })
+	// The marks are set meanwhile, off the create's path: the kernel waits
+	// for an RCU grace period at each (synchronize_rcu), 10–15 ms here,
+	// which made the three a sixth of a gVisor create.
 	go func() {
 		defer stop()
 		defer events.Close()
+		err := setMemoryMarks(dir, efd, usage, limit)
+		usage.Close()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("sandbox's memory not watched: past its limit, the host's OOM killer may end it whole", "sandbox_id", h.ID, "error", err)
+			}
+			return
+		}
 		buf := make([]byte, 8)
 		var last int64 // the usage read at the last crossing
 		for {

@@ -144,6 +144,11 @@ type Runtime struct {
 
 	sealOnce sync.Once
 	exe      string // what the runtime is run by (see executable)
+
+	// starting holds the sandboxes started whose agent, which listens
+	// itself, has not answered yet, each with when to give up on it (a
+	// time.Time): their first dial waits for it (see DialAgent).
+	starting sync.Map
 }
 
 // New returns a Runtime. It does not check that the runtime works: see Probe.
@@ -375,15 +380,13 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 		return fmt.Errorf("sandbox %s: %w", s.ID, err)
 	}
 	if r.cfg.AgentListens {
-		actx, ready := spans.Start(ctx, "agent.ready")
-		err := r.waitAgent(actx, h)
-		spans.End(ready, err)
-		if err != nil {
-			return err
-		}
+		// The agent listens some milliseconds from now (~25 under gVisor
+		// here). What the create does next, and the caller's first call,
+		// go on meanwhile; that call's dial waits for it.
+		r.starting.Store(s.ID, time.Now().Add(r.cfg.AgentTimeout))
 	}
 	r.log.Debug("sandbox started", "sandbox_id", s.ID,
-		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "agent", time.Since(ran))
+		"bundle", prepared.Sub(mounted), "runtime", ran.Sub(prepared), "after", time.Since(ran))
 	return nil
 }
 
@@ -437,23 +440,42 @@ func (r *Runtime) writeBundle(s backend.Spec, layer sandboxLayout, ns *userNS) (
 	return logFile, nil
 }
 
-// waitAgent polls until an agent that listens itself accepts connections.
-// It listens a few milliseconds after the runtime returns; a short fixed
-// interval keeps the wait close to that (a poll is one open and one
-// connect).
+// waitAgent waits until an agent that listens itself accepts connections,
+// for AgentTimeout at most.
 func (r *Runtime) waitAgent(ctx context.Context, h backend.Handle) error {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.AgentTimeout)
+	conn, err := r.awaitAgent(ctx, h, time.Now().Add(r.cfg.AgentTimeout))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// awaitAgent dials an agent that listens itself until it answers, until
+// the deadline or the end of its sandbox's process. It listens a few
+// milliseconds after the runtime returns; a short fixed interval keeps the
+// wait close to that (a poll is one open and one connect).
+func (r *Runtime) awaitAgent(ctx context.Context, h backend.Handle, deadline time.Time) (_ net.Conn, err error) {
+	ctx, span := spans.Start(ctx, "agent.ready")
+	defer func() { spans.End(span, err) }()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Microsecond)
 	defer tick.Stop()
-	for {
-		conn, err := r.DialAgent(ctx, h)
+	for polls := 0; ; polls++ {
+		conn, err := r.dialAgent(ctx, h)
 		if err == nil {
-			return conn.Close()
+			r.starting.Delete(h.ID)
+			return conn, nil
+		}
+		if polls%64 == 63 { // every ~20 ms
+			if pid, perr := readPid(r.layout(h.ID).pidFile()); perr != nil || !inSandbox(pid, h.ID) {
+				return nil, errdefs.Unavailable("the agent of sandbox %s stopped before it listened%s",
+					h.ID, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return errdefs.Unavailable("the agent of sandbox %s did not start listening: %v%s",
+			return nil, errdefs.Unavailable("the agent of sandbox %s did not start listening: %v%s",
 				h.ID, err, tailOf(filepath.Join(r.dir(h.ID), "agent.log")))
 		case <-tick.C:
 		}
@@ -544,6 +566,19 @@ func (r *Runtime) state(ctx context.Context, id string) (containerState, error) 
 // be a socket, and connected to through that very file (its /proc/self/fd
 // link), so nothing can be swapped in between the check and the connect.
 func (r *Runtime) DialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
+	conn, err := r.dialAgent(ctx, h)
+	until, starting := r.starting.Load(h.ID)
+	switch {
+	case err == nil && starting:
+		r.starting.Delete(h.ID)
+	case err != nil && starting:
+		return r.awaitAgent(ctx, h, until.(time.Time))
+	}
+	return conn, err
+}
+
+// dialAgent connects to a sandbox's agent once.
+func (r *Runtime) dialAgent(ctx context.Context, h backend.Handle) (net.Conn, error) {
 	// When the agent listens itself, the socket's directory is writable from
 	// inside the sandbox: root there could put a symlink to a host socket in
 	// the socket's place. So the path is opened without following symlinks,
@@ -859,6 +894,7 @@ func frozen(id string) bool {
 // and removes its cgroups, waiting until its processes are gone. A missing
 // container is fine.
 func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
+	r.starting.Delete(id)
 	// The init pid, to wait for, is the pid file's while that process is
 	// the sandbox's (asking the runtime is a process more per delete).
 	pid, err := readPid(r.layout(id).pidFile())
