@@ -13,6 +13,7 @@
 //	(m) observability: the exec row with traces exported and metrics scraped, beside a daemon without
 //	(n), (o): checkpoints and rollback; forks by the dozen
 //	(p) desktops: ready, an action's round trip, the live view's frame rate, an idle desktop's memory
+//	(q) density: idle sandboxes by the hundred, runc and gVisor: create and host memory per sandbox as the count grows
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
@@ -59,6 +60,9 @@ type config struct {
 	json     string // the results file to merge this run's results into; "": none
 	writeDoc string // the page to write from the results file fromFile, instead of measuring
 	fromFile string
+	// densityRunc and densityGvisor are the idle sandboxes of row (q),
+	// under runc and under gVisor (0: none).
+	densityRunc, densityGvisor int
 	// soakMode runs the soak (soak.go) instead of the rows.
 	soakMode bool
 	soak     soakConfig
@@ -72,6 +76,8 @@ func main() {
 	flag.IntVar(&cfg.warmup, "warmup", 3, "untimed iterations before each row")
 	flag.IntVar(&cfg.memN, "mem-n", 10, "sandboxes created for the memory row")
 	flag.IntVar(&cfg.gvisorN, "gvisor-n", 20, "iterations of the gVisor rows (0: skip them)")
+	flag.IntVar(&cfg.densityRunc, "density-runc", 1000, "idle runc sandboxes of the density row (q)")
+	flag.IntVar(&cfg.densityGvisor, "density-gvisor", 300, "idle gVisor sandboxes of the density row (q) (0: none)")
 	flag.StringVar(&cfg.e2bSDK, "e2b-sdk", "test/e2b", "the directory whose node_modules has the e2b SDK, for row (k)")
 	flag.StringVar(&cfg.rows, "rows", "", "measure only these rows, by letter (\"ah\": create and network); default all")
 	flag.BoolVar(&cfg.soakMode, "soak", false, "run the soak (make soak) instead of the rows")
@@ -94,6 +100,10 @@ func main() {
 	}
 	if cfg.n < 1 || cfg.createN < 1 || cfg.memN < 1 || cfg.warmup < 0 || cfg.gvisorN < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -create-n and -mem-n must be at least 1, -warmup and -gvisor-n at least 0")
+		os.Exit(2)
+	}
+	if cfg.densityRunc < 1 || cfg.densityGvisor < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -density-runc must be at least 1, -density-gvisor at least 0")
 		os.Exit(2)
 	}
 
@@ -186,14 +196,14 @@ func (b *bench) measureAll(ctx context.Context, out io.Writer) error {
 		"a": b.measureCreate, "b": b.measureExec, "c": b.measureMemory,
 		"f": b.measurePool, "g": b.measureSuspend, "h": b.measureNetwork, "i": b.measureCode,
 		"j": b.measurePreview, "k": b.measureE2B, "l": b.measureCluster, "m": b.measureObserved, "n": b.measureCheckpoint, "o": b.measureForks,
-		"p": b.measureDesktop,
+		"p": b.measureDesktop, "q": b.measureDensity,
 	}
 	if b.runsc != "" && b.cfg.gvisorN > 0 {
 		measures["d"], measures["e"] = b.measureGvisorCreate, b.measureGvisorExec
 	} else {
 		fmt.Fprintln(os.Stderr, "bench: no gVisor rows: runsc is not beside the hutch binary nor in PATH (make runsc), or -gvisor-n 0")
 	}
-	for _, letter := range strings.Split("abcdefghijklmnop", "") {
+	for _, letter := range strings.Split("abcdefghijklmnopq", "") {
 		measure, ok := measures[letter]
 		if !ok || b.cfg.rows != "" && !strings.Contains(b.cfg.rows, letter) {
 			continue
