@@ -77,6 +77,14 @@ type Capabilities struct {
 	Checkpoint  Checkpointer
 	Attach      Attacher
 	GrowDisk    DiskGrower
+	CPU         CPUReader
+}
+
+// CPUReader reads the CPU time a sandbox has used, alone: what the idle
+// timers sample every second in every sandbox, where Stats reads a dozen
+// files.
+type CPUReader interface {
+	CPUTime(ctx context.Context, h Handle) (time.Duration, error)
 }
 
 // DiskGrower grows a sandbox's disk in place, running or not: its files

@@ -61,6 +61,13 @@ func (s *suite) testStats(t *testing.T) {
 	if grew := after.DiskUsedBytes - before.DiskUsedBytes; grew < 7<<20 {
 		t.Errorf("DiskUsedBytes grew by %d after writing 8 MiB, want 7 MiB or more", grew)
 	}
+	// The CPU time read alone is the one Stats reads (a little later).
+	if r := s.backend.Capabilities().CPU; r != nil {
+		used, err := r.CPUTime(t.Context(), sb.handle)
+		if err != nil || used < after.CPUTime || used-after.CPUTime > 100*time.Millisecond {
+			t.Errorf("CPUTime = %v, %v; want Stats's %v or a little more", used, err, after.CPUTime)
+		}
+	}
 }
 
 // limitHits reads the sandbox's limit hits, failing the test if that fails.

@@ -40,6 +40,11 @@ type idAllocator struct {
 
 	mu      sync.Mutex
 	adopted bool
+	// held are the ranges this allocator claimed and has not released:
+	// take passes over them without reading their claims, one readlink and
+	// one lstat each (with a thousand sandboxes, a millisecond or more of
+	// every create).
+	held map[uint32]bool
 	// namespaces keeps a user namespace of each range handed out so far:
 	// ranges are handed out again (the lowest free first), and making a
 	// namespace costs a process (a millisecond or two).
@@ -64,6 +69,9 @@ func (a *idAllocator) take(dir string) (idMapping, error) {
 	}
 	for i := range uint32(idSlots) {
 		m := idMapping{base: idBase + i*idRange}
+		if a.held[m.base] {
+			continue
+		}
 		claim := a.claimPath(m)
 		if target, err := os.Readlink(claim); err == nil {
 			if ownedBy(target, m) {
@@ -80,6 +88,7 @@ func (a *idAllocator) take(dir string) (idMapping, error) {
 			_ = os.Remove(claim)
 			return idMapping{}, fmt.Errorf("give sandbox dir to its root: %w", err)
 		}
+		a.hold(m, true)
 		return m, nil
 	}
 	return idMapping{}, errors.New("every user id range on this host is in use: too many sandboxes")
@@ -88,11 +97,14 @@ func (a *idAllocator) take(dir string) (idMapping, error) {
 // release drops dir's claim of m, if it has it. The directory goes first
 // (or is given up): a claim with no directory is stale anyway.
 func (a *idAllocator) release(m idMapping, dir string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	unlock, err := a.lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	a.hold(m, false)
 	claim := a.claimPath(m)
 	if target, err := os.Readlink(claim); err == nil && target == dir {
 		return os.Remove(claim)
@@ -116,6 +128,7 @@ func (a *idAllocator) adoptExisting() error {
 		}
 		claim := a.claimPath(m)
 		target, err := os.Readlink(claim)
+		a.hold(m, true)
 		switch {
 		case err == nil && target == dir:
 		case err == nil && ownedBy(target, m):
@@ -128,6 +141,18 @@ func (a *idAllocator) adoptExisting() error {
 		}
 	}
 	return nil
+}
+
+// hold records whether this allocator holds m (a.mu held).
+func (a *idAllocator) hold(m idMapping, held bool) {
+	if a.held == nil {
+		a.held = map[uint32]bool{}
+	}
+	if held {
+		a.held[m.base] = true
+	} else {
+		delete(a.held, m.base)
+	}
 }
 
 // lock takes the registry's lock, making the registry on first use.

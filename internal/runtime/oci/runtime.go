@@ -642,7 +642,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 // Capabilities: runc and gVisor's runsc do all a backend may, but gVisor
 // mounts nothing into a running sandbox.
 func (r *Runtime) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r, Checkpoint: r, Attach: r.attacher(), GrowDisk: r}
+	return backend.Capabilities{Pause: r, Suspend: r, Move: r, Network: r, Watch: r, WatchMemory: r, Kill: r, Snapshot: r, Build: r, Resize: r, Checkpoint: r, Attach: r.attacher(), GrowDisk: r, CPU: r}
 }
 
 // attacher is r as a backend.Attacher, or nil where it cannot mount into

@@ -44,6 +44,25 @@ func (r *Runtime) Stats(ctx context.Context, h backend.Handle) (backend.Stats, e
 	return st, nil
 }
 
+// CPUTime reads the CPU time sandbox h has used, from its cgroup
+// (backend.CPUReader): one file, cgroup v1's cpuacct.usage or v2's
+// cpu.stat.
+func (r *Runtime) CPUTime(_ context.Context, h backend.Handle) (time.Duration, error) {
+	if !validID(h.ID) {
+		return 0, errdefs.InvalidArgument("invalid sandbox id %q", h.ID)
+	}
+	rel := filepath.Join("hutch", h.ID)
+	ns, err := readInt(filepath.Join(cgroupRoot, "cpuacct", rel, "cpuacct.usage"))
+	if err == nil {
+		return time.Duration(ns), nil
+	}
+	us, err2 := readField(filepath.Join(cgroupRoot, rel, "cpu.stat"), "usage_usec")
+	if err2 != nil {
+		return 0, errdefs.NotFound("the cgroups of sandbox %s are gone", h.ID)
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
 func readCgroupV1(st *backend.Stats, rel string) error {
 	var r numbers
 	v1 := func(controller, file string) int64 { return r.read(filepath.Join(cgroupRoot, controller, rel, file)) }
