@@ -58,7 +58,11 @@ Where the time goes: a create is the sandbox's disk (taken from a pool of
 ready ones), an idmapped tree of the template, the overlay mount and the
 bundle (~2–3 ms), ` + "`runc run --detach`" + ` (the work the peer does too) and two
 SQLite writes (~0.5 ms); the first exec waits in the agent's socket while
-the agent starts. An exec is HTTP to the daemon, Connect over a unix socket
+the agent (its own 11 MB binary, ~2 ms of Go initialisation) starts; under
+gVisor, whose agent listens itself, the first call's dial waits for it.
+As idle sandboxes accumulate, every new container's mount namespace copies
+the host's mount table (three mounts a sandbox), which row (q) shows. An
+exec is HTTP to the daemon, Connect over a unix socket
 to the agent, and a fork/exec by the agent itself; ` + "`runc exec`" + ` pays for a
 new ` + "`runc`, `runc init`" + ` and joining the namespaces.
 `

@@ -23,6 +23,7 @@
 package disk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,53 @@ func copySparse(dst, src *os.File) error {
 			if n == 0 {
 				return fmt.Errorf("copy %s: it shrank", src.Name())
 			}
+		}
+		off = end
+	}
+}
+
+// holeBlock is the unit digHoles looks at: a page, a filesystem block.
+const holeBlock = 4096
+
+// digHoles punches a hole in each block of zeros the file at path holds
+// on disk, so that it is as sparse as its content. mkfs.btrfs writes
+// zeros: its empty 2 GiB image held 4.2 MiB, of which 188 KiB were not
+// zeros, and every disk copied it all (copySparse).
+func digHoles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0) // #nosec G304 -- an image of the pool's own
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	buf := make([]byte, 1<<20)
+	zeros := make([]byte, holeBlock)
+	var off int64
+	for {
+		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return f.Sync()
+		}
+		if err != nil {
+			return fmt.Errorf("find data in %s: %w", path, err)
+		}
+		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("find hole in %s: %w", path, err)
+		}
+		for at := start; at < end; {
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), end-at)], at)
+			if n == 0 && err != nil {
+				return fmt.Errorf("read %s: %w", path, err)
+			}
+			for i := 0; i+holeBlock <= n; i += holeBlock {
+				if bytes.Equal(buf[i:i+holeBlock], zeros) {
+					if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, at+int64(i), holeBlock); err != nil {
+						return fmt.Errorf("punch a hole in %s: %w", path, err)
+					}
+				}
+			}
+			at += int64(n)
 		}
 		off = end
 	}

@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func requireRoot(t *testing.T) {
@@ -351,4 +354,34 @@ func TestGrow(t *testing.T) {
 			t.Errorf("shrinking: %v, want ErrShrink", err)
 		}
 	})
+}
+
+// digHoles leaves a file's content as it was and its zeros unallocated.
+func TestDigHoles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "image")
+	content := make([]byte, 64*holeBlock) // zeros, written: allocated
+	copy(content[5*holeBlock:], "data")
+	copy(content[40*holeBlock+7:], "more")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func() int64 {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := blocks()
+	if err := digHoles(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("content changed (%v)", err)
+	}
+	if after := blocks(); after > 2*holeBlock || after >= before {
+		t.Errorf("%d bytes allocated after (%d before), want the two blocks of data", after, before)
+	}
 }

@@ -302,6 +302,9 @@ func (p *Pool) emptyImage(ctx context.Context) (*os.File, error) {
 			err = p.mkfs(ctx, tmp)
 		}
 		if err == nil {
+			err = digHoles(tmp)
+		}
+		if err == nil {
 			err = os.Rename(tmp, path)
 		}
 		if err != nil {
