@@ -28,6 +28,10 @@ import (
 // create and first command, from their middle: 0.4–0.5 s.
 const e2bPublished = 450 * time.Millisecond
 
+// e2bRatioTarget is the most the e2b SDK's create and first command may
+// take, as a ratio to the same through Hutch's API (the same commands).
+const e2bRatioTarget = 1.05
+
 // e2bEchoScript times one create and echo per line it reads, and prints
 // the time in ms, then the create's; the sandbox is killed after the
 // timing.
@@ -97,7 +101,8 @@ func (b *bench) measureE2BCold(ctx context.Context, sdk e2bSDK, s *section) (err
 		durationRow("    of which Sandbox.create()", viaE2B.creates[b.cfg.warmup:]),
 		durationRow("  through Hutch's own API (Go client; the same login bash)", viaHutch.samples),
 		durationRow("    of which CreateSandbox", viaHutch.creates[b.cfg.warmup:]),
-		row{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(ratio(float64(e2b), float64(own)))},
+		row{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(ratio(float64(e2b), float64(own))),
+			target: target(ratio(float64(e2b), float64(own)) <= e2bRatioTarget, fmt.Sprintf("≤ %.2f× Hutch API", e2bRatioTarget))},
 		row{label: "  E2B's cloud, as independent benchmarks publish it (0.4–0.5 s)", median: fmtDuration(e2bPublished)},
 		row{label: "    ratio Hutch (e2b SDK) / E2B's cloud", median: fmtRatio(ratio(float64(e2b), float64(e2bPublished)))},
 	)
@@ -109,7 +114,7 @@ func (b *bench) measureE2BCold(ctx context.Context, sdk e2bSDK, s *section) (err
 			{Name: "E2B's cloud as independent benchmarks publish it", Text: "0.4–0.5 s"},
 		},
 		Ratio: []term{
-			ratioTerm(ratio(float64(e2b), float64(own)), "Hutch's API"),
+			ratioTerm(ratio(float64(e2b), float64(own)), "Hutch's API").with(ratio(float64(e2b), float64(own)) <= e2bRatioTarget, fmt.Sprintf("≤ %.2f×", e2bRatioTarget)),
 			ratioTerm(ratio(float64(e2b), float64(e2bPublished)), fmt.Sprintf("E2B's cloud (%.2f s)", e2bPublished.Seconds())),
 		},
 	})

@@ -57,10 +57,9 @@ func sdkShell(command string) []string { return []string{"/bin/bash", "-l", "-c"
 
 // Targets of row (k) with a warm pool (docs/performance.md).
 const (
-	e2bPoolTarget      = 30 * time.Millisecond // create + echo hi through the e2b SDK
-	e2bPoolRatioTarget = 1.05                  // the same, to Hutch's API
-	minuteRuncTarget   = 60 * time.Millisecond // the first minute under runc
-	minuteGvisorRatio  = 1.3                   // the first minute under gVisor, to its floor
+	e2bPoolTarget     = 30 * time.Millisecond // create + echo hi through the e2b SDK
+	minuteRuncTarget  = 60 * time.Millisecond // the first minute under runc
+	minuteGvisorRatio = 1.3                   // the first minute under gVisor, to its floor
 )
 
 // fmtTarget is a target time as docs/performance.md writes it ("≤ 30 ms").
@@ -185,7 +184,6 @@ func (b *bench) e2bMinute(ctx context.Context, sdk e2bSDK, d *daemon, rt string,
 func e2bPoolLines(rt string, viaE2B, viaHutch *createPeer, warmup int) ([]row, result) {
 	e2b, own := median(viaE2B.samples), median(viaHutch.samples)
 	r := ratio(float64(e2b), float64(own))
-	want := fmt.Sprintf("≤ %.2f×", e2bPoolRatioTarget)
 	rows := []row{
 		{label: fmt.Sprintf("Sandbox.create() + commands.run('echo hi'), %s, a warm pool of %d (a daemon of its own, --runtime %s)", rt, poolSize, rt)},
 		durationRow("  through Hutch's E2B front (e2b SDK)", viaE2B.samples),
@@ -193,18 +191,17 @@ func e2bPoolLines(rt string, viaE2B, viaHutch *createPeer, warmup int) ([]row, r
 		durationRow("    of which Sandbox.create()", viaE2B.creates[warmup:]),
 		durationRow("  through Hutch's own API (Go client; the same login bash)", viaHutch.samples),
 		durationRow("    of which CreateSandbox", viaHutch.creates[warmup:]),
-		{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(r), p90: fmtRatio(ratio(float64(p90(viaE2B.samples)), float64(p90(viaHutch.samples)))),
-			target: target(r <= e2bPoolRatioTarget, want+" Hutch API")},
+		{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(r), p90: fmtRatio(ratio(float64(p90(viaE2B.samples)), float64(p90(viaHutch.samples))))},
 	}
 	res := result{ID: "k/pool-" + rt, Topic: topicE2B,
 		What: fmt.Sprintf("the unmodified e2b 2.51 SDK's `Sandbox.create()` + `commands.run('echo hi')` through the E2B front, %s, "+
 			"a warm pool of %d (a daemon whose default runtime it is)", runtimeName(rt), poolSize),
 		Hutch: durationFig("", e2b),
 		Peers: []figure{durationFig("the same through Hutch's own API (Go client; the same login bash)", own)},
-		Ratio: []term{
-			ratioTerm(r, "Hutch's API").with(r <= e2bPoolRatioTarget, want),
-			targetTerm(e2b <= e2bPoolTarget, fmtTarget(e2bPoolTarget)),
-		},
+		Ratio: []term{ratioTerm(r, "Hutch's API"), targetTerm(e2b <= e2bPoolTarget, fmtTarget(e2bPoolTarget))},
+	}
+	if e2b > e2bPoolTarget && own > e2bPoolTarget {
+		res.Ratio[1].Target.Note = "beyond this host's floor: the same login bash through Hutch's API alone takes " + fmtDuration(own)
 	}
 	res.Hutch.Text += " (of which `Sandbox.create()` " + fmtDuration(median(viaE2B.creates[warmup:])) + ")"
 	return rows, res
@@ -256,7 +253,7 @@ func minuteLines(rt string, sdk, floor []time.Duration, parts [3][]time.Duration
 // waitSettled waits until the daemon's pool of the host template on
 // runtime is full and no deleted sandbox is being torn down.
 func waitSettled(ctx context.Context, c *client.Client, runtime string) error {
-	if err := waitPoolFull(ctx, c, runtime); err != nil {
+	if err := waitPoolFull(ctx, c, "host", runtime); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
