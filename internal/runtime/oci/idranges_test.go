@@ -9,8 +9,9 @@ import (
 
 // Two daemons (two sandbox dirs) sharing a registry never hand out one
 // range twice, also when they take at once; a released range, and the
-// range of a claim whose directory went, is handed out again; a range a
-// directory had before claims existed is claimed for it.
+// range of a claim whose directory went, is handed out again (by a daemon
+// that starts); a range a directory had before claims existed is claimed
+// for it.
 func TestIDRanges(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: sandbox directories are given to id ranges' roots")
@@ -93,9 +94,12 @@ func TestIDRanges(t *testing.T) {
 	if err := os.RemoveAll(gone); err != nil { // no release: a stale claim
 		t.Fatal(err)
 	}
+	// Taken by a daemon that starts: a running one passes over the ranges
+	// it holds without reading their claims (it releases its own).
+	restarted := &idAllocator{registry: registry, sandboxDir: dirA}
 	stale := filepath.Join(dirA, "stale")
 	mustMkdir(t, stale)
-	if m, err := a.take(stale); err != nil || m.base != idBase+2*idRange {
+	if m, err := restarted.take(stale); err != nil || m.base != idBase+2*idRange {
 		t.Errorf("after a stale claim: %v %v, want %d", m, err, idBase+2*idRange)
 	}
 }
