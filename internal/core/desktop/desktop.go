@@ -611,7 +611,7 @@ func (s *Service) sh(ctx context.Context, r *core.Running, script string, timeou
 	}
 	if res.ExitCode != 0 {
 		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "Can't open display") || strings.Contains(msg, "cannot open display") {
+		if noDisplay(msg) {
 			return nil, ErrNotRunning
 		}
 		if res.TimedOut {
@@ -620,6 +620,14 @@ func (s *Service) sh(ctx context.Context, r *core.Running, script string, timeou
 		return nil, errdefs.FailedPrecondition("the desktop's command failed (exit %d): %s", res.ExitCode, msg)
 	}
 	return stdout.Bytes(), nil
+}
+
+// noDisplay reports whether a desktop command's error says it found no
+// display: xdotool's "Can't open display", scrot's "Can't open X display",
+// xwininfo's "unable to open display", Xlib's "cannot open display".
+func noDisplay(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "open display") || strings.Contains(msg, "open x display")
 }
 
 // desk returns sandbox id's desk, made when missing: past maxDesktops

@@ -223,3 +223,21 @@ func TestActionScript(t *testing.T) {
 		t.Errorf("an action off the screen: %v", err)
 	}
 }
+
+// A command that found no display, in each tool's words, is the desktop
+// not running (then seen again once back, as after a wake); another
+// failure is not.
+func TestNoDisplay(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]bool{
+		"Can't open display: :0":                                   true,
+		"scrot: Can't open X display. It *is* running, yeah? [:0]": true,
+		"xwininfo: error: unable to open display \":0\"":           true,
+		"Error: cannot open display: :0":                           true,
+		"scrot: failed to write /tmp/x.png":                        false,
+	} {
+		if got := noDisplay(msg); got != want {
+			t.Errorf("noDisplay(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
