@@ -133,19 +133,8 @@ func createWith(ctx context.Context, c *client.Client, req client.CreateSandboxR
 	}
 	post = time.Since(start)
 	defer func() { err = errors.Join(err, deleteSandbox(ctx, c, sb.ID)) }()
-	exit, err := c.ExecStream(ctx, sb.ID, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
-		if first == 0 && ev.Stream == client.Stdout {
-			first = time.Since(start)
-		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		return post, first, fmt.Errorf("exec in sandbox %s: %w", sb.ID, err)
-	case exit.ExitCode != 0 || first == 0:
-		return post, first, fmt.Errorf("echo in sandbox %s: exit code %d, no output", sb.ID, exit.ExitCode)
-	}
-	return post, first, nil
+	first, err = execFirst(ctx, c, sb.ID, start)
+	return post, first, err
 }
 
 // deleteSandbox deletes a sandbox even when ctx has ended (^C), so that

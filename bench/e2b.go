@@ -95,16 +95,17 @@ func (b *bench) measureE2BCold(ctx context.Context, sdk e2bSDK, s *section) (err
 		return err
 	}
 	e2b, own := median(viaE2B.samples), median(viaHutch.samples)
+	r, cloud := ratio(float64(e2b), float64(own)), ratio(float64(e2b), float64(e2bPublished))
+	met, want := r <= e2bRatioTarget, fmt.Sprintf("≤ %.2f×", e2bRatioTarget)
 	s.rows = append(s.rows,
 		row{label: "Sandbox.create() + commands.run('echo hi'), default runtime (" + h.DefaultRuntime + "), no warm pool"},
 		durationRow("  through Hutch's E2B front (e2b SDK)", viaE2B.samples),
 		durationRow("    of which Sandbox.create()", viaE2B.creates[b.cfg.warmup:]),
 		durationRow("  through Hutch's own API (Go client; the same login bash)", viaHutch.samples),
 		durationRow("    of which CreateSandbox", viaHutch.creates[b.cfg.warmup:]),
-		row{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(ratio(float64(e2b), float64(own))),
-			target: target(ratio(float64(e2b), float64(own)) <= e2bRatioTarget, fmt.Sprintf("≤ %.2f× Hutch API", e2bRatioTarget))},
+		row{label: "    ratio e2b SDK / Hutch API", median: fmtRatio(r), target: target(met, want+" Hutch API")},
 		row{label: "  E2B's cloud, as independent benchmarks publish it (0.4–0.5 s)", median: fmtDuration(e2bPublished)},
-		row{label: "    ratio Hutch (e2b SDK) / E2B's cloud", median: fmtRatio(ratio(float64(e2b), float64(e2bPublished)))},
+		row{label: "    ratio Hutch (e2b SDK) / E2B's cloud", median: fmtRatio(cloud)},
 	)
 	s.results = append(s.results, result{ID: "k/create", Topic: topicE2B,
 		What:  "the unmodified e2b 2.51 SDK's `Sandbox.create()` + `commands.run('echo hi')` through the E2B front, " + runtimeName(h.DefaultRuntime) + ", no warm pool",
@@ -114,8 +115,8 @@ func (b *bench) measureE2BCold(ctx context.Context, sdk e2bSDK, s *section) (err
 			{Name: "E2B's cloud as independent benchmarks publish it", Text: "0.4–0.5 s"},
 		},
 		Ratio: []term{
-			ratioTerm(ratio(float64(e2b), float64(own)), "Hutch's API").with(ratio(float64(e2b), float64(own)) <= e2bRatioTarget, fmt.Sprintf("≤ %.2f×", e2bRatioTarget)),
-			ratioTerm(ratio(float64(e2b), float64(e2bPublished)), fmt.Sprintf("E2B's cloud (%.2f s)", e2bPublished.Seconds())),
+			ratioTerm(r, "Hutch's API").with(met, want),
+			ratioTerm(cloud, fmt.Sprintf("E2B's cloud (%.2f s)", e2bPublished.Seconds())),
 		},
 	})
 	return nil

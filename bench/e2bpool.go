@@ -253,25 +253,9 @@ func minuteLines(rt string, sdk, floor []time.Duration, parts [3][]time.Duration
 // waitSettled waits until the daemon's pool of the host template on
 // runtime is full and no deleted sandbox is being torn down.
 func waitSettled(ctx context.Context, c *client.Client, runtime string) error {
-	if err := waitPoolFull(ctx, c, "host", runtime); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		h, err := c.Health(ctx)
-		if err != nil {
-			return err
-		}
-		if h.Deleting == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deleted sandboxes were still torn down after a minute: %w", ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return waitHealth(ctx, c, "a full pool and no teardown under way", func(h *client.Health) bool {
+		return poolFull(h, "host", runtime) && h.Deleting == 0
+	})
 }
 
 // poolHits counts the sandboxes the daemon logged as created, and those

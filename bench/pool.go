@@ -106,7 +106,7 @@ func (b *bench) measurePool(ctx context.Context) (_ section, err error) {
 			if err := waitPoolFull(ctx, d.client, "host", rt); err != nil {
 				return 0, err
 			}
-			return execFirst(ctx, d.client, running[rt])
+			return execFirst(ctx, d.client, running[rt], time.Now())
 		}})
 	}
 	if err := b.interleave(ctx, "(f) warm pool create", n, append(slices.Clone(peers), floors...)...); err != nil {
@@ -162,6 +162,21 @@ func (b *bench) measurePool(ctx context.Context) (_ section, err error) {
 // waitPoolFull waits until the daemon's pool of template on runtime is
 // full.
 func waitPoolFull(ctx context.Context, c *client.Client, template, runtime string) error {
+	return waitHealth(ctx, c, fmt.Sprintf("the %s pool of %s to fill", runtime, template), func(h *client.Health) bool {
+		return poolFull(h, template, runtime)
+	})
+}
+
+// poolFull reports whether h says the pool of template on runtime is full.
+func poolFull(h *client.Health, template, runtime string) bool {
+	return slices.ContainsFunc(h.Pools, func(p client.PoolHealth) bool {
+		return p.Template == template && p.Runtime == runtime && p.Ready >= p.Size
+	})
+}
+
+// waitHealth asks the daemon's health every 5 ms until ok says so, for a
+// minute at most; what says what is waited for.
+func waitHealth(ctx context.Context, c *client.Client, what string, ok func(*client.Health) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -169,32 +184,33 @@ func waitPoolFull(ctx context.Context, c *client.Client, template, runtime strin
 		if err != nil {
 			return err
 		}
-		for _, p := range h.Pools {
-			if p.Template == template && p.Runtime == runtime && p.Ready >= p.Size {
-				return nil
-			}
+		if ok(h) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the %s pool of %s did not fill within a minute: %w", runtime, template, ctx.Err())
+			return fmt.Errorf("waited a minute for %s: %w", what, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-// execFirst times exec echo hi (SSE) in sandbox id to its first stdout.
-func execFirst(ctx context.Context, c *client.Client, id string) (first time.Duration, err error) {
-	start := time.Now()
+// execFirst runs echo hi (SSE) in sandbox id and returns the time from
+// start to its first stdout.
+func execFirst(ctx context.Context, c *client.Client, id string, start time.Time) (first time.Duration, err error) {
 	exit, err := c.ExecStream(ctx, id, client.ExecRequest{Cmd: echoArgs}, func(ev client.ExecEvent) error {
 		if first == 0 && ev.Stream == client.Stdout {
 			first = time.Since(start)
 		}
 		return nil
 	})
-	if err == nil && (exit.ExitCode != 0 || first == 0) {
-		err = fmt.Errorf("echo in sandbox %s: exit code %d, no output", id, exit.ExitCode)
+	switch {
+	case err != nil:
+		return first, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	case exit.ExitCode != 0 || first == 0:
+		return first, fmt.Errorf("echo in sandbox %s: exit code %d, no output", id, exit.ExitCode)
 	}
-	return first, err
+	return first, nil
 }
 
 // poolFills times, a few times, how soon the pool of poolTemplate is full
