@@ -16,14 +16,19 @@ import (
 // Mount is one line of /proc/self/mountinfo.
 type Mount struct {
 	Point     string // where it is mounted
+	Options   string // the mount's own options (ro, nosuid, idmapped, …)
 	FSType    string
+	Source    string // the device, or what the filesystem names
 	SuperOpts string // the filesystem's own options (overlay's lowerdir, …)
 }
 
-// Mounts lists the mounts of this process's mount namespace, in the order
-// they were mounted.
+// Mounts lists the mounts of the calling thread's mount namespace, in the
+// order they were mounted: the process's, unless the thread joined another
+// (locked to its goroutine). Not /proc/self's: that is the main thread's,
+// which a goroutine locked to it and gone from it may have left in another
+// namespace (Go parks the main thread instead of ending it).
 func Mounts() ([]Mount, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	b, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +37,10 @@ func Mounts() ([]Mount, error) {
 		// id parent maj:min root point opts [optional…] - type source superopts
 		pre, post, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " - ")
 		a, b := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(a) < 5 || len(b) < 3 {
+		if !ok || len(a) < 6 || len(b) < 3 {
 			continue
 		}
-		out = append(out, Mount{Point: unescape(a[4]), FSType: b[0], SuperOpts: b[2]})
+		out = append(out, Mount{Point: unescape(a[4]), Options: a[5], FSType: b[0], Source: unescape(b[1]), SuperOpts: b[2]})
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,7 +43,7 @@ func TestUnmountUnder(t *testing.T) {
 	if err := os.Mkdir(inner, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("tmpfs", inner, "tmpfs", 0, "size=1m"); err != nil {
+	if err := unix.Mount("hutch-inner", inner, "tmpfs", unix.MS_NOSUID, "size=1m"); err != nil {
 		t.Fatal(err)
 	}
 	points, err := Under(dir)
@@ -53,8 +54,8 @@ func TestUnmountUnder(t *testing.T) {
 		t.Fatalf("Under(%s) = %q, want the two tmpfs", dir, points)
 	}
 	m, err := Find(inner)
-	if err != nil || m.FSType != "tmpfs" {
-		t.Fatalf("Find(%s) = %+v, %v; want a tmpfs", inner, m, err)
+	if err != nil || m.FSType != "tmpfs" || m.Source != "hutch-inner" || !slices.Contains(strings.Split(m.Options, ","), "nosuid") {
+		t.Fatalf("Find(%s) = %+v, %v; want the tmpfs hutch-inner, nosuid", inner, m, err)
 	}
 	if err := UnmountUnder(dir); err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func (r *Runtime) restore(ctx context.Context, h backend.Handle, s backend.Spec,
 	// stdio to the sandbox, so no pipe may tie it to us.
 	cmd := r.command(ctx, "restore", "--detach", "--image-path", image, "--bundle", layer.dir, "--pid-file", layer.pidFile(), containerID(h.ID))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Run(); err != nil {
+	if err := r.runStart(cmd, layer.dir); err != nil {
 		return fmt.Errorf("%s restore: %w%s", r.cfg.Name, err, tailOf(filepath.Join(layer.dir, "agent.log")))
 	}
 	restored := time.Now()

@@ -6,7 +6,7 @@ package oci
 
 // RuncConfig configures runc at binary.
 func RuncConfig(binary string) Config {
-	return Config{Name: "runc", Binary: binary, Install: "install it: apt-get install runc", UserNamespace: true, LiveMounts: true, DeletesByState: true, SealedCopy: true, CgroupBinds: true}
+	return Config{Name: "runc", Binary: binary, Install: "install it: apt-get install runc", UserNamespace: true, LiveMounts: true, DeletesByState: true, SealedCopy: true, CgroupBinds: true, StartNamespace: true}
 }
 
 // GvisorConfig configures gVisor's runsc at binary.

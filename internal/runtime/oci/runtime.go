@@ -96,6 +96,10 @@ type Config struct {
 	// directories, on a host of cgroup v1 hierarchies (see cgroupMounts).
 	// Not for gVisor, whose kernel has a cgroup filesystem of its own.
 	CgroupBinds bool
+	// StartNamespace starts each container from a mount namespace of its
+	// own, not the host's, which holds every sandbox's mounts (runc: see
+	// mountns.go).
+	StartNamespace bool
 	// SeccompErrnoIsEPERM means the runtime fails every call the bundle's
 	// seccomp profile refuses with EPERM, whatever errno it names (runsc
 	// does): see seccompProfile.
@@ -144,6 +148,8 @@ type Runtime struct {
 
 	sealOnce sync.Once
 	exe      string // what the runtime is run by (see executable)
+
+	starts startNS // with StartNamespace
 
 	// starting holds the sandboxes started whose agent, which listens
 	// itself, has not answered yet, each with when to give up on it (a
@@ -362,7 +368,7 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	}
 	prepared := time.Now()
 	_, run := spans.Start(ctx, "runtime.start")
-	err = cmd.Run()
+	err = r.runStart(cmd, dir)
 	spans.End(run, err)
 	if err != nil {
 		return fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
@@ -691,6 +697,18 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// runStart runs cmd, the runtime's run or restore of the sandbox in dir:
+// from a start namespace of its own where the runtime does.
+func (r *Runtime) runStart(cmd *exec.Cmd, dir string) error {
+	if !r.cfg.StartNamespace {
+		return cmd.Run()
+	}
+	if err := r.starts.start(cmd, dir, []string{r.cfg.SandboxDir, r.cfg.StateRoot, r.cfg.AgentExe}); err != nil {
+		return err
+	}
+	return cmd.Wait()
 }
 
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
