@@ -25,6 +25,8 @@ const (
 	btrfsSuperMagic       = 0x9123683e
 	btrfsVolNameMax       = 4087
 	btrfsSubvolNameMaxLen = 4039
+	// BTRFS_FIRST_FREE_OBJECTID: the inode of a subvolume's top directory.
+	btrfsFirstFreeObjectID = 256
 )
 
 // struct btrfs_ioctl_vol_args
@@ -58,6 +60,13 @@ func deleteSubvolume(dir, name string) error {
 	var args btrfsVolArgs
 	copy(args.name[:], name)
 	return volIoctl(dir, btrfsIocSnapDestroy, unsafe.Pointer(&args), "delete subvolume "+name)
+}
+
+// isSubvolume reports whether path is a subvolume's top: on btrfs, the
+// directory whose inode is the first a subvolume gives out.
+func isSubvolume(path string) bool {
+	var st unix.Stat_t
+	return unix.Lstat(path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Ino == btrfsFirstFreeObjectID
 }
 
 // snapshotSubvolume makes name in directory dir a snapshot of subvolume

@@ -19,7 +19,10 @@
 // for each new disk, which is 2–3 times cheaper than running mkfs.ext4 each
 // time; attaching and mounting it is the rest. That work still does not
 // belong on create's path, so a Pool keeps disks of the default size made
-// ahead.
+// ahead. Nor is it cheap beside the rest of a sandbox's life: a btrfs
+// mount starts ~15 kernel threads and its unmount ends them, so a disk a
+// sandbox released holding little is emptied (its subvolumes deleted) and
+// kept for the next one instead (see Pool.reuse).
 package disk
 
 import (

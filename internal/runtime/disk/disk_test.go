@@ -385,3 +385,113 @@ func TestDigHoles(t *testing.T) {
 		t.Errorf("%d bytes allocated after (%d before), want the two blocks of data", after, before)
 	}
 }
+
+// A released btrfs disk of the default size that holds little serves the
+// next sandbox emptied: its files, checkpoints and what their runtime kept
+// are gone, its image and mount stay. One that holds much, one with a
+// subvolume of the sandbox's own, and one the pool has no room for are
+// released.
+func TestReuse(t *testing.T) {
+	requireRoot(t)
+	if !btrfsUsable() {
+		t.Skip("needs btrfs in the kernel and mkfs.btrfs (apt-get install btrfs-progs)")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { nothingLeft(t, dir) })
+	pool, err := NewPool(filepath.Join(dir, "disks"), 64, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, d := range pool.free {
+			if err := pool.release(d); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	take := func(name string) (Disk, string) {
+		t.Helper()
+		link := filepath.Join(dir, name)
+		d, err := pool.Take(t.Context(), 64, link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, link
+	}
+	write := func(path string, size int) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, bytes.Repeat([]byte("x"), size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first, link := take("a")
+	write(filepath.Join(link, "upper", "secret"), 100)
+	if _, err := pool.Checkpoint(link, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	cps, _ := pool.CheckpointsDir(link)
+	write(filepath.Join(cps, "c1.memory", "pages"), 100)
+	if err := pool.Release(link); err != nil {
+		t.Fatal(err)
+	}
+	if len(pool.free) != 1 || pool.free[0] != first {
+		t.Fatalf("after the release the pool's ready disks are %v, want the released one", pool.free)
+	}
+	for _, gone := range []string{link, ownerLink(first)} {
+		if _, err := os.Lstat(gone); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there: %v", gone, err)
+		}
+	}
+	again, link := take("b")
+	if again != first {
+		t.Fatalf("the next sandbox got %v, not the emptied disk %v", again, first)
+	}
+	if files, err := os.ReadDir(link); err != nil || len(files) != 0 {
+		t.Errorf("the emptied disk holds %v (%v)", files, err)
+	}
+	if files, err := os.ReadDir(cps); err != nil || len(files) != 0 {
+		t.Errorf("the emptied disk's checkpoints dir holds %v (%v)", files, err)
+	}
+
+	// A subvolume of the sandbox's own: released.
+	if err := makeSubvolume(link, "nested"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Release(link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(first.Image); !errors.Is(err, os.ErrNotExist) || len(pool.free) != 0 {
+		t.Errorf("a disk with a subvolume inside was kept: image %v, ready disks %v", err, pool.free)
+	}
+
+	// Much written (and on the disk, not only in the page cache): released.
+	full, link := take("c")
+	write(filepath.Join(link, "big"), reuseMaxUsed+(8<<20))
+	if f, err := os.Open(filepath.Join(link, "big")); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+	if err := pool.Release(link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(full.Image); !errors.Is(err, os.ErrNotExist) || len(pool.free) != 0 {
+		t.Errorf("a disk holding %d MiB was kept: image %v, ready disks %v", (reuseMaxUsed>>20)+8, err, pool.free)
+	}
+
+	// No room: the second of two released.
+	d1, l1 := take("d")
+	d2, l2 := take("e")
+	if err := errors.Join(pool.Release(l1), pool.Release(l2)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pool.free) != 1 || pool.free[0] != d1 {
+		t.Errorf("the pool's ready disks are %v, want only %v", pool.free, d1)
+	}
+	if _, err := os.Stat(d2.Image); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a disk the pool had no room for was kept: %v", err)
+	}
+}

@@ -43,9 +43,10 @@ type Pool struct {
 	// each btrfs disk gets a mkfs of its own.
 	cloneFails bool
 
-	mu   sync.Mutex
-	free []Disk // of defaultMB, mounted, owned by no one
-	wake chan struct{}
+	mu      sync.Mutex
+	free    []Disk // of defaultMB, mounted, owned by no one
+	reusing int    // disks being emptied for free (see reuse)
+	wake    chan struct{}
 
 	emptyMu sync.Mutex
 	empty   string // the empty image of defaultMB once made
@@ -132,7 +133,7 @@ func (p *Pool) owned(d Disk) bool {
 func (p *Pool) Run(ctx context.Context) error {
 	for {
 		p.mu.Lock()
-		short := len(p.free) < p.ready
+		short := len(p.free)+p.reusing < p.ready
 		p.mu.Unlock()
 		if short {
 			d, err := p.create(ctx, p.defaultMB)
@@ -221,6 +222,9 @@ func (p *Pool) Release(link string) error {
 	if err != nil {
 		return err
 	}
+	if p.reusable(d) {
+		return p.reuse(d, link)
+	}
 	if err := p.release(d); err != nil {
 		return err
 	}
@@ -228,6 +232,98 @@ func (p *Pool) Release(link string) error {
 		return err
 	}
 	return nil
+}
+
+// reuseMaxUsed is the most a released disk may hold to be emptied for the
+// next sandbox rather than released: btrfs frees a deleted subvolume's
+// blocks in the background, so that sandbox may find up to this much less
+// room for a moment. An empty 2 GiB disk holds ~6 MiB.
+const reuseMaxUsed = 32 << 20
+
+// reusable reports whether d, just released, can serve the next sandbox:
+// a btrfs disk of the default size, holding little, while the pool is
+// short of ready disks. If so, it counts d as being emptied.
+func (p *Pool) reusable(d Disk) bool {
+	if p.fs != "btrfs" || !isBtrfs(d.Mount) {
+		return false
+	}
+	if st, err := os.Stat(d.Image); err != nil || st.Size() != p.defaultMB<<20 {
+		return false
+	}
+	if used, err := Used(d.Mount); err != nil || used > reuseMaxUsed {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free)+p.reusing >= p.ready {
+		return false
+	}
+	p.reusing++
+	return true
+}
+
+// reuse empties d, released by the sandbox that linked it at link, and
+// puts it with the ready disks: a new image, loop device and mount (and
+// the ~15 kernel threads of a btrfs mount) cost far more than deleting
+// two subvolumes' worth. A disk that will not empty is released instead.
+// The sandbox's link and the owner link go first: should the daemon stop
+// halfway, the next pool finds the disk unowned and releases it.
+func (p *Pool) reuse(d Disk, link string) error {
+	err := errors.Join(removeLink(link), removeLink(ownerLink(d)))
+	if err == nil {
+		err = wipe(d)
+	}
+	p.mu.Lock()
+	p.reusing--
+	if err == nil {
+		p.free = append(p.free, d)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.log.Info("a released disk did not empty for the next sandbox; releasing it", "disk", d.Mount, "error", err)
+		return p.release(d)
+	}
+	return nil
+}
+
+func removeLink(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// wipe makes d as a new disk is: an empty subvolume cur and an empty
+// directory checkpoints. Subvolumes are deleted whole, whatever they
+// hold; one inside cur (a sandbox may make them) stops the delete, and
+// anything at the top but those two fails the wipe.
+func wipe(d Disk) error {
+	cps := filepath.Join(d.Mount, checkpointsName)
+	entries, err := os.ReadDir(cps)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if isSubvolume(filepath.Join(cps, e.Name())) { // a checkpoint
+			err = deleteSubvolume(cps, e.Name())
+		} else { // what its runtime kept beside it
+			err = os.RemoveAll(filepath.Join(cps, e.Name()))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := deleteSubvolume(d.Mount, curName); err != nil {
+		return err
+	}
+	top, err := os.ReadDir(d.Mount)
+	if err != nil {
+		return err
+	}
+	if len(top) != 1 || top[0].Name() != checkpointsName {
+		return fmt.Errorf("the disk holds more than its checkpoints: %d entries", len(top))
+	}
+	return makeSubvolume(d.Mount, curName)
 }
 
 func (p *Pool) create(ctx context.Context, sizeMB int64) (Disk, error) {
