@@ -495,3 +495,34 @@ func TestReuse(t *testing.T) {
 		t.Errorf("a disk the pool had no room for was kept: %v", err)
 	}
 }
+
+// A disk released after its pool stopped (a daemon's sandboxes deleted as
+// it shuts down) is released whole, not kept for a pool that is gone.
+func TestReuseAfterStop(t *testing.T) {
+	requireRoot(t)
+	if !btrfsUsable() {
+		t.Skip("needs btrfs in the kernel and mkfs.btrfs (apt-get install btrfs-progs)")
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { nothingLeft(t, dir) })
+	pool, err := NewPool(filepath.Join(dir, "disks"), 64, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "a")
+	d, err := pool.Take(t.Context(), 64, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := pool.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Release(link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.Image); !errors.Is(err, os.ErrNotExist) || len(pool.free) != 0 {
+		t.Errorf("a disk released after the pool stopped was kept: image %v, ready disks %v", err, pool.free)
+	}
+}

@@ -46,6 +46,7 @@ type Pool struct {
 	mu      sync.Mutex
 	free    []Disk // of defaultMB, mounted, owned by no one
 	reusing int    // disks being emptied for free (see reuse)
+	closed  bool   // Run has ended: free is released, not added to
 	wake    chan struct{}
 
 	emptyMu sync.Mutex
@@ -152,7 +153,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			p.mu.Lock()
 			free := p.free
-			p.free = nil
+			p.free, p.closed = nil, true
 			p.mu.Unlock()
 			var errs []error
 			for _, d := range free {
@@ -255,7 +256,7 @@ func (p *Pool) reusable(d Disk) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.free)+p.reusing >= p.ready {
+	if p.closed || len(p.free)+p.reusing >= p.ready {
 		return false
 	}
 	p.reusing++
@@ -275,12 +276,15 @@ func (p *Pool) reuse(d Disk, link string) error {
 	}
 	p.mu.Lock()
 	p.reusing--
-	if err == nil {
+	kept := err == nil && !p.closed // a pool that stopped meanwhile keeps none
+	if kept {
 		p.free = append(p.free, d)
 	}
 	p.mu.Unlock()
 	if err != nil {
 		p.log.Info("a released disk did not empty for the next sandbox; releasing it", "disk", d.Mount, "error", err)
+	}
+	if !kept {
 		return p.release(d)
 	}
 	return nil

@@ -37,6 +37,10 @@ import (
 // and never another sandbox's mounts, which a copy of the host's did while
 // runc was starting.
 
+// errNoStartNS is a kernel without the mount API start namespaces need
+// (Linux 5.2+): the runtime starts from the host's namespace there.
+var errNoStartNS = errors.New("no open_tree(2) on this kernel")
+
 // startNSAge is how long a start namespace serves: it keeps the host's
 // mounts of when it was made alive (one the host unmounts stays busy), and
 // does not see the host's later ones.
@@ -134,6 +138,9 @@ func holds(point string, keep []string) bool {
 // keep names what the runtime needs besides: see makeStartNS.
 func (s *startNS) start(cmd *exec.Cmd, dir string, keep []string) error {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if errors.Is(err, unix.ENOSYS) {
+		return errNoStartNS
+	}
 	if err != nil {
 		return fmt.Errorf("clone the mounts of %s: %w", dir, err)
 	}

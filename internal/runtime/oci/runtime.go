@@ -705,7 +705,11 @@ func (r *Runtime) runStart(cmd *exec.Cmd, dir string) error {
 	if !r.cfg.StartNamespace {
 		return cmd.Run()
 	}
-	if err := r.starts.start(cmd, dir, []string{r.cfg.SandboxDir, r.cfg.StateRoot, r.cfg.AgentExe}); err != nil {
+	err := r.starts.start(cmd, dir, []string{r.cfg.SandboxDir, r.cfg.StateRoot, r.cfg.AgentExe})
+	if errors.Is(err, errNoStartNS) {
+		return cmd.Run()
+	}
+	if err != nil {
 		return err
 	}
 	return cmd.Wait()
