@@ -26,7 +26,11 @@ import (
 //     checkpoint is not a cold start;
 //   - the host's memory in use per sandbox: MemTotal − MemAvailable now,
 //     less the same before the first create, divided by the count;
-//   - the daemon's RSS.
+//   - the daemon's RSS;
+//   - the floor: densityFloorN runs of the runtime alone (`runc run`,
+//     `runsc run` of the same container, as row (a) and (d) run it) beside
+//     the idle sandboxes, whose own growth (the kernel's work for every
+//     process and mount on the host) no create can avoid.
 //
 // At the end every sandbox must answer an exec of `true`, then all are
 // deleted and the leak census (census.go) must find nothing left. The
@@ -36,6 +40,10 @@ import (
 // densityWindow is how many creates, ending at a checkpoint, its median
 // is taken of.
 const densityWindow = 10
+
+// densityFloorN is how many runs of the runtime alone each checkpoint
+// times.
+const densityFloorN = 5
 
 // densityWorkers is how many execs or deletes run at once at the end.
 const densityWorkers = 8
@@ -61,6 +69,7 @@ type densityMark struct {
 	creates    []time.Duration // the creates ending at count, at most densityWindow
 	perSandbox int64           // the host's memory in use, grown since the first create, per sandbox
 	daemonRSS  int64
+	floor      []time.Duration // the runtime alone, beside the count's sandboxes
 }
 
 // measureDensity is row (q).
@@ -118,6 +127,15 @@ func (b *bench) measureDensityOf(ctx context.Context, d *daemon, rt string, n in
 			return nil, nil, err
 		}
 	}
+	ref, err := b.reference(ctx, rt)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ref.close()
+	alone := b.runcRun
+	if rt == "gvisor" {
+		alone = b.runscRun
+	}
 	before, err := b.takeCensus(ctx, d, ids)
 	if err != nil {
 		return nil, nil, err
@@ -148,6 +166,13 @@ func (b *bench) measureDensityOf(ctx context.Context, d *daemon, rt string, n in
 			m, err := readMark(ctx, d, creates, used)
 			if err != nil {
 				return nil, nil, err
+			}
+			for j := range densityFloorN {
+				took, err := alone(ctx, ref, len(live)*densityFloorN+j)
+				if err != nil {
+					return nil, nil, fmt.Errorf("the runtime alone at %d sandboxes: %w", len(live), err)
+				}
+				m.floor = append(m.floor, took)
 			}
 			marks = append(marks, m)
 		}
@@ -310,10 +335,12 @@ func (b *bench) checkNothingLeft(ctx context.Context, d *daemon, ids map[string]
 // checkpoint, the last create's ratio to the first's, and how many
 // answered an exec at the end.
 func densityRows(rt string, marks []densityMark, answered, n int) ([]row, []result) {
+	alone := map[string]string{"runc": "runc run", "gvisor": "runsc run"}[rt]
 	var rows []row
 	for _, m := range marks {
 		rows = append(rows,
 			durationRow(fmt.Sprintf("%s: create at %s sandboxes", rt, fmtCount(int64(m.count))), m.creates),
+			durationRow("  "+alone+" beside them (the floor)", m.floor),
 			row{label: "  host memory per sandbox", median: fmtBytes(m.perSandbox), n: "1"},
 			row{label: "  daemon RSS", median: fmtBytes(m.daemonRSS), n: "1"},
 		)
@@ -321,20 +348,24 @@ func densityRows(rt string, marks []densityMark, answered, n int) ([]row, []resu
 	first, last := marks[0], marks[len(marks)-1]
 	firstCreate, lastCreate := median(first.creates), median(last.creates)
 	r := ratio(lastCreate, firstCreate)
+	floorRatio := ratio(median(last.floor), median(first.floor))
 	met := r <= densityTarget
 	at := "create at " + fmtCount(int64(first.count))
 	want := fmt.Sprintf("≤ %.1f×", densityTarget)
 	rows = append(rows,
 		row{label: fmt.Sprintf("%s: ratio create at %s / %s", rt, fmtCount(int64(last.count)), at), median: fmtRatio(r),
 			target: target(met, want+" "+at)},
+		row{label: fmt.Sprintf("%s: ratio %s at %s / at %s (the floor's own)", rt, alone, fmtCount(int64(last.count)), fmtCount(int64(first.count))),
+			median: fmtRatio(floorRatio)},
 		row{label: rt + ": answered an exec at the end", median: fmt.Sprintf("%d of %d", answered, n), n: strconv.Itoa(n)},
 	)
 	name := map[string]string{"runc": "runc", "gvisor": "gVisor"}[rt]
 	res := result{ID: "q/" + rt, Topic: topicMemory,
 		What:  fmt.Sprintf("create at %s idle sandboxes, %s, one after another", fmtCount(int64(last.count)), name),
 		Hutch: durationFig("", lastCreate),
-		Peers: []figure{durationFig(at, firstCreate)},
-		Ratio: []term{ratioTerm(r, at).with(met, want)},
+		Peers: []figure{durationFig(at, firstCreate), durationFig(alone+" at "+fmtCount(int64(last.count)), median(last.floor)),
+			durationFig(alone+" at "+fmtCount(int64(first.count)), median(first.floor))},
+		Ratio: []term{ratioTerm(r, at).with(met, want), ratioTerm(floorRatio, alone+"'s own growth")},
 	}
 	res.Hutch.Text += fmt.Sprintf(" (host memory per sandbox %s; all answering an exec, all deleted with nothing left)", fmtBytes(last.perSandbox))
 	return rows, []result{res}

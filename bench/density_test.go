@@ -36,18 +36,24 @@ func TestDensityRows(t *testing.T) {
 		return out
 	}
 	marks := []densityMark{
-		{count: 10, creates: ms(100, 100, 100), perSandbox: 5 << 20, daemonRSS: 40 << 20},
-		{count: 300, creates: ms(120, 120, 120), perSandbox: 6 << 20, daemonRSS: 60 << 20},
+		{count: 10, creates: ms(100, 100, 100), perSandbox: 5 << 20, daemonRSS: 40 << 20, floor: ms(80, 80, 80)},
+		{count: 300, creates: ms(120, 120, 120), perSandbox: 6 << 20, daemonRSS: 60 << 20, floor: ms(88, 88, 88)},
 	}
 	rows, results := densityRows("gvisor", marks, 300, 300)
-	var ratioRow row
+	var ratioRow, floorRow row
 	for _, r := range rows {
-		if strings.Contains(r.label, "ratio") {
+		switch {
+		case strings.Contains(r.label, "ratio create"):
 			ratioRow = r
+		case strings.Contains(r.label, "ratio runsc run"):
+			floorRow = r
 		}
 	}
 	if ratioRow.median != "1.20×" || ratioRow.target != "MISS  ≤ 1.1× create at 10" {
 		t.Errorf("the ratio row is %+v", ratioRow)
+	}
+	if floorRow.median != "1.10×" {
+		t.Errorf("the floor's ratio row is %+v", floorRow)
 	}
 	if last := rows[len(rows)-1]; last.median != "300 of 300" {
 		t.Errorf("the last row is %+v, want 300 of 300 answering", last)
@@ -62,7 +68,7 @@ func TestDensityRows(t *testing.T) {
 	if !strings.HasPrefix(r.Hutch.Text, "120.0 ms (host memory per sandbox 6.00 MiB") {
 		t.Errorf("Hutch's figure is %q", r.Hutch.Text)
 	}
-	if got := ratioCell(r.Ratio); got != "1.20× create at 10 (target ≤ 1.1×: missed)" {
+	if got := ratioCell(r.Ratio); got != "1.20× create at 10 (target ≤ 1.1×: missed); 1.10× runsc run's own growth" {
 		t.Errorf("the ratio cell is %q", got)
 	}
 	if err := validate(stamp(results, "q", "go run ./bench -hutch bin/hutch -rows q", testHost, time.Now())); err != nil {

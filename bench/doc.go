@@ -60,8 +60,12 @@ bundle (~2–3 ms), ` + "`runc run --detach`" + ` (the work the peer does too) a
 SQLite writes (~0.5 ms); the first exec waits in the agent's socket while
 the agent (its own 11 MB binary, ~2 ms of Go initialisation) starts; under
 gVisor, whose agent listens itself, the first call's dial waits for it.
-As idle sandboxes accumulate, every new container's mount namespace copies
-the host's mount table (three mounts a sandbox), which row (q) shows. An
+runc starts each sandbox from a mount namespace of its own, so that a
+create does not copy and walk the mounts of every sandbox already there
+(three each). What still grows as idle sandboxes accumulate is the kernel's
+work per process and thread on the host: ` + "`pivot_root`" + ` visits every thread
+(each sandbox brings its agent's 17 and ~15 kernel threads of its btrfs
+disk), so row (q) runs ` + "`runc run`" + ` alone beside them as the floor. An
 exec is HTTP to the daemon, Connect over a unix socket
 to the agent, and a fork/exec by the agent itself; ` + "`runc exec`" + ` pays for a
 new ` + "`runc`, `runc init`" + ` and joining the namespaces.

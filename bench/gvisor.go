@@ -57,15 +57,9 @@ func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
 		return f, err
 	}}
 	seq := 0
-	runsc := &peer{name: "runsc run", run: func(ctx context.Context) (_ time.Duration, err error) {
+	runsc := &peer{name: "runsc run", run: func(ctx context.Context) (time.Duration, error) {
 		seq++
-		name := "g" + strconv.Itoa(seq)
-		bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
-		defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
-		if err != nil {
-			return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
-		}
-		return firstOutput(b.runscCmd(ctx, b.runscRoot(), "run", "--bundle", bun.dir, name))
+		return b.runscRun(ctx, ref, seq)
 	}}
 	if err := b.interleave(ctx, "(d) gVisor create", b.cfg.gvisorN, hutch, runsc); err != nil {
 		return section{}, err
@@ -308,4 +302,15 @@ func (b *bench) cleanupRunsc(ctx context.Context) error {
 func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+// runscRun times one `runsc run` of a fresh equivalent bundle.
+func (b *bench) runscRun(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
+	name := "g" + strconv.Itoa(seq)
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, echoArgs)
+	defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	return firstOutput(b.runscCmd(ctx, b.runscRoot(), "run", "--bundle", bun.dir, name))
 }

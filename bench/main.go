@@ -13,7 +13,7 @@
 //	(m) observability: the exec row with traces exported and metrics scraped, beside a daemon without
 //	(n), (o): checkpoints and rollback; forks by the dozen
 //	(p) desktops: ready, an action's round trip, the live view's frame rate, an idle desktop's memory
-//	(q) density: idle sandboxes by the hundred, runc and gVisor: create and host memory per sandbox as the count grows
+//	(q) density: idle sandboxes by the hundred, runc and gVisor: create and host memory per sandbox as the count grows, the runtime alone beside them
 //
 // It starts its own daemon on temporary directories and removes everything
 // it made. It needs root, runc and unshare. Run it with `make bench`.
