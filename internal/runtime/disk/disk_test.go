@@ -386,12 +386,10 @@ func TestDigHoles(t *testing.T) {
 	}
 }
 
-// A released btrfs disk of the default size that holds little serves the
-// next sandbox emptied: its files, checkpoints and what their runtime kept
-// are gone, its image and mount stay. One that holds much, one with a
-// subvolume of the sandbox's own, and one the pool has no room for are
-// released.
-func TestReuse(t *testing.T) {
+// reusePool is a btrfs pool of 64 MiB disks keeping one ready, not run,
+// in a directory of the test's, checked for leftovers at the end.
+func reusePool(t *testing.T) (string, *Pool) {
+	t.Helper()
 	requireRoot(t)
 	if !btrfsUsable() {
 		t.Skip("needs btrfs in the kernel and mkfs.btrfs (apt-get install btrfs-progs)")
@@ -402,6 +400,16 @@ func TestReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, pool
+}
+
+// A released btrfs disk of the default size that holds little serves the
+// next sandbox emptied: its files, checkpoints and what their runtime kept
+// are gone, its image and mount stay. One that holds much, one with a
+// subvolume of the sandbox's own, and one the pool has no room for are
+// released.
+func TestReuse(t *testing.T) {
+	dir, pool := reusePool(t)
 	t.Cleanup(func() {
 		for _, d := range pool.free {
 			if err := pool.release(d); err != nil {
@@ -499,16 +507,7 @@ func TestReuse(t *testing.T) {
 // A disk released after its pool stopped (a daemon's sandboxes deleted as
 // it shuts down) is released whole, not kept for a pool that is gone.
 func TestReuseAfterStop(t *testing.T) {
-	requireRoot(t)
-	if !btrfsUsable() {
-		t.Skip("needs btrfs in the kernel and mkfs.btrfs (apt-get install btrfs-progs)")
-	}
-	dir := t.TempDir()
-	t.Cleanup(func() { nothingLeft(t, dir) })
-	pool, err := NewPool(filepath.Join(dir, "disks"), 64, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, pool := reusePool(t)
 	link := filepath.Join(dir, "a")
 	d, err := pool.Take(t.Context(), 64, link)
 	if err != nil {

@@ -229,10 +229,7 @@ func (p *Pool) Release(link string) error {
 	if err := p.release(d); err != nil {
 		return err
 	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return removeLink(link)
 }
 
 // reuseMaxUsed is the most a released disk may hold to be emptied for the
@@ -290,6 +287,7 @@ func (p *Pool) reuse(d Disk, link string) error {
 	return nil
 }
 
+// removeLink removes a link; one already gone is fine.
 func removeLink(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -426,10 +424,7 @@ func (p *Pool) release(d Disk) error {
 	if err := releaseDisk(d); err != nil {
 		return err
 	}
-	if err := os.Remove(ownerLink(d)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return removeLink(ownerLink(d))
 }
 
 // Grow makes the disk link points at sizeMB large, while it is mounted and

@@ -101,6 +101,12 @@ func inMountNS(pid int, fn func() error) error {
 		return fmt.Errorf("the sandbox's mount namespace: %w", err)
 	}
 	defer ns.Close()
+	return onMountNSThread(int(ns.Fd()), fn)
+}
+
+// onMountNSThread runs fn on an OS thread of its own that joined the mount
+// namespace ns, a descriptor. The thread ends with fn.
+func onMountNSThread(ns int, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // not unlocked: the thread goes with this goroutine
@@ -111,8 +117,8 @@ func inMountNS(pid int, fn func() error) error {
 			done <- fmt.Errorf("unshare: %w", err)
 			return
 		}
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNS); err != nil {
-			done <- fmt.Errorf("join the sandbox's mount namespace: %w", err)
+		if err := unix.Setns(ns, unix.CLONE_NEWNS); err != nil {
+			done <- fmt.Errorf("join a mount namespace: %w", err)
 			return
 		}
 		done <- fn()

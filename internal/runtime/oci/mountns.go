@@ -150,28 +150,14 @@ func (s *startNS) start(cmd *exec.Cmd, dir string, keep []string) error {
 		return err
 	}
 	defer unix.Close(base)
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // not unlocked: the thread goes with this goroutine
-		done <- func() error {
-			// A thread shares its root and working directory with the
-			// others until it unshares them; only then may it change
-			// its mount namespace.
-			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				return fmt.Errorf("unshare: %w", err)
-			}
-			if err := unix.Setns(base, unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("join the start namespace: %w", err)
-			}
-			if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-				return fmt.Errorf("copy the start namespace: %w", err)
-			}
-			if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-				return fmt.Errorf("attach the mounts of %s: %w", dir, err)
-			}
-			// The child is forked from this thread, in its namespace.
-			return cmd.Start()
-		}()
-	}()
-	return <-done
+	return onMountNSThread(base, func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("copy the start namespace: %w", err)
+		}
+		if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("attach the mounts of %s: %w", dir, err)
+		}
+		// The child is forked from this thread, in its namespace.
+		return cmd.Start()
+	})
 }
