@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (b *bench) measureE2BPool(ctx context.Context, sdk e2bSDK, rt string) (_ e2
 	if err != nil {
 		return e2bPoolRun{}, err
 	}
-	settle := func(ctx context.Context) error { return waitSettled(ctx, d.client, rt) }
+	settle := func(ctx context.Context) error { return waitSettled(ctx, d.client) }
 	echoRows, echo, err := b.e2bPoolEcho(ctx, sdk, d, rt, n, settle)
 	if err != nil {
 		return e2bPoolRun{}, err
@@ -250,11 +251,14 @@ func minuteLines(rt string, sdk, floor []time.Duration, parts [3][]time.Duration
 	return rows, res
 }
 
-// waitSettled waits until the daemon's pool of the host template on
-// runtime is full and no deleted sandbox is being torn down.
-func waitSettled(ctx context.Context, c *client.Client, runtime string) error {
-	return waitHealth(ctx, c, "a full pool and no teardown under way", func(h *client.Health) bool {
-		return poolFull(h, "host", runtime) && h.Deleting == 0
+// waitSettled waits until the daemon's pools of the host template are full
+// and no deleted sandbox is being torn down: a round measured then pays for
+// none of the rounds before it (their teardowns and refills take the cores
+// too).
+func waitSettled(ctx context.Context, c *client.Client) error {
+	return waitHealth(ctx, c, "full pools and no teardown under way", func(h *client.Health) bool {
+		full := !slices.ContainsFunc(h.Pools, func(p client.PoolHealth) bool { return p.Template == "host" && p.Ready < p.Size })
+		return full && h.Deleting == 0
 	})
 }
 
