@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,5 +64,46 @@ func TestAttachIDMappedFallsBackWhereIDMapsAreRefused(t *testing.T) {
 	}
 	if !errors.Is(err, unix.EINVAL) {
 		t.Errorf("a writable overlayfs: %v, want EINVAL", err)
+	}
+}
+
+// NewUserns holds while the daemon's threads come and go: a goroutine that
+// locks its thread and ends without unlocking it (a start in its own mount
+// namespace, a network namespace made) ends that thread, which may be the
+// one that forked unshare. Each namespace maps the range asked for.
+func TestNewUsernsWhileThreadsEnd(t *testing.T) {
+	requireRoot(t)
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	for range 2 {
+		churn.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done := make(chan struct{})
+				go func() {
+					runtime.LockOSThread() // not unlocked: the thread ends with the goroutine
+					close(done)
+				}()
+				<-done
+				time.Sleep(100 * time.Microsecond)
+			}
+		})
+	}
+	defer func() { close(stop); churn.Wait() }()
+	for i := range 30 {
+		began := time.Now()
+		ns, err := NewUserns(idBase + uint32(i)*idRange)
+		if err != nil {
+			t.Fatalf("namespace %d, after %s: %v", i, time.Since(began), err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(ns.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		ns.Close()
 	}
 }

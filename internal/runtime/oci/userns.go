@@ -44,7 +44,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -101,10 +100,22 @@ func NewUserns(base uint32) (_ *os.File, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// cat echoes what it reads: its answer says the namespace is made
+	// (unshare makes it before it runs cat), its end that it never will be.
+	echo, out, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer echo.Close()
+	cmd.Stdout = out
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// No Pdeathsig: it follows the thread that forked, which a goroutine
+	// locked to it and ending may end at any time. cat ends by itself at
+	// its input's end, when the daemon does.
+	err = cmd.Start()
+	out.Close()
+	if err != nil {
 		return nil, fmt.Errorf("start a process in a new user namespace: %w", err)
 	}
 	defer func() {
@@ -115,24 +126,16 @@ func NewUserns(base uint32) (_ *os.File, err error) {
 			err = fmt.Errorf("%w (unshare: %v: %s)", err, werr, bytes.TrimSpace(stderr.Bytes()))
 		}
 	}()
-	own, err := os.Readlink("/proc/thread-self/ns/user")
-	if err != nil {
+	if _, err := stdin.Write([]byte{'\n'}); err != nil {
+		return nil, fmt.Errorf("a process in a new user namespace: %w", err)
+	}
+	if err := echo.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		return nil, err
 	}
-	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid)
-	// unshare makes the namespace, then runs cat: wait for the first.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Microsecond) {
-		ns, err := os.Readlink(proc + "/ns/user")
-		if err != nil {
-			return nil, fmt.Errorf("a process in a new user namespace: %w", err)
-		}
-		if ns != own {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.New("unshare made no user namespace in 10 s")
-		}
+	if _, err := echo.Read(make([]byte, 1)); err != nil {
+		return nil, fmt.Errorf("unshare made no user namespace: %w", err)
 	}
+	proc := "/proc/" + strconv.Itoa(cmd.Process.Pid)
 	mapping := []byte(fmt.Sprintf("0 %d %d\n", base, idRange))
 	for _, f := range []string{"uid_map", "gid_map"} {
 		if err := os.WriteFile(proc+"/"+f, mapping, 0); err != nil {
