@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -490,17 +492,78 @@ func TestReuse(t *testing.T) {
 		t.Errorf("a disk holding %d MiB was kept: image %v, ready disks %v", (reuseMaxUsed>>20)+8, err, pool.free)
 	}
 
-	// No room: the second of two released.
-	d1, l1 := take("d")
-	d2, l2 := take("e")
-	if err := errors.Join(pool.Release(l1), pool.Release(l2)); err != nil {
-		t.Fatal(err)
+	// No room: the ready disks and the spares kept, the one more released.
+	room := pool.ready + reuseSpare
+	var disks []Disk
+	var links []string
+	for i := range room + 1 {
+		d, l := take(fmt.Sprint("more", i))
+		disks, links = append(disks, d), append(links, l)
 	}
-	if len(pool.free) != 1 || pool.free[0] != d1 {
-		t.Errorf("the pool's ready disks are %v, want only %v", pool.free, d1)
+	for _, l := range links {
+		if err := pool.Release(l); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := os.Stat(d2.Image); !errors.Is(err, os.ErrNotExist) {
+	if !slices.Equal(pool.free, disks[:room]) {
+		t.Errorf("the pool's ready disks are %v, want the first %d released: %v", pool.free, room, disks[:room])
+	}
+	if _, err := os.Stat(disks[room].Image); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a disk the pool had no room for was kept: %v", err)
+	}
+}
+
+// The spares a busy pool kept beyond its ready disks are released once no
+// disk was taken for spareIdle, the oldest first; the ready ones stay.
+func TestSparesReleased(t *testing.T) {
+	dir, pool := reusePool(t)
+	var disks []Disk
+	var links []string
+	for i := range 3 {
+		link := filepath.Join(dir, fmt.Sprint(i))
+		d, err := pool.Take(t.Context(), 64, link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		disks, links = append(disks, d), append(links, link)
+	}
+	for _, l := range links {
+		if err := pool.Release(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pool.free) != 3 {
+		t.Fatalf("the pool kept %d of 3 disks released, want all", len(pool.free))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- pool.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * spareIdle)
+	for {
+		pool.mu.Lock()
+		free := slices.Clone(pool.free)
+		pool.mu.Unlock()
+		if len(free) == pool.ready {
+			if free[0] != disks[2] {
+				t.Errorf("the pool kept %v, want the disk released last, %v", free[0], disks[2])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s the pool still keeps %d disks, want %d", 10*spareIdle, len(free), pool.ready)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, d := range disks[:2] {
+		if _, err := os.Stat(d.Image); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("spare %s was not released: %v", d.Image, err)
+		}
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,11 +45,12 @@ type Pool struct {
 	// each btrfs disk gets a mkfs of its own.
 	cloneFails bool
 
-	mu      sync.Mutex
-	free    []Disk // of defaultMB, mounted, owned by no one
-	reusing int    // disks being emptied for free (see reuse)
-	closed  bool   // Run has ended: free is released, not added to
-	wake    chan struct{}
+	mu       sync.Mutex
+	free     []Disk    // of defaultMB, mounted, owned by no one
+	reusing  int       // disks being emptied for free (see reuse)
+	lastTake time.Time // of a disk of defaultMB: a pool busy since keeps its spares
+	closed   bool      // Run has ended: free is released, not added to
+	wake     chan struct{}
 
 	emptyMu sync.Mutex
 	empty   string // the empty image of defaultMB once made
@@ -129,13 +132,40 @@ func (p *Pool) owned(d Disk) bool {
 	return err == nil && (back == d.Mount || back == filepath.Join(d.Mount, curName))
 }
 
+// reuseSpare is how many disks beyond ready the pool keeps of those
+// released while sandboxes come and go (see reusable), and spareIdle how
+// long it keeps them once none is taken. Under a stream of creates and
+// deletes, a pool of only ready disks would have each take refilled by a
+// new disk at once, and the disks released next found it full: every
+// sandbox would pay for a disk made and one released.
+const (
+	reuseSpare = 6
+	spareIdle  = 500 * time.Millisecond
+)
+
 // Run keeps the pool filled until ctx ends, then releases the disks no one
-// took.
+// took; the spares beyond ready it releases once the pool is idle.
 func (p *Pool) Run(ctx context.Context) error {
+	var trim <-chan time.Time
 	for {
 		p.mu.Lock()
 		short := len(p.free)+p.reusing < p.ready
+		var surplus []Disk
+		trim = nil
+		if n := len(p.free) - p.ready; n > 0 {
+			if idle := time.Since(p.lastTake); idle >= spareIdle {
+				surplus = slices.Clone(p.free[:n]) // the oldest
+				p.free = slices.Delete(p.free, 0, n)
+			} else {
+				trim = time.After(spareIdle - idle)
+			}
+		}
 		p.mu.Unlock()
+		for _, d := range surplus {
+			if err := p.release(d); err != nil {
+				p.log.Error("release a spare disk of the pool", "error", err)
+			}
+		}
 		if short {
 			d, err := p.create(ctx, p.defaultMB)
 			if err != nil {
@@ -161,6 +191,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			}
 			return errors.Join(errs...)
 		case <-p.wake:
+		case <-trim:
 		}
 	}
 }
@@ -174,11 +205,9 @@ func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error
 		if n := len(p.free); n > 0 {
 			d, p.free = p.free[n-1], p.free[:n-1]
 		}
+		p.lastTake = time.Now()
 		p.mu.Unlock()
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.poke()
 	}
 	if d.Mount == "" {
 		var err error
@@ -195,6 +224,14 @@ func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error
 		return Disk{}, errors.Join(fmt.Errorf("link disk: %w", err), p.release(d))
 	}
 	return d, nil
+}
+
+// poke wakes Run to look at the pool again.
+func (p *Pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // linked is the disk link points at.
@@ -239,8 +276,9 @@ func (p *Pool) Release(link string) error {
 const reuseMaxUsed = 32 << 20
 
 // reusable reports whether d, just released, can serve the next sandbox:
-// a btrfs disk of the default size, holding little, while the pool is
-// short of ready disks. If so, it counts d as being emptied.
+// a btrfs disk of the default size, holding little, while the pool holds
+// fewer than ready disks and its spares (a pool keeping none ready keeps
+// no spares either). If so, it counts d as being emptied.
 func (p *Pool) reusable(d Disk) bool {
 	if p.fs != "btrfs" || !isBtrfs(d.Mount) {
 		return false
@@ -253,7 +291,7 @@ func (p *Pool) reusable(d Disk) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.free)+p.reusing >= p.ready {
+	if p.closed || p.ready == 0 || len(p.free)+p.reusing >= p.ready+reuseSpare {
 		return false
 	}
 	p.reusing++
@@ -278,6 +316,9 @@ func (p *Pool) reuse(d Disk, link string) error {
 		p.free = append(p.free, d)
 	}
 	p.mu.Unlock()
+	if kept {
+		p.poke() // spares beyond ready go once the pool is idle
+	}
 	if err != nil {
 		p.log.Info("a released disk did not empty for the next sandbox; releasing it", "disk", d.Mount, "error", err)
 	}

@@ -67,7 +67,7 @@ func (r *Runtime) ExportSuspended(ctx context.Context, h backend.Handle, layer, 
 // suspended: its root mounted nowhere, no container of it. A running
 // sandbox's layer changes under a copy.
 func (r *Runtime) suspended(ctx context.Context, id string) error {
-	points, err := mountinfo.Under(r.dir(id))
+	points, err := mountinfo.InTree(r.dir(id))
 	if err != nil {
 		return err
 	}

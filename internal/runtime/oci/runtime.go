@@ -624,7 +624,7 @@ func (r *Runtime) Destroy(ctx context.Context, h backend.Handle) error {
 	err := errors.Join(layer.unmountIDMapped(), layer.unmount())
 	if err == nil {
 		// What RemoveAll must not walk into.
-		if points, merr := mountinfo.Under(dir); merr != nil || len(points) > 0 {
+		if points, merr := mountinfo.InTree(dir); merr != nil || len(points) > 0 {
 			err = errors.Join(merr, fmt.Errorf("still mounted under sandbox %s: %v", h.ID, points))
 		}
 	}
