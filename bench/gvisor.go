@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime/oci"
+	"github.com/hutchdev/hutch/internal/storage/rootfs"
 )
 
 // runscFlags are the global flags Hutch gives runsc, so that the gVisor
@@ -41,6 +43,10 @@ func (b *bench) runscRoot() string { return filepath.Join(b.dir, "runsc") }
 //     the process and Hutch's runsc flags, in the foreground, until echo's
 //     first byte arrives. Making the bundle is not timed, nor the deletes
 //     (gVisor takes a second or two to tear a sandbox down here).
+//   - runsc run with the agent: the same bundle keeping the agent as its
+//     process, `runsc run --detach`, then echo through the agent as soon as
+//     it answers: the runtime's and the agent's share of Hutch's figure
+//     (runscAgentEcho), where the gap to runsc run is the agent's start.
 func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
 	ref, err := b.reference(ctx, "gvisor")
 	if err != nil {
@@ -61,22 +67,30 @@ func (b *bench) measureGvisorCreate(ctx context.Context) (section, error) {
 		seq++
 		return b.runscRun(ctx, ref, seq)
 	}}
-	if err := b.interleave(ctx, "(d) gVisor create", b.cfg.gvisorN, hutch, runsc); err != nil {
+	withAgent := &peer{name: "runsc run with the agent", run: func(ctx context.Context) (time.Duration, error) {
+		seq++
+		return b.runscAgentEcho(ctx, ref, seq)
+	}}
+	if err := b.interleave(ctx, "(d) gVisor create", b.cfg.gvisorN, hutch, runsc, withAgent); err != nil {
 		return section{}, err
 	}
 	post = post[b.cfg.warmup:]
 	r := ratio(median(hutch.samples), median(runsc.samples))
+	ra := ratio(median(hutch.samples), median(withAgent.samples))
 	return section{title: "(d) gVisor: create → first output of `echo hi`", rows: []row{
 		durationRow("hutch: create + exec echo (SSE), to first stdout", hutch.samples),
 		durationRow("  of which POST /v1/sandboxes", post),
 		durationRow("runsc run of the equivalent bundle, to first stdout", runsc.samples),
+		durationRow("runsc run --detach of it with the agent, then echo through the agent", withAgent.samples),
 		{label: "ratio hutch / runsc run", median: fmtRatio(r), p90: fmtRatio(ratio(p90(hutch.samples), p90(runsc.samples))),
 			target: target(r <= 1.2, "≤ 1.2× runsc run")},
+		{label: "ratio hutch / runsc run with the agent", median: fmtRatio(ra), p90: fmtRatio(ratio(p90(hutch.samples), p90(withAgent.samples)))},
 	}, results: []result{{
 		ID: "d/create", Topic: topicGvisor, What: "create → first output of `echo hi`",
 		Hutch: durationFig("", median(hutch.samples)),
-		Peers: []figure{durationFig("`runsc run` of the same bundle", median(runsc.samples))},
-		Ratio: []term{ratioTerm(r, "`runsc run`").with(r <= 1.2, "≤ 1.2×")},
+		Peers: []figure{durationFig("`runsc run` of the same bundle", median(runsc.samples)),
+			durationFig("the same bundle with the agent as its process, `runsc run --detach`, then echo through the agent (the runtime's and the agent's share)", median(withAgent.samples))},
+		Ratio: []term{ratioTerm(r, "`runsc run`").with(r <= 1.2, "≤ 1.2×"), ratioTerm(ra, "the runtime with the agent")},
 	}}}, nil
 }
 
@@ -313,4 +327,50 @@ func (b *bench) runscRun(ctx context.Context, ref *reference, seq int) (_ time.D
 		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
 	return firstOutput(b.runscCmd(ctx, b.runscRoot(), "run", "--bundle", bun.dir, name))
+}
+
+// runscAgentEcho times `runsc run --detach` of a fresh equivalent bundle
+// that keeps the agent as its process, then echo run through the agent as
+// soon as it answers on its socket: the runtime's and the agent's share of
+// a Hutch create → first output, none of the daemon's (API, store, disk,
+// network).
+func (b *bench) runscAgentEcho(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
+	name := "ga" + strconv.Itoa(seq)
+	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, nil)
+	defer func() { err = errors.Join(err, deleteContainer(ctx, b.runscCmd, b.runscRoot(), name), bun.remove()) }()
+	if err != nil {
+		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
+	}
+	logf, err := os.Create(filepath.Join(bun.dir, "agent.log")) // as Hutch does
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = logf.Close() }() // the sandbox has its own copy
+	socket := filepath.Join(bun.dir, "run", oci.AgentSocketName)
+	agent := agentclient.New(func(ctx context.Context) (net.Conn, error) {
+		for {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", socket)
+			if err == nil || ctx.Err() != nil {
+				return c, err
+			}
+			time.Sleep(time.Millisecond) // not listening yet
+		}
+	})
+	cmd := b.runscCmd(ctx, b.runscRoot(), "run", "--detach", "--bundle", bun.dir, name)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("runsc run --detach %s: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := agent.Run(ctx, agentclient.Command{Argv: echoArgs, Cwd: "/", User: rootfs.UserName})
+	if err == nil && st.Code != 0 {
+		err = fmt.Errorf("echo exited %d", st.Code)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("echo through the agent of %s: %w", name, err)
+	}
+	return time.Since(start), nil
 }
