@@ -319,3 +319,38 @@ func assertGone(t *testing.T, dir string) {
 		t.Errorf("files left: %s", strings.Join(names, ", "))
 	}
 }
+
+// A router namespace forwards nothing, filters replies by the way their
+// packets came and makes new links without IPv6; a sandbox's namespace
+// makes them without IPv6 too. (A new namespace starts with rp_filter and
+// disable_ipv6 off, so these are written, not only read.)
+func TestNamespaceSettings(t *testing.T) {
+	needRoot(t)
+	n, err := Create(t.TempDir(), "sb1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Remove() })
+	read := func(ns, name string) string {
+		t.Helper()
+		var v []byte
+		err := InNetns(ns, func() (err error) {
+			v, err = os.ReadFile(filepath.Join("/proc/sys/net", name))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(v))
+	}
+	for ns, want := range map[string]map[string]string{
+		n.Router: {"ipv4/ip_forward": "0", "ipv4/conf/all/rp_filter": "1", "ipv4/conf/default/rp_filter": "1", "ipv6/conf/default/disable_ipv6": "1"},
+		n.Sandbox: {"ipv6/conf/default/disable_ipv6": "1"},
+	} {
+		for name, v := range want {
+			if got := read(ns, name); got != v {
+				t.Errorf("%s in %s: %s, want %s", name, filepath.Base(ns), got, v)
+			}
+		}
+	}
+}
