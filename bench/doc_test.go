@@ -223,7 +223,7 @@ func TestResultIDs(t *testing.T) {
 	made = append(made, execSection(ms, ms, ms, ms, ms).results...)
 	made = append(made, gvisorExecResults(3, 2, 1, 1)...)
 	for _, rt := range []string{"runc", "gvisor"} {
-		_, rs := memoryRows(rt, []sandboxMemory{{cgroupUsage: cgroupUsage{usage: 4 << 20}}}, 1<<20)
+		_, rs := memoryRows(rt, []sandboxMemory{{cgroupUsage: cgroupUsage{usage: 4 << 20}}}, 1<<20, cgroupUsage{usage: 2 << 20})
 		made = append(made, rs...)
 		made = append(made, suspendResults(rt, 1, 1, 1, 1, 1, 2, "≤ 2 ns")...)
 	}

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +45,8 @@ type cgroupUsage struct {
 // the daemon's part (under gVisor its sandbox and gofer processes too, and
 // under both the kernel memory charged to it): the density is how many
 // idle sandboxes 8 GiB holds at the cgroup's usage plus the daemon's part.
+// The floor beside it is the same container run by the runtime alone with
+// sleep for the agent (runtimeAloneMemory).
 // (The host's MemAvailable moves by more than a sandbox's cost with the
 // page cache of everything else.)
 func (b *bench) measureMemory(ctx context.Context) (section, error) {
@@ -100,13 +104,90 @@ func (b *bench) measureMemoryOf(ctx context.Context, runtime string) (_ []row, _
 		per = append(per, m)
 	}
 	n := int64(len(ids))
-	rows, results := memoryRows(runtime, per, (after-before)/n)
+	floor, err := b.runtimeAloneMemory(ctx, runtime)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, results := memoryRows(runtime, per, (after-before)/n, floor)
 	return rows, results, nil
+}
+
+// The issue's targets for an idle sandbox's memory cgroup.
+const (
+	idleRuncTarget   = 3 << 20
+	idleGvisorTarget = 12 << 20
+)
+
+// aloneN is how many containers the memory floor runs: their cgroups
+// differ by little.
+const aloneN = 3
+
+// runtimeAloneMemory is row (c)'s floor for runtime: the memory cgroup of
+// the bundle Hutch runs, with `sleep infinity` as its process instead of
+// the agent, started by the runtime alone (`runc run --detach`, `runsc run
+// --detach`) and left to settle as long: what the runtime and the kernel
+// cost an idle container, none of it Hutch's. Under gVisor that is the
+// Sentry, the gofer and their page cache.
+func (b *bench) runtimeAloneMemory(ctx context.Context, runtime string) (_ cgroupUsage, err error) {
+	ref, err := b.reference(ctx, runtime)
+	if err != nil {
+		return cgroupUsage{}, err
+	}
+	defer ref.close()
+	cmd, root := b.runcCmd, b.runcRoot
+	if runtime == "gvisor" {
+		cmd, root = b.runscCmd, b.runscRoot()
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return cgroupUsage{}, err
+		}
+	}
+	var names []string
+	var bundles []*bundle
+	defer func() {
+		for i, name := range names {
+			err = errors.Join(err, deleteContainer(ctx, cmd, root, name), bundles[i].remove())
+		}
+	}()
+	for i := range aloneN {
+		name := fmt.Sprintf("m%s%d", runtime[:1], i)
+		bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, []string{"sleep", "infinity"})
+		names, bundles = append(names, name), append(bundles, bun)
+		if err != nil {
+			return cgroupUsage{}, fmt.Errorf("prepare bundle %s: %w", name, err)
+		}
+		// #nosec G304 -- the bench's own bundle directory
+		logf, err := os.Create(filepath.Join(bun.dir, "out.log"))
+		if err != nil {
+			return cgroupUsage{}, err
+		}
+		run := cmd(ctx, root, "run", "--detach", "--bundle", bun.dir, name)
+		run.Stdout, run.Stderr = logf, logf
+		err = run.Run()
+		logf.Close()
+		if err != nil {
+			return cgroupUsage{}, fmt.Errorf("%s run --detach %s: %w", runtime, name, err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return cgroupUsage{}, ctx.Err()
+	case <-time.After(settle):
+	}
+	var usage []cgroupUsage
+	for _, name := range names {
+		u, err := cgroupMemory("/" + b.cgroupParent + "/" + name)
+		if err != nil {
+			return cgroupUsage{}, fmt.Errorf("memory cgroup of %s: %w", name, err)
+		}
+		usage = append(usage, u)
+	}
+	slices.SortFunc(usage, func(a, b cgroupUsage) int { return cmp.Compare(a.usage, b.usage) })
+	return usage[len(usage)/2], nil
 }
 
 // memoryRows are row (c)'s lines for one runtime: in the printed table and
 // in docs/performance.md.
-func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) ([]row, []result) {
+func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64, floor cgroupUsage) ([]row, []result) {
 	pick := func(f func(sandboxMemory) int64) []int64 {
 		out := make([]int64, len(per))
 		for i, m := range per {
@@ -125,8 +206,21 @@ func memoryRows(runtime string, per []sandboxMemory, daemonGrowth int64) ([]row,
 		bytesRow("  of which cache (page cache)", pick(func(m sandboxMemory) int64 { return m.cache })),
 		bytesRow("  of which kernel memory", pick(func(m sandboxMemory) int64 { return m.kernel })),
 		{label: "  processes in the sandbox's cgroup", median: procs, n: strconv.Itoa(len(per))},
+		{label: "  the runtime alone, the same bundle running sleep: memory cgroup usage", median: fmtBytes(floor.usage), n: strconv.Itoa(aloneN)},
+		{label: "  ratio to the runtime alone", median: fmtRatio(ratio(float64(usage), float64(floor.usage)))},
 	}
-	sandbox := result{ID: "c/" + runtime, Topic: topicMemory, Hutch: bytesFig("", usage)}
+	alone, limit, want := "runc", int64(idleRuncTarget), "≤ 3 MiB"
+	if runtime != "runc" {
+		alone, limit, want = "runsc", idleGvisorTarget, "≤ 12 MiB"
+	}
+	r := ratio(float64(usage), float64(floor.usage))
+	sandbox := result{ID: "c/" + runtime, Topic: topicMemory, Hutch: bytesFig("", usage),
+		Peers: []figure{bytesFig(fmt.Sprintf("the same bundle running `sleep` instead of the agent, started by `%s run --detach` alone (the runtime's own)", alone), floor.usage)},
+		Ratio: []term{ratioTerm(r, "the runtime alone"), targetTerm(usage <= limit, want)}}
+	if usage > limit && floor.usage > limit {
+		sandbox.Ratio[1].Target.Note = "beyond this host's floor: the runtime alone takes " + fmtBytes(floor.usage)
+	}
+	rows[0].target = target(usage <= limit, want)
 	if runtime == "runc" {
 		sandbox.What = "memory per idle sandbox, runc, in its memory cgroup"
 		sandbox.Hutch.Text += fmt.Sprintf(" (%s anonymous, %s kernel)", fmtBytes(rss), fmtBytes(kernel))
