@@ -344,7 +344,7 @@ func TestNamespaceSettings(t *testing.T) {
 		return strings.TrimSpace(string(v))
 	}
 	for ns, want := range map[string]map[string]string{
-		n.Router: {"ipv4/ip_forward": "0", "ipv4/conf/all/rp_filter": "1", "ipv4/conf/default/rp_filter": "1", "ipv6/conf/default/disable_ipv6": "1"},
+		n.Router:  {"ipv4/ip_forward": "0", "ipv4/conf/all/rp_filter": "1", "ipv4/conf/default/rp_filter": "1", "ipv6/conf/default/disable_ipv6": "1"},
 		n.Sandbox: {"ipv6/conf/default/disable_ipv6": "1"},
 	} {
 		for name, v := range want {

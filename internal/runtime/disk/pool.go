@@ -146,12 +146,11 @@ const (
 // Run keeps the pool filled until ctx ends, then releases the disks no one
 // took; the spares beyond ready it releases once the pool is idle.
 func (p *Pool) Run(ctx context.Context) error {
-	var trim <-chan time.Time
 	for {
 		p.mu.Lock()
 		short := len(p.free)+p.reusing < p.ready
 		var surplus []Disk
-		trim = nil
+		var trim <-chan time.Time // when the spares' idle time is up
 		if n := len(p.free) - p.ready; n > 0 {
 			if idle := time.Since(p.lastTake); idle >= spareIdle {
 				surplus = slices.Clone(p.free[:n]) // the oldest
