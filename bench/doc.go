@@ -61,9 +61,11 @@ SQLite writes (~0.5 ms); the first exec waits in the agent's socket while
 the agent (its own 11 MB binary, ~2 ms of Go initialisation) starts; under
 gVisor, whose agent listens itself, the first call's dial waits for it,
 and the agent's start is most of the gap to ` + "`runsc run`" + ` (row (d) runs the
-runtime with the agent beside it): a Go program's start costs ~11 ms more
-than ` + "`true`" + `'s there, and each of the twelve threads the agent makes ahead
-(so that a sandbox at its process limit cannot stop it) ~2.5 ms.
+runtime with the agent beside it): a Go program's start costs ~7 ms more
+than ` + "`true`" + `'s there, the agent's ~20 ms (the pages of its code it
+touches, each fault served by gVisor's kernel), and then the first exec is
+a fork/exec inside gVisor. (The agent makes no threads ahead there: exempt
+from gVisor's process limit, it can always make one.)
 runc starts each sandbox from a mount namespace of its own, so that a
 create does not copy and walk the mounts of every sandbox already there
 (three each). What still grows as idle sandboxes accumulate is the kernel's

@@ -81,6 +81,11 @@ type Config struct {
 	// ShutdownTimeout bounds how long shutting down waits for process trees
 	// to die and connections to close (5s).
 	ShutdownTimeout time.Duration
+	// NprocExempt says the sandbox's process limit is RLIMIT_NPROC (gVisor's
+	// kernel counts the processes), which the agent's CAP_SYS_RESOURCE
+	// exempts it from: as PID 1 it then makes no threads ahead (see
+	// nprocExempt), unless it finds it lacks that capability.
+	NprocExempt bool
 
 	// reapOrphans forces orphan reaping on when the agent is not PID 1
 	// (tests); the agent then also makes itself a child subreaper, so that
@@ -227,7 +232,15 @@ func Run(ctx context.Context, cfg Config) error {
 	pid1 := os.Getpid() == 1
 	if pid1 {
 		// Before anything of the sandbox runs beside it.
-		reserveThreads(agentv1.Threads)
+		exempt := false
+		if cfg.NprocExempt {
+			if exempt, err = nprocExempt(); err != nil {
+				return err
+			}
+		}
+		if !exempt {
+			reserveThreads(agentv1.Threads)
+		}
 		// Root commands in the sandbox share the agent's uid. Not dumpable,
 		// the agent's /proc entries (its fds: the log file on the host, its
 		// memory) are closed to them, as to a process without CAP_SYS_PTRACE.

@@ -42,6 +42,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	socket := flags.String("socket", "", "unix socket to listen on")
 	fd := flags.Int("listen-fd", -1, "listening unix socket to serve on, as a file descriptor (3 or more)")
+	nprocExempt := flags.Bool("nproc-exempt", false, "the process limit is RLIMIT_NPROC and the agent holds CAP_SYS_RESOURCE: make no threads ahead")
 	if err := flags.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -50,7 +51,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 
-	cfg := Config{Socket: *socket, Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	cfg := Config{Socket: *socket, NprocExempt: *nprocExempt, Logger: slog.New(slog.NewTextHandler(stderr, nil))}
 	if *fd >= 0 {
 		f := os.NewFile(uintptr(*fd), "listener")
 		ln, err := net.FileListener(f) // a copy of f's descriptor

@@ -23,7 +23,9 @@ const (
 // a thread it needs: without threads made in advance, a workload holding
 // the limit would end the agent, and the sandbox with it. A runtime whose
 // pids limit counts the agent's threads (runc) adds Threads to it, so the
-// sandbox's own processes get the limit they asked for.
+// sandbox's own processes get the limit they asked for. A runtime whose
+// limit is RLIMIT_NPROC (gVisor) instead gives the agent CAP_SYS_RESOURCE,
+// which exempts it, and starts it with --nproc-exempt: it makes none.
 const Threads = 12
 
 // Tunnels: the daemon reaches a TCP port on the sandbox's loopback through

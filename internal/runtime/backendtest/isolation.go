@@ -39,6 +39,28 @@ func (s *suite) testIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("RootCapabilities", func(t *testing.T) {
+		// A command as root holds the sandbox's bounding set and no more,
+		// whatever the agent holds itself (under gVisor CAP_SYS_RESOURCE,
+		// which would lift the process limit).
+		out := a.shAsRoot(t, `grep ^Cap /proc/self/status`).stdout
+		caps := map[string]uint64{}
+		for line := range strings.Lines(out) {
+			name, hex, _ := strings.Cut(strings.TrimSpace(line), ":\t")
+			v, err := strconv.ParseUint(hex, 16, 64)
+			if err != nil {
+				t.Fatalf("/proc/self/status: %q", out)
+			}
+			caps[name] = v
+		}
+		const sysAdmin, sysResource = 1 << 21, 1 << 24
+		bnd := caps["CapBnd"]
+		if len(caps) != 5 || bnd == 0 || bnd&(sysAdmin|sysResource) != 0 ||
+			caps["CapPrm"] != bnd || caps["CapEff"] != bnd || caps["CapInh"] != 0 || caps["CapAmb"] != 0 {
+			t.Errorf("root's capabilities %q: want the bounding set, without CAP_SYS_ADMIN and CAP_SYS_RESOURCE, and nothing inheritable", out)
+		}
+	})
+
 	t.Run("HostFiles", func(t *testing.T) {
 		secret := randomHex()
 		path := filepath.Join(t.TempDir(), "secret")

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -96,6 +97,18 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
 		agentArgs = []string{AgentBinary, "agent", "--socket", AgentSocketDir + "/" + AgentSocketName}
 	}
+	agentCaps, agentInheritable := capabilities, []string(nil)
+	if c.KernelCountsProcesses {
+		// The process limit is then RLIMIT_NPROC (below), which
+		// CAP_SYS_RESOURCE exempts the agent from: it need not make its
+		// threads ahead. Not in the bounding set, so that no program
+		// the agent starts as root gets it at its exec; in the
+		// inheritable one, which the agent drops at its start, because
+		// the runtime starts the agent itself by such an exec.
+		agentCaps = append(slices.Clip(capabilities), "CAP_SYS_RESOURCE")
+		agentInheritable = []string{"CAP_SYS_RESOURCE"}
+		agentArgs = append(agentArgs, "--nproc-exempt")
+	}
 	for _, b := range s.Binds {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if b.Writable {
@@ -148,9 +161,10 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 			Cwd:  "/",
 			User: specs.User{UID: 0, GID: 0},
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding:  capabilities,
-				Effective: capabilities,
-				Permitted: capabilities,
+				Bounding:    capabilities,
+				Effective:   agentCaps,
+				Permitted:   agentCaps,
+				Inheritable: agentInheritable,
 			},
 			NoNewPrivileges: true,
 			Rlimits:         rlimits,
