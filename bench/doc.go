@@ -64,14 +64,16 @@ and the agent's start is most of the gap to ` + "`runsc run`" + ` (row (d) runs 
 runtime with the agent beside it): a Go program's start costs ~7 ms more
 than ` + "`true`" + `'s there, the agent's ~20 ms (the pages of its code it
 touches, each fault served by gVisor's kernel), and then the first exec is
-a fork/exec inside gVisor. (The agent makes no threads ahead there: exempt
-from gVisor's process limit, it can always make one.)
+a fork/exec inside gVisor.
 runc starts each sandbox from a mount namespace of its own, so that a
 create does not copy and walk the mounts of every sandbox already there
 (three each). What still grows as idle sandboxes accumulate is the kernel's
 work per process and thread on the host: ` + "`pivot_root`" + ` visits every thread
-(each sandbox brings its agent's 17 and ~15 kernel threads of its btrfs
-disk), so row (q) runs ` + "`runc run`" + ` alone beside them as the floor. An
+(each sandbox brings its agent's 7 and ~15 kernel threads of its btrfs
+disk), so row (q) runs ` + "`runc run`" + ` alone beside them as the floor. The
+agent makes no threads ahead for a sandbox at its process limit: under runc
+the sandbox's processes have a pids cgroup of their own below the agent's,
+under gVisor the agent is exempt from the limit. An
 exec is HTTP to the daemon, Connect over a unix socket
 to the agent, and a fork/exec by the agent itself; ` + "`runc exec`" + ` pays for a
 new ` + "`runc`, `runc init`" + ` and joining the namespaces.

@@ -10,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/base/mountinfo"
+	"github.com/hutchdev/hutch/internal/runtime/oci"
 )
 
 // runcRun times one `runc run` of a fresh equivalent bundle.
@@ -35,8 +38,11 @@ func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Du
 // agent's share of a Hutch create and first command.
 func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ time.Duration, err error) {
 	name := "a" + strconv.Itoa(seq)
+	cgroup := "/" + b.cgroupParent + "/" + name
 	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, nil)
-	defer func() { err = errors.Join(err, b.runcDelete(ctx, name), bun.remove()) }()
+	defer func() {
+		err = errors.Join(err, b.runcDelete(ctx, name), oci.RemoveTenantCgroup(cgroup), bun.remove())
+	}()
 	if err != nil {
 		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)
 	}
@@ -51,9 +57,20 @@ func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ 
 		return 0, err
 	}
 	defer func() { _ = listener.Close() }() // the agent has its own copy
-	cmd := b.runcCmd(ctx, b.runcRoot, "run", "--detach", "--preserve-fds", "1", "--bundle", bun.dir, name)
+	extra := []*os.File{listener}
+	if spec := ref.spec; slices.Contains(spec.Process.Args, oci.TenantTasksFlag) {
+		// As Hutch does: the sandbox's processes' own pids cgroup, its
+		// tasks file the agent's descriptor 4.
+		tasks, err := oci.MakeTenantCgroup(cgroup, *spec.Linux.Resources.Pids.Limit-agentv1.Threads)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tasks.Close() }() // the agent has its own copy
+		extra = append(extra, tasks)
+	}
+	cmd := b.runcCmd(ctx, b.runcRoot, "run", "--detach", "--preserve-fds", strconv.Itoa(len(extra)), "--bundle", bun.dir, name)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{listener}
+	cmd.ExtraFiles = extra
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		return 0, fmt.Errorf("runc run --detach %s: %w", name, err)

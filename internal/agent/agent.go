@@ -86,6 +86,11 @@ type Config struct {
 	// exempts it from: as PID 1 it then makes no threads ahead (see
 	// nprocExempt), unless it finds it lacks that capability.
 	NprocExempt bool
+	// TenantTasks is the tasks file of the cgroup v1 the sandbox's
+	// processes are to be in, below the agent's (runc): as PID 1 the agent
+	// then forks them from a thread it moves there (see forkThread) and
+	// makes no threads ahead. Run closes it.
+	TenantTasks *os.File
 
 	// reapOrphans forces orphan reaping on when the agent is not PID 1
 	// (tests); the agent then also makes itself a child subreaper, so that
@@ -230,16 +235,13 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stop()
 
 	pid1 := os.Getpid() == 1
+	if !pid1 && cfg.TenantTasks != nil {
+		_ = cfg.TenantTasks.Close() // forks go on from any thread
+	}
 	if pid1 {
 		// Before anything of the sandbox runs beside it.
-		exempt := false
-		if cfg.NprocExempt {
-			if exempt, err = nprocExempt(); err != nil {
-				return err
-			}
-		}
-		if !exempt {
-			reserveThreads(agentv1.Threads)
+		if err := s.guardThreads(cfg); err != nil {
+			return err
 		}
 		// Root commands in the sandbox share the agent's uid. Not dumpable,
 		// the agent's /proc entries (its fds: the log file on the host, its

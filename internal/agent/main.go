@@ -9,6 +9,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Main is the agent's command line, given the arguments after "agent": the
@@ -43,6 +46,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	socket := flags.String("socket", "", "unix socket to listen on")
 	fd := flags.Int("listen-fd", -1, "listening unix socket to serve on, as a file descriptor (3 or more)")
 	nprocExempt := flags.Bool("nproc-exempt", false, "the process limit is RLIMIT_NPROC and the agent holds CAP_SYS_RESOURCE: make no threads ahead")
+	tasksFD := flags.Int("tasks-fd", -1, "the tasks file of the cgroup v1 to fork the sandbox's processes in, as a file descriptor")
 	if err := flags.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -52,6 +56,17 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 
 	cfg := Config{Socket: *socket, NprocExempt: *nprocExempt, Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	if *tasksFD >= 3 && *tasksFD != *fd {
+		// Taken only if it is a cgroup's file: without one given, the
+		// descriptor is not the agent's to close.
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(*tasksFD, &fs); err == nil && fs.Type == unix.CGROUP_SUPER_MAGIC {
+			syscall.CloseOnExec(*tasksFD) // no child may get it
+			cfg.TenantTasks = os.NewFile(uintptr(*tasksFD), "tasks")
+		} else {
+			_, _ = fmt.Fprintf(stderr, "hutch agent: descriptor %d is no cgroup's tasks file (%v); making threads ahead\n", *tasksFD, err)
+		}
+	}
 	if *fd >= 0 {
 		f := os.NewFile(uintptr(*fd), "listener")
 		ln, err := net.FileListener(f) // a copy of f's descriptor

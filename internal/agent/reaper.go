@@ -40,13 +40,16 @@ type reaper struct {
 	log  *slog.Logger
 	self int
 	kick chan struct{} // wake makes run do a round
+	// forkExec starts every child: syscall.ForkExec, or a forkThread's,
+	// set before the first spawn.
+	forkExec func(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error)
 
 	kidsMu sync.Mutex
 	kids   map[int]bool // children not yet reaped by their waiter → whether a shim
 }
 
 func newReaper(log *slog.Logger) *reaper {
-	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}}
+	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}, forkExec: syscall.ForkExec}
 }
 
 // forkWait bounds how long a fork refused with EAGAIN is tried again: the
@@ -84,7 +87,7 @@ func (r *reaper) spawn(argv0 string, argv []string, attr *syscall.ProcAttr, shim
 func (r *reaper) spawnOnce(argv0 string, argv []string, attr *syscall.ProcAttr, shim bool) (int, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pid, err := syscall.ForkExec(argv0, argv, attr)
+	pid, err := r.forkExec(argv0, argv, attr)
 	if err != nil {
 		return 0, err
 	}

@@ -17,15 +17,16 @@ const (
 	SignalRelisten = "USR2"
 )
 
-// Threads is how many threads the agent starts up front (see the agent's
-// reserveThreads). A sandbox's processes share its pids limit with the
-// agent's threads, and the Go runtime ends its process when it cannot make
-// a thread it needs: without threads made in advance, a workload holding
-// the limit would end the agent, and the sandbox with it. A runtime whose
-// pids limit counts the agent's threads (runc) adds Threads to it, so the
-// sandbox's own processes get the limit they asked for. A runtime whose
-// limit is RLIMIT_NPROC (gVisor) instead gives the agent CAP_SYS_RESOURCE,
-// which exempts it, and starts it with --nproc-exempt: it makes none.
+// Threads is the room for the agent's threads in a sandbox's pids limit.
+// The Go runtime ends its process when it cannot make a thread it needs:
+// a workload holding the sandbox's limit must not keep the agent from
+// making one (see the agent's guardThreads). A runtime whose pids cgroup
+// counts the agent's threads (runc) adds Threads to its limit, and either
+// gives the sandbox's processes a child cgroup of their own with the
+// limit they asked for (--tasks-fd, cgroup v1), or has the agent make
+// Threads threads up front. A runtime whose limit is RLIMIT_NPROC (gVisor)
+// instead gives the agent CAP_SYS_RESOURCE, which exempts it
+// (--nproc-exempt).
 const Threads = 12
 
 // Tunnels: the daemon reaches a TCP port on the sandbox's loopback through

@@ -93,6 +93,11 @@ type Harness struct {
 	// by LimitHits. (Under gVisor the limit is inside its kernel, which
 	// the host cannot read.)
 	CountsPidsMax bool
+
+	// ProcessCgroup is the pids cgroup the sandbox's processes are in, as
+	// their /proc/self/cgroup names it, when it is not the agent's (runc
+	// on cgroup v1: a child of the agent's, "/sandbox").
+	ProcessCgroup string
 }
 
 // Timeouts of one backend call and of one command.
@@ -122,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Stats", s.testStats)
 	t.Run("OOMKills", s.testOOMKills)
 	t.Run("PidsMax", s.testPidsMax)
+	t.Run("ProcessCgroup", s.testProcessCgroup)
 	t.Run("DiskLimit", s.testDiskLimit)
 	t.Run("Isolation", s.testIsolation)
 	t.Run("Builder", s.testBuilder)

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,6 +179,40 @@ func (s *suite) testPidsMax(t *testing.T) {
 		}
 		t.Logf("%.1f s after the children: exit %d, %q, %v; again", time.Since(started).Seconds(), r.exitCode, r.stderr, err)
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// testProcessCgroup checks that the sandbox's processes are in a pids
+// cgroup of their own below the agent's, whose limit is theirs, and that
+// root among them cannot move into the agent's cgroup, whose limit leaves
+// room for the agent's threads.
+func (s *suite) testProcessCgroup(t *testing.T) {
+	if s.h.ProcessCgroup == "" {
+		t.Skip("the sandbox's processes share the agent's cgroup")
+	}
+	sb := s.create(t, func(spec *backend.Spec) { spec.Limits.Pids = 16 })
+	script := `cg() { sed -n 's/^[0-9]*:pids://p' "$1"; }
+cg /proc/self/cgroup
+for t in /proc/1/task/*; do cg $t/cgroup; done | sort -u | tr '\n' ' '; echo
+cat /sys/fs/cgroup/pids` + s.h.ProcessCgroup + `/pids.max
+echo $$ > /sys/fs/cgroup/pids/cgroup.procs && echo moved
+cg /proc/self/cgroup`
+	r := sb.shAsRoot(t, script)
+	lines := strings.Split(r.stdout, "\n")
+	if len(lines) < 4 {
+		t.Fatalf("%q: exit %d, %q, %q", script, r.exitCode, r.stdout, r.stderr)
+	}
+	if lines[0] != s.h.ProcessCgroup {
+		t.Errorf("a command's pids cgroup is %q, want %q", lines[0], s.h.ProcessCgroup)
+	}
+	if agent := strings.Fields(lines[1]); !slices.Contains(agent, "/") {
+		t.Errorf("the agent's threads are in pids cgroups %q, want the sandbox's own (\"/\") among them", agent)
+	}
+	if lines[2] != "16" {
+		t.Errorf("the processes' cgroup has pids.max %q, want the spec's 16", lines[2])
+	}
+	if strings.Contains(r.stdout, "moved") || lines[3] != s.h.ProcessCgroup {
+		t.Errorf("root moved itself into the agent's cgroup: %q, %q", r.stdout, r.stderr)
 	}
 }
 

@@ -43,7 +43,17 @@ func TestConformanceRunc(t *testing.T) {
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc is not installed: apt-get install runc (./setup does)")
 	}
-	runConformance(t, RuncConfig("runc"), backendtest.Harness{ExtraPids: agentv1.Threads, CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true, ListensIn: true})
+	runConformance(t, RuncConfig("runc"), backendtest.Harness{ExtraPids: agentv1.Threads, CountsOOMKills: true, CountsPidsMax: true, UserNamespace: true, ListensIn: true, ProcessCgroup: runcProcessCgroup()})
+}
+
+// runcProcessCgroup is where the sandbox's processes are under runc (see
+// tenantCgroup): a child of the agent's pids cgroup where that is a v1
+// hierarchy.
+func runcProcessCgroup() string {
+	if !hostV1Controllers() {
+		return ""
+	}
+	return "/" + tenantCgroup
 }
 
 func TestConformanceGvisor(t *testing.T) {

@@ -63,6 +63,9 @@ func (r *Runtime) Resize(_ context.Context, h backend.Handle, l backend.Limits) 
 		limit := strconv.FormatInt(l.Pids+agentv1.Threads, 10)
 		if legacy {
 			writes = append(writes, cgroupWrite{v1("pids", "pids.max"), limit})
+			if tenant := v1("pids", tenantCgroup); exists(tenant) {
+				writes = append(writes, cgroupWrite{filepath.Join(tenant, "pids.max"), strconv.FormatInt(l.Pids, 10)})
+			}
 		} else {
 			writes = append(writes, cgroupWrite{v2("pids.max"), limit})
 		}

@@ -319,23 +319,34 @@ func removeCgroups(ctx context.Context, rel string) error {
 	var errs []error
 	for _, h := range hierarchies {
 		dir := filepath.Join(cgroupRoot, h.Name(), rel)
-		err := os.Remove(dir)
-		for errors.Is(err, syscall.EBUSY) && ctx.Err() == nil {
-			// Processes the runtime no longer knows, left by one of its
-			// commands cut short (a daemon killed during runsc restore):
-			// the cgroup is the sandbox's alone, and it is being removed.
-			killCgroupProcs(dir)
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-				err = os.Remove(dir)
-			}
+		if h.Name() == "pids" {
+			// Its child first (see tenantCgroup).
+			errs = append(errs, removeCgroup(ctx, filepath.Join(dir, tenantCgroup)))
 		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dir, err))
-		}
+		errs = append(errs, removeCgroup(ctx, dir))
 	}
 	return errors.Join(errs...)
+}
+
+// removeCgroup removes the cgroup directory dir, killing what it finds in a
+// busy one (see removeCgroups).
+func removeCgroup(ctx context.Context, dir string) error {
+	err := os.Remove(dir)
+	for errors.Is(err, syscall.EBUSY) && ctx.Err() == nil {
+		// Processes the runtime no longer knows, left by one of its
+		// commands cut short (a daemon killed during runsc restore):
+		// the cgroup is the sandbox's alone, and it is being removed.
+		killCgroupProcs(dir)
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+			err = os.Remove(dir)
+		}
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
 }
 
 // killCgroupProcs sends SIGKILL to every process in the cgroup dir.

@@ -353,19 +353,29 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 	// the log file, so no pipe ties it to us.
 	flags := []string{"run", "--detach", "--bundle", dir, "--pid-file", layer.pidFile()}
 	var listener *os.File
+	var extra []*os.File // the agent's descriptors from 3 on
 	if !r.cfg.AgentListens {
 		if listener, err = listenAgent(layer.socket); err != nil {
 			return err
 		}
 		defer listener.Close() // the agent has its own copy
 		// The listener becomes the agent's descriptor 3 (see specFor).
-		flags = append(flags, "--preserve-fds", "1")
+		extra = append(extra, listener)
+	}
+	if usesTenantCgroup(r.cfg, s) {
+		tasks, err := MakeTenantCgroup(cgroupsPath(s.ID), s.Limits.Pids)
+		if err != nil {
+			return err
+		}
+		defer tasks.Close()          // the agent has its own copy, and closes it
+		extra = append(extra, tasks) // descriptor 4, tenantTasksFD
+	}
+	if len(extra) > 0 {
+		flags = append(flags, "--preserve-fds", strconv.Itoa(len(extra)))
 	}
 	cmd := r.command(ctx, append(flags, containerID(s.ID))...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if listener != nil {
-		cmd.ExtraFiles = []*os.File{listener}
-	}
+	cmd.ExtraFiles = extra
 	prepared := time.Now()
 	_, run := spans.Start(ctx, "runtime.start")
 	err = r.runStart(cmd, dir)

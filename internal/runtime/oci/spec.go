@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -108,6 +109,9 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 		agentCaps = append(slices.Clip(capabilities), "CAP_SYS_RESOURCE")
 		agentInheritable = []string{"CAP_SYS_RESOURCE"}
 		agentArgs = append(agentArgs, "--nproc-exempt")
+	}
+	if usesTenantCgroup(c, s) {
+		agentArgs = append(agentArgs, TenantTasksFlag, strconv.Itoa(tenantTasksFD))
 	}
 	for _, b := range s.Binds {
 		opts := []string{"rbind", "nosuid", "nodev"}

@@ -158,6 +158,11 @@ func (r *Runtime) LimitHits(_ context.Context, h backend.Handle) (backend.LimitH
 	}
 	hits.PidsMax, err = read(filepath.Join(cgroupRoot, "pids", rel, "pids.events"),
 		filepath.Join(cgroupRoot, rel, "pids.events"), "max")
+	if tenant := filepath.Join(cgroupRoot, "pids", rel, tenantCgroup, "pids.events"); err == nil && exists(tenant) {
+		// The sandbox's processes' forks (see tenantCgroup).
+		n, terr := readField(tenant, "max")
+		hits.PidsMax, err = hits.PidsMax+n, terr
+	}
 	return hits, err
 }
 
