@@ -214,6 +214,21 @@ cg /proc/self/cgroup`
 	if strings.Contains(r.stdout, "moved") || lines[3] != s.h.ProcessCgroup {
 		t.Errorf("root moved itself into the agent's cgroup: %q, %q", r.stdout, r.stderr)
 	}
+
+	// A new limit is the processes' cgroup's, and the agent's room above.
+	resizer := s.backend.Capabilities().Resize
+	if resizer == nil {
+		return
+	}
+	if err := resizer.Resize(t.Context(), sb.handle, backend.Limits{Pids: 24}); err != nil {
+		t.Fatalf("Resize: %v", err)
+	}
+	if got := sb.mustSh(t, "cat /sys/fs/cgroup/pids"+s.h.ProcessCgroup+"/pids.max"); got != "24\n" {
+		t.Errorf("after a resize to 24 processes the processes' cgroup has pids.max %q", got)
+	}
+	if st := s.stats(t, sb); st.PidsLimit != 24+s.h.ExtraPids {
+		t.Errorf("after a resize to 24 processes PidsLimit = %d, want %d", st.PidsLimit, 24+s.h.ExtraPids)
+	}
 }
 
 // forkPast is a script that forks n children, each sleeping hold seconds
