@@ -41,7 +41,7 @@ func (b *bench) runcAgentReady(ctx context.Context, ref *reference, seq int) (_ 
 	cgroup := "/" + b.cgroupParent + "/" + name
 	bun, err := ref.prepare(filepath.Join(b.dir, name), name, b.cgroupParent, nil)
 	defer func() {
-		err = errors.Join(err, b.runcDelete(ctx, name), oci.RemoveTenantCgroup(cgroup), bun.remove())
+		err = errors.Join(err, b.runcDelete(ctx, name), oci.RemoveTenantCgroup(ctx, cgroup), bun.remove())
 	}()
 	if err != nil {
 		return 0, fmt.Errorf("prepare bundle %s: %w", name, err)

@@ -1,12 +1,12 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
@@ -56,7 +56,7 @@ func MakeTenantCgroup(cgroupsPath string, pids int64) (_ *os.File, err error) {
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, RemoveTenantCgroup(cgroupsPath))
+			err = errors.Join(err, RemoveTenantCgroup(context.Background(), cgroupsPath))
 		}
 	}()
 	// #nosec G306 -- a cgroup file; its mode is the kernel's
@@ -72,21 +72,13 @@ func MakeTenantCgroup(cgroupsPath string, pids int64) (_ *os.File, err error) {
 }
 
 // RemoveTenantCgroup removes the pids cgroup at cgroupsPath and its
-// tenantCgroup, once their processes are gone; missing ones are fine.
-func RemoveTenantCgroup(cgroupsPath string) error {
+// tenantCgroup, as removeCgroups does; missing ones are fine.
+func RemoveTenantCgroup(ctx context.Context, cgroupsPath string) error {
 	parent := filepath.Join(cgroupRoot, "pids", cgroupsPath)
-	if err := removeDir(filepath.Join(parent, tenantCgroup)); err != nil {
+	if err := removeCgroup(ctx, filepath.Join(parent, tenantCgroup)); err != nil {
 		return err
 	}
-	return removeDir(parent)
-}
-
-// removeDir removes an empty directory; a missing one is fine.
-func removeDir(dir string) error {
-	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", dir, err)
-	}
-	return nil
+	return removeCgroup(ctx, parent)
 }
 
 // exists says whether path is there (a cgroup file or directory).
