@@ -146,8 +146,11 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 	} else {
 		fmt.Fprintln(&report, "no gVisor phase: runsc is not beside the hutch binary nor in PATH (make runsc)")
 	}
-	var plain float64 // the create → exec → delete phase's rate
+	var plain float64          // the create → exec → delete phase's rate
+	var plainCPU time.Duration // and the machine's CPU per lifecycle
+	pid := s.b.d.cmd.Process.Pid
 	for _, p := range phases {
+		cpuBefore, cpuErr := readCPU(pid)
 		began := time.Now()
 		s.latency = map[string][]time.Duration{}
 		s.parallel(ctx, p.name, p.n, func(i int) error {
@@ -162,12 +165,20 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 			plain = rate
 		}
 		fmt.Fprintf(&report, "%s: %d lifecycles in %s, %.1f a second\n", p.name, p.n, took.Round(time.Millisecond), rate)
+		if cpuAfter, err := readCPU(pid); err == nil && cpuErr == nil {
+			per := cpuBefore.perEach(cpuAfter, p.n)
+			fmt.Fprintf(&report, "  CPU per lifecycle: %s of the machine's (the clients', the runtime's, the sandboxes' and the kernel's too), of which the daemon's own %s\n",
+				fmtDuration(per.machine), fmtDuration(per.process))
+			if !p.full {
+				plainCPU = per.machine
+			}
+		}
 		s.printLatency(&report)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	if err := s.floor(ctx, &report, plain); err != nil {
+	if err := s.floor(ctx, &report, plain, plainCPU); err != nil {
 		return err
 	}
 	s.b.d.client.CloseIdleConnections()
@@ -215,8 +226,10 @@ const floorN = 500
 //     that what Hutch spends above it is the daemon's (API, store, disk
 //     image, network).
 //
-// It prints the rates and Hutch's ratio to each.
-func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64) error {
+// It prints the rates, the percentiles of the runtime's start and of the
+// whole lifecycle under as many clients (beside Hutch's create and
+// lifecycle), and Hutch's ratio to each rate.
+func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64, plainCPU time.Duration) error {
 	ref, err := s.b.reference(ctx, "runc")
 	if err != nil {
 		return err
@@ -228,26 +241,55 @@ func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64) err
 		name, what string
 		run        func(context.Context, *reference, int) (time.Duration, error)
 		rate       float64
+		cpu        time.Duration // the machine's per lifecycle
 	}{
-		{"runc alone", "the same container (run echo to its output, delete)", s.b.runcRun, 0},
-		{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete)", s.b.runcAgentReady, 0},
+		{"runc alone", "the same container (run echo to its output, delete)", s.b.runcRun, 0, 0},
+		{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete)", s.b.runcAgentReady, 0, 0},
 	}
 	for i := range floors {
 		f := &floors[i]
+		var mu sync.Mutex
+		var start, lifecycle []time.Duration // as Hutch's create and lifecycle
+		cpuBefore, cpuErr := readCPU(os.Getpid())
 		began := time.Now()
 		s.parallel(ctx, f.name, n, func(int) error {
-			_, err := f.run(ctx, ref, int(seq.Add(1)))
+			t0 := time.Now()
+			d, err := f.run(ctx, ref, int(seq.Add(1)))
+			if err == nil {
+				mu.Lock()
+				start, lifecycle = append(start, d), append(lifecycle, time.Since(t0))
+				mu.Unlock()
+			}
 			return err
 		})
 		took := time.Since(began)
 		f.rate = float64(n) / took.Seconds()
 		fmt.Fprintf(w, "floor: %s, %s, %d clients: %d in %s, %.1f a second\n", f.name, f.what, s.cfg.c, n, took.Round(time.Millisecond), f.rate)
+		if cpuAfter, err := readCPU(os.Getpid()); err == nil && cpuErr == nil {
+			f.cpu = cpuBefore.perEach(cpuAfter, n).machine
+			fmt.Fprintf(w, "  CPU per lifecycle: %s of the machine's\n", fmtDuration(f.cpu))
+		}
+		if len(start) > 0 {
+			// What Hutch's create and lifecycle percentiles compare with:
+			// under as many clients, each waits its turn here too.
+			fmt.Fprintf(w, "  the runtime's start (Hutch's create) p50 / p99: %s / %s; lifecycle: %s / %s\n",
+				fmtDuration(percentile(start, 0.5)), fmtDuration(percentile(start, 0.99)),
+				fmtDuration(percentile(lifecycle, 0.5)), fmtDuration(percentile(lifecycle, 0.99)))
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "  create → exec → delete through Hutch / %s: %.2f; / %s: %.2f\n\n",
+	fmt.Fprintf(w, "  create → exec → delete through Hutch / %s: %.2f; / %s: %.2f\n",
 		floors[0].name, plain/floors[0].rate, floors[1].name, plain/floors[1].rate)
+	if plainCPU > 0 && floors[0].cpu > 0 && floors[1].cpu > 0 {
+		// The rates' ratio is the CPU's upside down on a machine kept
+		// busy: where Hutch's extra time goes is read here.
+		fmt.Fprintf(w, "  CPU per lifecycle, Hutch's over %s: +%s (%.2f×); over %s: +%s (%.2f×)\n",
+			floors[0].name, fmtDuration(plainCPU-floors[0].cpu), float64(plainCPU)/float64(floors[0].cpu),
+			floors[1].name, fmtDuration(plainCPU-floors[1].cpu), float64(plainCPU)/float64(floors[1].cpu))
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 
