@@ -492,7 +492,8 @@ func TestReuse(t *testing.T) {
 		t.Errorf("a disk holding %d MiB was kept: image %v, ready disks %v", (reuseMaxUsed>>20)+8, err, pool.free)
 	}
 
-	// No room: the ready disks and the spares kept, the one more released.
+	// No room: the ready disks and the spares kept, the one more released
+	// (taken long enough ago that the pool keeps the fewest spares).
 	room := pool.ready + reuseSpare
 	var disks []Disk
 	var links []string
@@ -500,6 +501,9 @@ func TestReuse(t *testing.T) {
 		d, l := take(fmt.Sprint("more", i))
 		disks, links = append(disks, d), append(links, l)
 	}
+	pool.mu.Lock()
+	pool.taken = nil
+	pool.mu.Unlock()
 	for _, l := range links {
 		if err := pool.Release(l); err != nil {
 			t.Fatal(err)
@@ -513,13 +517,33 @@ func TestReuse(t *testing.T) {
 	}
 }
 
-// The spares a busy pool kept beyond its ready disks are released once no
-// disk was taken for spareIdle, the oldest first; the ready ones stay.
-func TestSparesReleased(t *testing.T) {
+// A pool that took more disks lately than it keeps spares otherwise keeps
+// as many of those released: each create of a stream under many clients
+// finds one, with no disk made and none released.
+func TestSparesFollowTakes(t *testing.T) {
 	dir, pool := reusePool(t)
+	t.Cleanup(func() {
+		for _, d := range pool.free {
+			if err := pool.release(d); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	defer func(w time.Duration) { takeWindow = w }(takeWindow)
+	takeWindow = time.Hour // the test's disks are slower to make than a daemon's
+	n := pool.ready + reuseSpare + 3
+	if disks := takeAndRelease(t, pool, dir, n); !slices.Equal(pool.free, disks) {
+		t.Errorf("the pool kept %d of the %d disks it took and released, want all", len(pool.free), n)
+	}
+}
+
+// takeAndRelease takes n disks of pool's default size (64 MiB), linked in
+// dir, then releases them all; it returns them in that order.
+func takeAndRelease(t *testing.T, pool *Pool, dir string, n int) []Disk {
+	t.Helper()
 	var disks []Disk
 	var links []string
-	for i := range 3 {
+	for i := range n {
 		link := filepath.Join(dir, fmt.Sprint(i))
 		d, err := pool.Take(t.Context(), 64, link)
 		if err != nil {
@@ -532,6 +556,14 @@ func TestSparesReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return disks
+}
+
+// The spares a busy pool kept beyond its ready disks are released once no
+// disk was taken for spareIdle, the oldest first; the ready ones stay.
+func TestSparesReleased(t *testing.T) {
+	dir, pool := reusePool(t)
+	disks := takeAndRelease(t, pool, dir, 3)
 	if len(pool.free) != 3 {
 		t.Fatalf("the pool kept %d of 3 disks released, want all", len(pool.free))
 	}

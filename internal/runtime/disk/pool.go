@@ -46,10 +46,11 @@ type Pool struct {
 	cloneFails bool
 
 	mu       sync.Mutex
-	free     []Disk    // of defaultMB, mounted, owned by no one
-	reusing  int       // disks being emptied for free (see reuse)
-	lastTake time.Time // of a disk of defaultMB: a pool busy since keeps its spares
-	closed   bool      // Run has ended: free is released, not added to
+	free     []Disk      // of defaultMB, mounted, owned by no one
+	reusing  int         // disks being emptied for free (see reuse)
+	lastTake time.Time   // of a disk of defaultMB: a pool busy since keeps its spares
+	taken    []time.Time // when disks of defaultMB were taken, within takeWindow
+	closed   bool        // Run has ended: free is released, not added to
 	wake     chan struct{}
 
 	emptyMu sync.Mutex
@@ -132,16 +133,21 @@ func (p *Pool) owned(d Disk) bool {
 	return err == nil && (back == d.Mount || back == filepath.Join(d.Mount, curName))
 }
 
-// reuseSpare is how many disks beyond ready the pool keeps of those
-// released while sandboxes come and go (see reusable), and spareIdle how
-// long it keeps them once none is taken. Under a stream of creates and
-// deletes, a pool of only ready disks would have each take refilled by a
-// new disk at once, and the disks released next found it full: every
-// sandbox would pay for a disk made and one released.
+// The disks beyond ready the pool keeps of those released while
+// sandboxes come and go (see reusable): as many as were taken in the last
+// takeWindow, and at least reuseSpare; spareIdle is how long it keeps
+// them once none is taken. Under a stream of creates and deletes, a pool
+// of only ready disks would have each take refilled by a new disk at once,
+// and the disks released next found it full: every sandbox would pay for a
+// disk made and one released; a fixed few spares did the same under more
+// clients than spares. A burst of deletes with no creates beside it keeps
+// no more than the few.
 const (
 	reuseSpare = 6
 	spareIdle  = 500 * time.Millisecond
 )
+
+var takeWindow = time.Second // a variable for tests, whose disks take longer to make
 
 // Run keeps the pool filled until ctx ends, then releases the disks no one
 // took; the spares beyond ready it releases once the pool is idle.
@@ -205,6 +211,7 @@ func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error
 			d, p.free = p.free[n-1], p.free[:n-1]
 		}
 		p.lastTake = time.Now()
+		p.taken = append(p.recentTakes(p.lastTake), p.lastTake)
 		p.mu.Unlock()
 		p.poke()
 	}
@@ -290,11 +297,23 @@ func (p *Pool) reusable(d Disk) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.ready == 0 || len(p.free)+p.reusing >= p.ready+reuseSpare {
+	spares := max(reuseSpare, len(p.recentTakes(time.Now())))
+	if p.closed || p.ready == 0 || len(p.free)+p.reusing >= p.ready+spares {
 		return false
 	}
 	p.reusing++
 	return true
+}
+
+// recentTakes returns the takes of the last takeWindow before now, those
+// before dropped from p.taken; p.mu is held.
+func (p *Pool) recentTakes(now time.Time) []time.Time {
+	i := 0
+	for i < len(p.taken) && now.Sub(p.taken[i]) > takeWindow {
+		i++
+	}
+	p.taken = p.taken[i:]
+	return p.taken
 }
 
 // reuse empties d, released by the sandbox that linked it at link, and
