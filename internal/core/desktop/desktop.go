@@ -314,9 +314,10 @@ const statusScript = "export DISPLAY=" + Display + "; xdpyinfo >/dev/null 2>&1 |
 func (s *Service) status(ctx context.Context, r *core.Running) (Status, error) {
 	st := Status{Recent: s.Recent(r.ID())}
 	out, err := s.sh(ctx, r, statusScript, time.Minute)
-	if err == nil && len(out) == 0 {
-		// No display, but the desktop's service runs: it is starting
-		// again, as after a wake that restarted it.
+	if err == nil && len(out) == 0 || errors.Is(err, ErrNotRunning) {
+		// No display (or one gone between xdpyinfo and xdotool), but the
+		// desktop's service runs: it is starting again, as after a wake
+		// that restarted it.
 		if running, rerr := s.running(ctx, r.ID(), ControlService); rerr != nil || !running {
 			s.knownSize(r.ID(), &Size{})
 			return st, rerr
