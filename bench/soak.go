@@ -58,6 +58,8 @@ type soak struct {
 	latency map[string][]time.Duration // by operation
 	errs    map[string]int             // by code (or "check", "transport")
 	samples []string                   // the first few errors in full
+
+	floorSeq atomic.Int64 // names the floors' containers
 }
 
 // hostile workloads, each a shell command that must end (by itself, its
@@ -148,8 +150,14 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 	}
 	var plain float64          // the create → exec → delete phase's rate
 	var plainCPU time.Duration // and the machine's CPU per lifecycle
+	var floorsBefore, floorsAfter [2]floorRun
 	pid := s.b.d.cmd.Process.Pid
 	for _, p := range phases {
+		if !p.full {
+			if floorsBefore, err = s.runFloors(ctx); err != nil {
+				return err
+			}
+		}
 		cpuBefore, cpuErr := readCPU(pid)
 		began := time.Now()
 		s.latency = map[string][]time.Duration{}
@@ -177,10 +185,13 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if !p.full {
+			if floorsAfter, err = s.runFloors(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	if err := s.floor(ctx, &report, plain, plainCPU); err != nil {
-		return err
-	}
+	s.printFloors(&report, floorsBefore, floorsAfter, plain, plainCPU)
 	s.b.d.client.CloseIdleConnections()
 	time.Sleep(time.Second) // the daemon's ends of those connections close
 	after, err := s.b.takeCensus(ctx, s.b.d, s.knownIDs())
@@ -209,14 +220,14 @@ func (s *soak) run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// floorN bounds the floor phase's lifecycles: its rate is steady well
-// before the soak's count.
+// floorN bounds each floor's lifecycles: its rate is steady well before
+// the soak's count.
 const floorN = 500
 
-// floor runs the runtime's floors beside the create → exec → delete phase
-// (plain, its rate), each by as many clients, on the very container Hutch
-// runs (the bundle of one of its sandboxes, made afresh each time: overlay,
-// idmapped clones, config) started with runc alone and then deleted:
+// The runtime's floors, run beside the create → exec → delete phase by as
+// many clients, on the very container Hutch runs (the bundle of one of its
+// sandboxes, made afresh each time: overlay, idmapped clones, config)
+// started with runc alone and then deleted:
 //
 //   - running echo to its first output: what the runtime and the kernel
 //     cost for the same isolation, with none of Hutch's (API, store, disk
@@ -226,49 +237,81 @@ const floorN = 500
 //     that what Hutch spends above it is the daemon's (API, store, disk
 //     image, network).
 //
-// It prints the rates, the percentiles of the runtime's start and of the
-// whole lifecycle under as many clients (beside Hutch's create and
-// lifecycle), and Hutch's ratio to each rate.
-func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64, plainCPU time.Duration) error {
+// Each runs just before the phase and just after it, and Hutch is compared
+// with the mean of the two: this host's pace drifts by a fifth within
+// minutes, and a drift through the phase weighs on both sides alike.
+var floorKinds = [2]struct {
+	name, what string
+	run        func(*bench, context.Context, *reference, int) (time.Duration, error)
+}{
+	{"runc alone", "the same container (run echo to its output, delete)", (*bench).runcRun},
+	{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete)", (*bench).runcAgentReady},
+}
+
+// floorRun is one run of a floor: its rate, the machine's CPU per
+// lifecycle, and the runtime's start (what Hutch's create compares with)
+// and whole lifecycle, each time.
+type floorRun struct {
+	n                int
+	took             time.Duration
+	cpu              time.Duration
+	start, lifecycle []time.Duration
+}
+
+func (f floorRun) rate() float64 { return float64(f.n) / f.took.Seconds() }
+
+// runFloors runs each floor once, with a reference bundle of its own
+// (removed before the census after).
+func (s *soak) runFloors(ctx context.Context) (runs [2]floorRun, err error) {
 	ref, err := s.b.reference(ctx, "runc")
 	if err != nil {
-		return err
+		return runs, err
 	}
 	defer ref.close()
 	n := min(s.cfg.n, floorN)
-	var seq atomic.Int64
-	floors := []struct {
-		name, what string
-		run        func(context.Context, *reference, int) (time.Duration, error)
-		rate       float64
-		cpu        time.Duration // the machine's per lifecycle
-	}{
-		{"runc alone", "the same container (run echo to its output, delete)", s.b.runcRun, 0, 0},
-		{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete)", s.b.runcAgentReady, 0, 0},
-	}
-	for i := range floors {
-		f := &floors[i]
+	for i, kind := range floorKinds {
+		f := &runs[i]
+		f.n = n
 		var mu sync.Mutex
-		var start, lifecycle []time.Duration // as Hutch's create and lifecycle
 		cpuBefore, cpuErr := readCPU(os.Getpid())
 		began := time.Now()
-		s.parallel(ctx, f.name, n, func(int) error {
+		s.parallel(ctx, kind.name, n, func(int) error {
 			t0 := time.Now()
-			d, err := f.run(ctx, ref, int(seq.Add(1)))
+			d, err := kind.run(s.b, ctx, ref, int(s.floorSeq.Add(1)))
 			if err == nil {
 				mu.Lock()
-				start, lifecycle = append(start, d), append(lifecycle, time.Since(t0))
+				f.start, f.lifecycle = append(f.start, d), append(f.lifecycle, time.Since(t0))
 				mu.Unlock()
 			}
 			return err
 		})
-		took := time.Since(began)
-		f.rate = float64(n) / took.Seconds()
-		fmt.Fprintf(w, "floor: %s, %s, %d clients: %d in %s, %.1f a second\n", f.name, f.what, s.cfg.c, n, took.Round(time.Millisecond), f.rate)
+		f.took = time.Since(began)
 		if cpuAfter, err := readCPU(os.Getpid()); err == nil && cpuErr == nil {
 			f.cpu = cpuBefore.perEach(cpuAfter, n).machine
-			fmt.Fprintf(w, "  CPU per lifecycle: %s of the machine's\n", fmtDuration(f.cpu))
 		}
+		if err := ctx.Err(); err != nil {
+			return runs, err
+		}
+	}
+	return runs, nil
+}
+
+// printFloors writes each floor's runs before and after the create → exec
+// → delete phase (plain, its rate; plainCPU, its CPU per lifecycle): the
+// rates and their mean, the CPU per lifecycle, the percentiles of the
+// runtime's start and of the whole lifecycle under as many clients (beside
+// Hutch's create and lifecycle), and Hutch's ratios to the means.
+func (s *soak) printFloors(w *strings.Builder, before, after [2]floorRun, plain float64, plainCPU time.Duration) {
+	var rates [2]float64
+	var cpus [2]time.Duration
+	for i, kind := range floorKinds {
+		b, a := before[i], after[i]
+		rates[i] = (b.rate() + a.rate()) / 2
+		cpus[i] = (b.cpu + a.cpu) / 2
+		fmt.Fprintf(w, "floor: %s, %s, %d clients: %d before the phase and %d after, %.1f and %.1f a second, %.1f on average\n",
+			kind.name, kind.what, s.cfg.c, b.n, a.n, b.rate(), a.rate(), rates[i])
+		fmt.Fprintf(w, "  CPU per lifecycle: %s of the machine's\n", fmtDuration(cpus[i]))
+		start, lifecycle := append(slices.Clone(b.start), a.start...), append(slices.Clone(b.lifecycle), a.lifecycle...)
 		if len(start) > 0 {
 			// What Hutch's create and lifecycle percentiles compare with:
 			// under as many clients, each waits its turn here too.
@@ -276,21 +319,17 @@ func (s *soak) floor(ctx context.Context, w *strings.Builder, plain float64, pla
 				fmtDuration(percentile(start, 0.5)), fmtDuration(percentile(start, 0.99)),
 				fmtDuration(percentile(lifecycle, 0.5)), fmtDuration(percentile(lifecycle, 0.99)))
 		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
 	}
 	fmt.Fprintf(w, "  create → exec → delete through Hutch / %s: %.2f; / %s: %.2f\n",
-		floors[0].name, plain/floors[0].rate, floors[1].name, plain/floors[1].rate)
-	if plainCPU > 0 && floors[0].cpu > 0 && floors[1].cpu > 0 {
+		floorKinds[0].name, plain/rates[0], floorKinds[1].name, plain/rates[1])
+	if plainCPU > 0 && cpus[0] > 0 && cpus[1] > 0 {
 		// The rates' ratio is the CPU's upside down on a machine kept
 		// busy: where Hutch's extra time goes is read here.
 		fmt.Fprintf(w, "  CPU per lifecycle, Hutch's over %s: +%s (%.2f×); over %s: +%s (%.2f×)\n",
-			floors[0].name, fmtDuration(plainCPU-floors[0].cpu), float64(plainCPU)/float64(floors[0].cpu),
-			floors[1].name, fmtDuration(plainCPU-floors[1].cpu), float64(plainCPU)/float64(floors[1].cpu))
+			floorKinds[0].name, fmtDuration(plainCPU-cpus[0]), float64(plainCPU)/float64(cpus[0]),
+			floorKinds[1].name, fmtDuration(plainCPU-cpus[1]), float64(plainCPU)/float64(cpus[1]))
 	}
 	fmt.Fprintln(w)
-	return nil
 }
 
 func (s *soak) gvisorN() int { return max(1, int(float64(s.cfg.n)*s.cfg.gvisor)) }
