@@ -45,13 +45,12 @@ type Pool struct {
 	// each btrfs disk gets a mkfs of its own.
 	cloneFails bool
 
-	mu       sync.Mutex
-	free     []Disk      // of defaultMB, mounted, owned by no one
-	reusing  int         // disks being emptied for free (see reuse)
-	lastTake time.Time   // of a disk of defaultMB: a pool busy since keeps its spares
-	taken    []time.Time // when disks of defaultMB were taken, within takeWindow
-	closed   bool        // Run has ended: free is released, not added to
-	wake     chan struct{}
+	mu      sync.Mutex
+	free    []Disk      // of defaultMB, mounted, owned by no one
+	reusing int         // disks being emptied for free (see reuse)
+	taken   []time.Time // when disks of defaultMB were taken, the last takeWindow's at least
+	closed  bool        // Run has ended: free is released, not added to
+	wake    chan struct{}
 
 	emptyMu sync.Mutex
 	empty   string // the empty image of defaultMB once made
@@ -158,7 +157,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		var surplus []Disk
 		var trim <-chan time.Time // when the spares' idle time is up
 		if n := len(p.free) - p.ready; n > 0 {
-			if idle := time.Since(p.lastTake); idle >= spareIdle {
+			if idle := p.idle(time.Now()); idle >= spareIdle {
 				surplus = slices.Clone(p.free[:n]) // the oldest
 				p.free = slices.Delete(p.free, 0, n)
 			} else {
@@ -210,8 +209,8 @@ func (p *Pool) Take(ctx context.Context, sizeMB int64, link string) (Disk, error
 		if n := len(p.free); n > 0 {
 			d, p.free = p.free[n-1], p.free[:n-1]
 		}
-		p.lastTake = time.Now()
-		p.taken = append(p.recentTakes(p.lastTake), p.lastTake)
+		now := time.Now()
+		p.taken = append(p.recentTakes(now), now)
 		p.mu.Unlock()
 		p.poke()
 	}
@@ -303,6 +302,17 @@ func (p *Pool) reusable(d Disk) bool {
 	}
 	p.reusing++
 	return true
+}
+
+// idle is how long before now the last disk of defaultMB was taken: a
+// pool busy since keeps its spares. One whose takes are all forgotten
+// (older than takeWindow, itself longer than spareIdle) is idle; p.mu is
+// held.
+func (p *Pool) idle(now time.Time) time.Duration {
+	if n := len(p.taken); n > 0 {
+		return now.Sub(p.taken[n-1])
+	}
+	return max(takeWindow, spareIdle)
 }
 
 // recentTakes returns the takes of the last takeWindow before now, those
