@@ -56,8 +56,10 @@ can go below, a bare fork/exec on the host (row (b)) another.
 
 Where the time goes: a create is the sandbox's disk (taken from a pool of
 ready ones), an idmapped tree of the template, the overlay mount and the
-bundle (~2–3 ms), ` + "`runc run --detach`" + ` (the work the peer does too) and two
-SQLite writes (~0.5 ms); the first exec waits in the agent's socket while
+bundle (~2–3 ms), ` + "`runc run --detach`" + ` (the work the peer does too), the
+link to the sandbox's network (a router namespace and its rules, made
+meanwhile on a goroutine of their own) and two SQLite writes (~0.5 ms);
+the first exec waits in the agent's socket while
 the agent (its own 11 MB binary: ~4.5 ms of CPU from exec to main, an
 empty Go program's ~1.5, spread over 118 package inits) starts; under
 gVisor, whose agent listens itself, the first call's dial waits for it,

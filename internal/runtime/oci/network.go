@@ -65,6 +65,42 @@ func (r *Runtime) makeNetwork(id string) error {
 	return err
 }
 
+// networkMaking is a sandbox's network being made beside the other steps
+// of its create.
+type networkMaking struct {
+	done chan struct{}
+	err  error
+}
+
+// makeNetworkBeside makes sandbox id's namespaces. Under runc, which links
+// the sandbox to them only once its container runs, they are made on a
+// goroutine of their own, beside the root's mounts and the runtime's start
+// (a router namespace and its rules: ~2.5 ms of a create here, with a core
+// to spare while runc starts); elsewhere before it returns.
+func (r *Runtime) makeNetworkBeside(id string) *networkMaking {
+	n := &networkMaking{done: make(chan struct{})}
+	if !r.linksAfterStart() {
+		n.err = r.makeNetwork(id)
+		close(n.done)
+		return n
+	}
+	go func() {
+		defer close(n.done)
+		n.err = r.makeNetwork(id)
+	}()
+	return n
+}
+
+// wait waits until the network is made and returns why it was not; a nil
+// n is one made before.
+func (n *networkMaking) wait() error {
+	if n == nil {
+		return nil
+	}
+	<-n.done
+	return n.err
+}
+
 // removeNetwork removes sandbox id's namespaces, if it has any.
 func (r *Runtime) removeNetwork(id string) error {
 	if r.cfg.NetnsDir == "" {

@@ -295,6 +295,14 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, err
 	}
 	defer func() { r.rollBack(ctx, h, err, "roll back sandbox") }()
+	// Before the rollback, which removes the network: every way out waits
+	// for it to be made.
+	network := r.makeNetworkBeside(s.ID)
+	defer func() {
+		if nerr := network.wait(); err == nil {
+			err = nerr
+		}
+	}()
 
 	began := time.Now()
 	var ns *userNS
@@ -308,6 +316,11 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, err
 	}
 	r.log.Debug("sandbox root mounted", "sandbox_id", s.ID, "duration", time.Since(began))
+	if !r.linksAfterStart() { // the bundle names it
+		if err := network.wait(); err != nil {
+			return h, err
+		}
+	}
 	if s.Restore != "" && r.cfg.Checkpoints {
 		rerr := r.restore(ctx, h, s, layer, ns, s.Restore)
 		if rerr == nil {
@@ -319,19 +332,16 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 			return h, errors.Join(rerr, err)
 		}
 	}
-	return h, r.start(ctx, h, s, layer, ns)
+	return h, r.start(ctx, h, s, layer, ns, network)
 }
 
-// prepare makes what sandbox s runs on: its disk, its network, its root
-// mounted (s.Binds become the mounts' own).
+// prepare makes what sandbox s runs on (its network aside): its disk, its
+// root mounted (s.Binds become the mounts' own).
 func (r *Runtime) prepare(ctx context.Context, s *backend.Spec, layer sandboxLayout, ns *userNS) (err error) {
-	ctx, span := spans.Start(ctx, "disk, network and root")
+	ctx, span := spans.Start(ctx, "disk and root")
 	defer func() { spans.End(span, err) }()
 	if _, err := r.cfg.Disks.Take(ctx, s.Limits.DiskBytes>>20, layer.disk); err != nil {
 		return fmt.Errorf("disk of sandbox %s: %w", s.ID, err)
-	}
-	if err := r.makeNetwork(s.ID); err != nil {
-		return err
 	}
 	if s.Binds, err = layer.mount(s.RootDir, s.Binds, s.Files, ns); err != nil {
 		return fmt.Errorf("mount root of sandbox %s: %w", s.ID, err)
@@ -340,8 +350,10 @@ func (r *Runtime) prepare(ctx context.Context, s *backend.Spec, layer sandboxLay
 }
 
 // start writes the bundle of a sandbox whose root is mounted, runs its
-// container and waits for its agent (when it listens itself).
-func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS) error {
+// container and waits for its agent (when it listens itself). Under runc it
+// links the container to its network, once network is made (nil: made
+// before).
+func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, layer sandboxLayout, ns *userNS, network *networkMaking) error {
 	dir := layer.dir
 	mounted := time.Now()
 	logFile, err := r.writeBundle(s, layer, ns)
@@ -384,6 +396,9 @@ func (r *Runtime) start(ctx context.Context, h backend.Handle, s backend.Spec, l
 		return fmt.Errorf("%s run: %w%s", r.cfg.Name, err, tailOf(filepath.Join(dir, "agent.log")))
 	}
 	if r.linksAfterStart() {
+		if err := network.wait(); err != nil {
+			return err
+		}
 		if err := r.linkStarted(s.ID, layer); err != nil {
 			return err
 		}
@@ -905,7 +920,7 @@ func (r *Runtime) Resume(ctx context.Context, h backend.Handle, s backend.Spec) 
 			return errors.Join(rerr, err)
 		}
 	}
-	return r.start(ctx, h, s, layer, ns)
+	return r.start(ctx, h, s, layer, ns, nil)
 }
 
 // frozen reports whether sandbox id's cgroup is frozen or freezing
