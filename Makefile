@@ -9,12 +9,15 @@ LDFLAGS  := -s -w -X github.com/hutchdev/hutch/internal/app/cli.Version=$(VERSIO
 BIN      := bin/hutch
 
 # gVisor's runsc, built from the Go module proxy at a pinned version (one
-# that is served and builds with Go 1.26). The daemon finds it beside
-# bin/hutch. The stamp file rebuilds it when the pin changes. While it
-# builds, bin/runsc.building holds the build's process id: a daemon started
-# meanwhile (./setup does) waits for it rather than use runc instead.
+# that is served and builds with Go 1.26), with the Sentry's seccomp
+# programs compiled ahead as gVisor's release builds have them (see
+# build/runsc/build.sh). The daemon finds it beside bin/hutch. The stamp
+# file rebuilds it when the pin or the way it is built changes (./setup
+# asks `make -q runsc`). While it builds, bin/runsc.building holds the
+# build's process id: a daemon started meanwhile (./setup does) waits for
+# it rather than use runc instead.
 RUNSC_VERSION := v0.0.0-20260701204157-69c2d17aea96
-RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)
+RUNSC_STAMP   := bin/.runsc-$(RUNSC_VERSION)-precompiled
 
 .PHONY: build runsc test test-templates attack bench soak lint generate clean fuzz
 
@@ -48,7 +51,7 @@ runsc: $(RUNSC_STAMP)
 $(RUNSC_STAMP):
 	mkdir -p bin
 	echo $$$$ >bin/runsc.building; \
-	GOBIN=$(CURDIR)/bin CGO_ENABLED=0 $(GO) install gvisor.dev/gvisor/runsc@$(RUNSC_VERSION); \
+	GO=$(GO) build/runsc/build.sh $(RUNSC_VERSION) $(CURDIR)/bin/runsc; \
 	status=$$?; rm -f bin/runsc.building; exit $$status
 	rm -f bin/.runsc-* && touch $@
 

@@ -98,6 +98,11 @@ type Harness struct {
 	// their /proc/self/cgroup names it, when it is not the agent's (runc
 	// on cgroup v1: a child of the agent's, "/sandbox").
 	ProcessCgroup string
+
+	// HostProcesses returns the host's processes that run sandbox h (runc:
+	// its container's; gVisor: its kernel, its gofer and their stubs), for
+	// the test that each runs under a seccomp filter. Nil skips it.
+	HostProcesses func(t *testing.T, h backend.Handle) []int
 }
 
 // Timeouts of one backend call and of one command.

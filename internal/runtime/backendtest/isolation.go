@@ -39,6 +39,30 @@ func (s *suite) testIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("HostSeccomp", func(t *testing.T) {
+		// What runs a sandbox on the host is held to the system calls it
+		// needs: runc's container by the bundle's profile, gVisor's kernel
+		// and gofer by the filters runsc installs (compiled ahead, as
+		// make runsc builds it).
+		if s.h.HostProcesses == nil {
+			t.Skip("the harness does not name the sandbox's host processes")
+		}
+		pids := s.h.HostProcesses(t, a.handle)
+		if len(pids) == 0 {
+			t.Fatal("no host process runs the sandbox")
+		}
+		for _, pid := range pids {
+			status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+			if err != nil {
+				t.Errorf("process %d: %v", pid, err)
+				continue
+			}
+			if !slices.Contains(strings.Split(string(status), "\n"), "Seccomp:\t2") {
+				t.Errorf("host process %d of the sandbox runs without a seccomp filter:\n%s", pid, status)
+			}
+		}
+	})
+
 	t.Run("RootCapabilities", func(t *testing.T) {
 		// A command as root holds the sandbox's bounding set and no more,
 		// whatever the agent holds itself (under gVisor CAP_SYS_RESOURCE,

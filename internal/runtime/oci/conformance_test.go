@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,8 +138,27 @@ func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 	h.Crash = func(t *testing.T, hd backend.Handle) { crash(t, New(cfg), hd.ID) }
 	h.AssertGone = func(t *testing.T, ids []string) { assertGone(t, cfg, base, ids) }
 	h.AgentLog = func(hd backend.Handle) string { return tailOf(filepath.Join(cfg.SandboxDir, hd.ID, "agent.log")) }
+	h.HostProcesses = func(t *testing.T, hd backend.Handle) []int { return hostProcesses(t, New(cfg), hd.ID) }
 	h.Isolates, h.Limits = true, true
 	backendtest.Run(t, h)
+}
+
+// hostProcesses returns the host's processes that run sandbox id: its
+// container's first process (runc: the agent; gVisor: its kernel) with
+// those that name its directory (gVisor's gofer and stubs).
+func hostProcesses(t *testing.T, r *Runtime, id string) []int {
+	st, err := r.state(t.Context(), id)
+	if err != nil || st.Pid <= 0 {
+		t.Fatalf("state of sandbox %s: %+v, %v", id, st, err)
+	}
+	pids := []int{st.Pid}
+	for _, p := range backendtest.Processes(r.dir(id)) {
+		pid, _, _ := strings.Cut(p, ":")
+		if n, err := strconv.Atoi(pid); err == nil && n != st.Pid {
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }
 
 // agentBuild is the hutch binary the sandboxes run as their agent, built
