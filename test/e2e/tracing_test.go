@@ -116,13 +116,14 @@ func TestTracing(t *testing.T) {
 
 	// Each span below its parent, by name: the create's steps.
 	want := map[string]string{
-		"POST /v1/sandboxes":     "the caller's",
-		"sandbox.create":         "POST /v1/sandboxes",
-		"prepare":                "sandbox.create",
-		"runtime.create":         "sandbox.create",
-		"disk, network and root": "runtime.create",
-		"runtime.start":          "runtime.create",
-		"hook.start network":     "sandbox.create",
+		"POST /v1/sandboxes": "the caller's",
+		"sandbox.create":     "POST /v1/sandboxes",
+		"prepare":            "sandbox.create",
+		"runtime.create":     "sandbox.create",
+		"disk and root":      "runtime.create",
+		"network":            "runtime.create",
+		"runtime.start":      "runtime.create",
+		"hook.start network": "sandbox.create",
 	}
 	var got []span
 	// Every one of them: the exporter sends spans in batches as they end,

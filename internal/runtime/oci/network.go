@@ -11,6 +11,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hutchdev/hutch/internal/base/errdefs"
+	"github.com/hutchdev/hutch/internal/base/spans"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
@@ -77,17 +78,19 @@ type networkMaking struct {
 // goroutine of their own, beside the root's mounts and the runtime's start
 // (a router namespace and its rules: ~2.5 ms of a create here, with a core
 // to spare while runc starts); elsewhere before it returns.
-func (r *Runtime) makeNetworkBeside(id string) *networkMaking {
+func (r *Runtime) makeNetworkBeside(ctx context.Context, id string) *networkMaking {
 	n := &networkMaking{done: make(chan struct{})}
-	if !r.linksAfterStart() {
+	build := func() {
+		defer close(n.done)
+		_, span := spans.Start(ctx, "network")
 		n.err = r.makeNetwork(id)
-		close(n.done)
+		spans.End(span, n.err)
+	}
+	if !r.linksAfterStart() {
+		build()
 		return n
 	}
-	go func() {
-		defer close(n.done)
-		n.err = r.makeNetwork(id)
-	}()
+	go build()
 	return n
 }
 

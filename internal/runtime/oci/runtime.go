@@ -297,7 +297,7 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 	defer func() { r.rollBack(ctx, h, err, "roll back sandbox") }()
 	// Before the rollback, which removes the network: every way out waits
 	// for it to be made.
-	network := r.makeNetworkBeside(s.ID)
+	network := r.makeNetworkBeside(ctx, s.ID)
 	defer func() {
 		if nerr := network.wait(); err == nil {
 			err = nerr
