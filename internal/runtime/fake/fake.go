@@ -427,55 +427,90 @@ func (b *Backend) Pause(ctx context.Context, h backend.Handle) error {
 		if err := b.signalTree(h.ID, syscall.SIGSTOP); err != nil {
 			return err
 		}
-		if b.treeStopped(h.ID) {
+		running := b.runningInTree(h.ID)
+		if running == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the processes of sandbox %s did not stop: %w", h.ID, ctx.Err())
+			return fmt.Errorf("the processes of sandbox %s did not stop (%s): %w", h.ID, running, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
 }
 
-// treeStopped reports whether the sandbox's agent and every process under
-// it are stopped (or gone).
-func (b *Backend) treeStopped(id string) bool {
+// runningInTree names a thread of the sandbox's agent or of a process
+// under it that is not stopped, and its state; "" when all are stopped (or
+// gone).
+func (b *Backend) runningInTree(id string) string {
 	pid, alive := b.agentPid(id)
 	if !alive {
-		return true
+		return ""
 	}
 	tree, err := agent.LiveDescendants(pid)
 	if err != nil {
-		return false
+		return err.Error()
 	}
 	for _, p := range append([]int{pid}, tree...) {
-		if !stopped(p) {
-			return false
+		if running := runningThread(p); running != "" {
+			return running
 		}
 	}
-	return true
+	return ""
 }
 
-// stopped reports whether every thread of process pid is stopped (or the
-// process is gone).
-func stopped(pid int) bool {
+// runningThread names a thread of process pid that is not stopped, and
+// its state; "" when every one is (or the process is gone). A thread in an
+// uninterruptible wait with SIGSTOP pending counts as stopped: it stops
+// before it runs a user instruction again. A process that vforked a child
+// the stop reached before its exec is one: it waits for the child, stopped,
+// until SIGCONT (the agent's fork/exec and dash's commands are vforks).
+func runningThread(pid int) string {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return true
+		return ""
 	}
 	for _, task := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, task.Name())
 		// #nosec G304 -- a /proc path built from a pid and a task id
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		b, err := os.ReadFile(dir + "stat")
 		if err != nil {
 			continue // the thread ended
 		}
 		// The state follows the command, which is in parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] != 'T' && b[i+2] != 't' {
-			return false
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return fmt.Sprintf("thread %s of process %d: unreadable state", task.Name(), pid)
+		}
+		switch state := b[i+2]; {
+		case state == 'T' || state == 't' || state == 'Z' || state == 'X':
+		case state == 'D' && stopPending(dir):
+		default:
+			return fmt.Sprintf("thread %s of process %d: state %c", task.Name(), pid, state)
 		}
 	}
-	return true
+	return ""
+}
+
+// stopPending reports whether SIGSTOP waits for the thread whose /proc
+// directory is dir (sent to it, or to its process).
+func stopPending(dir string) bool {
+	// #nosec G304 -- a /proc path built from a pid and a task id
+	b, err := os.ReadFile(dir + "status")
+	if err != nil {
+		return false
+	}
+	const bit = 1 << (syscall.SIGSTOP - 1)
+	for line := range strings.Lines(string(b)) {
+		name, hex, ok := strings.Cut(strings.TrimSpace(line), ":\t")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(hex, 16, 64); err == nil && mask&bit != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Unpause continues what Pause stopped.
@@ -550,5 +585,5 @@ func (b *Backend) Snapshot(ctx context.Context, h backend.Handle, root, _ string
 // paused reports whether the sandbox's agent is stopped (see Pause).
 func (b *Backend) paused(id string) bool {
 	pid, ok := b.agentPid(id)
-	return ok && stopped(pid)
+	return ok && runningThread(pid) == ""
 }
