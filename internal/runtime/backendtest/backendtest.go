@@ -100,7 +100,7 @@ type Harness struct {
 	ProcessCgroup string
 
 	// HostProcesses returns the host's processes that run sandbox h (runc:
-	// its container's; gVisor: its kernel, its gofer and their stubs), for
+	// its container's first process; gVisor: its kernel and its gofer), for
 	// the test that each runs under a seccomp filter. Nil skips it.
 	HostProcesses func(t *testing.T, h backend.Handle) []int
 }

@@ -145,7 +145,7 @@ func runConformance(t *testing.T, cfg Config, h backendtest.Harness) {
 
 // hostProcesses returns the host's processes that run sandbox id: its
 // container's first process (runc: the agent; gVisor: its kernel) with
-// those that name its directory (gVisor's gofer and stubs).
+// those that name its directory (gVisor's gofer).
 func hostProcesses(t *testing.T, r *Runtime, id string) []int {
 	st, err := r.state(t.Context(), id)
 	if err != nil || st.Pid <= 0 {

@@ -303,6 +303,11 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 			err = nerr
 		}
 	}()
+	if !r.linksAfterStart() { // made already: the bundle names it
+		if err := network.wait(); err != nil {
+			return h, err
+		}
+	}
 
 	began := time.Now()
 	var ns *userNS
@@ -316,11 +321,6 @@ func (r *Runtime) Create(ctx context.Context, s backend.Spec) (h backend.Handle,
 		return h, err
 	}
 	r.log.Debug("sandbox root mounted", "sandbox_id", s.ID, "duration", time.Since(began))
-	if !r.linksAfterStart() { // the bundle names it
-		if err := network.wait(); err != nil {
-			return h, err
-		}
-	}
 	if s.Restore != "" && r.cfg.Checkpoints {
 		rerr := r.restore(ctx, h, s, layer, ns, s.Restore)
 		if rerr == nil {
