@@ -132,7 +132,7 @@ type server struct {
 	reaper   *reaper
 	direct   *directSlot
 	shims    *shimPool
-	baseEnv  []string // the agent's environment minus HUTCH_AGENT_*
+	baseEnv  []string // the agent's environment minus HUTCH_AGENT_* and the runtime's GOMAXPROCS (see newServer)
 	procs    *processService
 	fs       *filesystemService
 	contexts *contexts
@@ -149,8 +149,10 @@ func newServer(cfg Config) *server {
 		log:    cfg.Logger,
 		reaper: newReaper(cfg.Logger),
 	}
+	// A GOMAXPROCS=1 given with OneProcessor is the agent's alone.
+	oneProcessor := os.Getenv(agentv1.OneProcessor) != ""
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HUTCH_AGENT_") {
+		if !strings.HasPrefix(kv, "HUTCH_AGENT_") && !(oneProcessor && kv == "GOMAXPROCS=1") {
 			s.baseEnv = append(s.baseEnv, kv)
 		}
 	}

@@ -34,7 +34,9 @@ import (
 // wake a syscall, which under gVisor costs ~10 µs here. With one, a
 // create → exec → delete took 97 ms of host CPU instead of 107, 20
 // clients ran 18.0 lifecycles a second instead of 16.4, and a call into
-// a gVisor sandbox's agent took ~0.3 ms less.
+// a gVisor sandbox's agent took ~0.3 ms less. The runtimes give it at exec
+// (GOMAXPROCS=1, see agentv1.OneProcessor), which spares the Go runtime
+// starting on every CPU first; the call below covers every other start.
 func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	const exitError, exitUsage = 1, 2
 	runtime.GOMAXPROCS(1)

@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/agent/agentpb/process"
 	"github.com/hutchdev/hutch/internal/runtime/agentclient"
 )
@@ -92,6 +93,33 @@ func TestStart(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestStartOneProcessor checks that a GOMAXPROCS=1 the runtime gave the
+// agent with agentv1.OneProcessor stays the agent's, on every path a
+// command starts by, and that one the sandbox's environment sets (no
+// OneProcessor beside it) reaches commands.
+func TestStartOneProcessor(t *testing.T) {
+	for _, tt := range []struct {
+		name, gomaxprocs, mark, want string
+	}{
+		{name: "the runtime's", gomaxprocs: "1", mark: "1", want: "unset unset\n"},
+		{name: "the sandbox's", gomaxprocs: "3", want: "3 unset\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachPath(t, func(t *testing.T, path func(*Config)) {
+				t.Setenv("GOMAXPROCS", tt.gomaxprocs)
+				if tt.mark != "" {
+					t.Setenv(agentv1.OneProcessor, tt.mark)
+				}
+				a := startAgent(t, path)
+				res := a.run(t, sh(`echo "${GOMAXPROCS:-unset} ${`+agentv1.OneProcessor+`:-unset}"`))
+				if got := res.stdout.String(); got != tt.want {
+					t.Errorf("a command saw %q, want %q", got, tt.want)
+				}
+			})
+		})
+	}
 }
 
 func TestStartErrors(t *testing.T) {

@@ -241,7 +241,10 @@ func (p *shimPool) spawn() (*shimProc, error) {
 	defer syscall.Close(null)
 	argv := p.srv.cfg.Shim
 	pid, err := p.srv.reaper.spawn(argv[0], argv, &syscall.ProcAttr{
-		Env:   p.srv.baseEnv,
+		// The shim is the agent's binary, on one processor too (see
+		// agentv1.OneProcessor); a command gets the environment its
+		// request gives, not the shim's.
+		Env:   append([]string{"GOMAXPROCS=1"}, p.srv.baseEnv...),
 		Files: []uintptr{uintptr(null), uintptr(null), 2, uintptr(fds[1])},
 		// Its own process group: `kill 0` in a command cannot reach the agent.
 		Sys: &syscall.SysProcAttr{Setpgid: true},

@@ -95,7 +95,7 @@ func (s *server) runHelper(ctx context.Context, dir string, argv []string, stdou
 		_, _ = outW.Close(), errW.Close()
 		return err
 	}
-	attr := &syscall.ProcAttr{Dir: dir, Env: os.Environ(), Files: []uintptr{null.Fd(), outW.Fd(), errW.Fd()}}
+	attr := &syscall.ProcAttr{Dir: dir, Env: s.baseEnv, Files: []uintptr{null.Fd(), outW.Fd(), errW.Fd()}}
 	pid, err := s.reaper.spawn(path, argv, attr, true) // true: not the direct command's tree
 	_, _, _ = null.Close(), outW.Close(), errW.Close()
 	if err != nil {

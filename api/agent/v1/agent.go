@@ -29,6 +29,16 @@ const (
 // (--nproc-exempt).
 const Threads = 12
 
+// OneProcessor is the variable a runtime sets (to 1) in the agent's
+// environment beside GOMAXPROCS=1 when the sandbox's own environment does
+// not set GOMAXPROCS: the Go runtime then starts the agent on the one
+// processor it runs on, instead of on one per CPU that the agent's Main
+// drops again (a stop of the world, threads made to idle), which was 13%
+// of the agent's start here. The agent keeps both out of the environment
+// of everything it starts: a sandbox's processes see GOMAXPROCS only where
+// the sandbox's environment sets it.
+const OneProcessor = "HUTCH_AGENT_ONE_PROCESSOR"
+
 // Tunnels: the daemon reaches a TCP port on the sandbox's loopback through
 // the agent, which is how previews work whatever the sandbox's network
 // (mode none has nothing but lo) and under either runtime. The daemon sends

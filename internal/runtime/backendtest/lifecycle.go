@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 
+	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 )
@@ -63,6 +66,14 @@ func (s *suite) testEnv(t *testing.T) {
 	got := sb.mustSh(t, `printf '%s|%s|%s' "$CONFORMANCE_GREETING" "${CONFORMANCE_EMPTY-unset}" "${CONFORMANCE_NONE-unset}"`)
 	if want := "hello  world||unset"; got != want {
 		t.Errorf("environment: got %q, want %q", got, want)
+	}
+	// What a runtime gives the agent alone stays its own (see
+	// agentv1.OneProcessor). A runtime whose agent inherits this test's
+	// environment may pass on a GOMAXPROCS set here, and only that.
+	got = sb.mustSh(t, `printf '%s|%s' "${GOMAXPROCS-unset}" "${`+agentv1.OneProcessor+`-unset}"`)
+	gomaxprocs, mark, _ := strings.Cut(got, "|")
+	if own, ok := os.LookupEnv("GOMAXPROCS"); mark != "unset" || gomaxprocs != "unset" && !(ok && gomaxprocs == own) {
+		t.Errorf("the agent's own environment reached a command: GOMAXPROCS|%s = %q, want unset|unset", agentv1.OneProcessor, got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -81,6 +82,9 @@ func specFor(s backend.Spec, c Config, socketDir string, ns *userNS) *specs.Spec
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root",
 	}, s.Env...)
+	if !slices.ContainsFunc(s.Env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
+		env = append(env, "GOMAXPROCS=1", agentv1.OneProcessor+"=1")
+	}
 
 	mounts := []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
