@@ -174,10 +174,7 @@ func (s *server) handler() http.Handler {
 		_, h := filesystemconnect.NewFilesystemHandler(s.fs)
 		return h
 	}))
-	mux.Handle("/"+hutchagentconnect.AgentName+"/", builtOnFirstCall(func() http.Handler {
-		_, h := hutchagentconnect.NewAgentHandler(&agentService{srv: s})
-		return withFlushGate(h)
-	}))
+	mux.Handle("/"+hutchagentconnect.AgentName+"/", withFlushGate(byProcedure(agentProcedures(&agentService{srv: s})...)))
 	mux.HandleFunc("GET /files", s.getFile)
 	mux.HandleFunc("POST /files", s.postFile)
 	mux.HandleFunc("GET "+agentv1.TunnelPath, s.tunnel)
