@@ -60,8 +60,10 @@ bundle (~2–3 ms), ` + "`runc run --detach`" + ` (the work the peer does too), 
 link to the sandbox's network (a router namespace and its rules, made
 meanwhile on a goroutine of their own) and two SQLite writes (~0.5 ms);
 the first exec waits in the agent's socket while
-the agent (its own 11 MB binary: ~4.5 ms of CPU from exec to main, an
-empty Go program's ~1.5, spread over 118 package inits) starts; under
+the agent (its own 11 MB binary, given GOMAXPROCS=1 at its exec: ~4.2
+ms of CPU natively from exec through its first answer to its kill, 4.9
+when Go's runtime started on both CPUs first; an empty Go program's start
+~1.5; 118 package inits) starts; under
 gVisor, whose agent listens itself, the first call's dial waits for it,
 and the agent's start is most of the gap to ` + "`runsc run`" + ` (row (d) runs the
 runtime with the agent beside it): a Go program's start costs ~7 ms more
