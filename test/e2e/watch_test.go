@@ -98,12 +98,23 @@ func TestPoolSandboxKilledFromOutside(t *testing.T) {
 	}
 }
 
-// runcContainers lists the daemon's runc containers.
+// runcContainers lists the daemon's runc containers. runc 1.1's list
+// fails when a container's directory goes between its reading the state
+// root and its looking at that directory (a sandbox's teardown removes
+// it): it is asked again then.
 func runcContainers(t *testing.T, d *daemon) []string {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(d.runDir, "runc"), "list", "--quiet").Output()
-	if err != nil {
-		t.Fatal(err)
+	for try := 0; ; try++ {
+		var stderr strings.Builder
+		cmd := exec.Command("runc", "--root", filepath.Join(d.runDir, "runc"), "list", "--quiet")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err == nil {
+			return strings.Fields(string(out))
+		}
+		if try == 9 || !strings.Contains(stderr.String(), "no such file or directory") {
+			t.Fatalf("runc list: %v: %s", err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return strings.Fields(string(out))
 }
