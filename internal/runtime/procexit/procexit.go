@@ -21,10 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"time"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -176,6 +178,10 @@ func listen() (int, error) {
 	// A busy host ends many processes: room for bursts (the kernel caps
 	// it at rmem_max; SO_RCVBUFFORCE passes that as root).
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+	if err := filterExits(fd); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("bind netlink connector socket: %w", err)
@@ -192,6 +198,52 @@ func listen() (int, error) {
 		return -1, fmt.Errorf("subscribe to process events: %w", err)
 	}
 	return fd, nil
+}
+
+// exitFilter is the program the kernel runs on each connector message
+// before the socket gets it: it keeps a process's exit (PROC_EVENT_EXIT of
+// a thread-group leader, the only message deliver uses) and drops the
+// rest, the fork, exec, rename and thread exit of everything on the host
+// (~60 for each sandbox's create, exec and delete), so the listener wakes
+// for the exits alone. Messages come one per datagram, the netlink header
+// first, then the connector's, then the proc_event (what, cpu, timestamp,
+// then pid and tgid). Classic BPF loads a word big-endian; the fields are
+// in the host's order, so the constant is compared in its loaded form (pid
+// and tgid, loaded alike, compare as they are).
+func exitFilter() []bpf.Instruction {
+	const (
+		what = nlmsgHdrLen + cnMsgLen // the proc_event's what
+		pid  = what + 16              // the exit's process_pid, then process_tgid
+		tgid = pid + 4
+	)
+	exit := binary.BigEndian.Uint32(binary.NativeEndian.AppendUint32(nil, procEventExit))
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: what, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: exit, SkipTrue: 5},
+		bpf.LoadAbsolute{Off: tgid, Size: 4},
+		bpf.TAX{},
+		bpf.LoadAbsolute{Off: pid, Size: 4},
+		bpf.JumpIfX{Cond: bpf.JumpNotEqual, SkipTrue: 1},
+		bpf.RetConstant{Val: math.MaxUint32}, // keep it whole
+		bpf.RetConstant{Val: 0},              // drop it (also what is too short to hold the fields)
+	}
+}
+
+// filterExits attaches exitFilter to socket fd.
+func filterExits(fd int) error {
+	raw, err := bpf.Assemble(exitFilter())
+	if err != nil {
+		return fmt.Errorf("assemble the process events' filter: %w", err)
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]} // #nosec G115 -- 8 instructions
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+		return fmt.Errorf("filter process events: %w", err)
+	}
+	return nil
 }
 
 // read takes the connector's messages until ctx ends, handing the exit
