@@ -14,6 +14,8 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/base/timerslack"
 )
 
 // reaper starts the agent's children and, when the agent is PID 1 (or a
@@ -40,7 +42,7 @@ type reaper struct {
 	log  *slog.Logger
 	self int
 	kick chan struct{} // wake makes run do a round
-	// forkExec starts every child: syscall.ForkExec, or a forkThread's,
+	// forkExec starts every child: forkExec, or a forkThread's,
 	// set before the first spawn.
 	forkExec func(argv0 string, argv []string, attr *syscall.ProcAttr) (int, error)
 
@@ -49,7 +51,18 @@ type reaper struct {
 }
 
 func newReaper(log *slog.Logger) *reaper {
-	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}, forkExec: syscall.ForkExec}
+	return &reaper{log: log, self: os.Getpid(), kick: make(chan struct{}, 1), kids: map[int]bool{}, forkExec: forkExec}
+}
+
+// forkExec is syscall.ForkExec giving the child the kernel's timer slack:
+// the agent has the daemon's coarser one (see timerslack), but a sandbox's
+// processes sleep as they would anywhere.
+func forkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (pid int, err error) {
+	err = timerslack.With(timerslack.Default, func() error {
+		pid, err = syscall.ForkExec(argv0, argv, attr)
+		return err
+	})
+	return pid, err
 }
 
 // forkWait bounds how long a fork refused with EAGAIN is tried again: the

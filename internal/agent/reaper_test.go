@@ -3,7 +3,9 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,6 +13,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/base/timerslack"
 )
 
 // waitZombie waits until pid is a zombie.
@@ -149,5 +154,37 @@ func TestRetryFork(t *testing.T) {
 	}
 	if !errors.As(spawnError(connect.CodeInvalidArgument, syscall.ENOENT), &ce) || ce.Code() != connect.CodeInvalidArgument {
 		t.Errorf("the error of ENOENT: %v; want the caller's code", ce)
+	}
+}
+
+// A command starts with the kernel's timer slack, whatever the agent's
+// thread that forks it has (the daemon's coarser one, inherited).
+func TestForkExecDefaultSlack(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, timerslack.Daemon, 0, 0, 0); err != nil {
+		t.Skipf("no timer slack here: %v", err)
+	}
+	defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, timerslack.Default, 0, 0, 0) }()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pid, err := forkExec("/bin/cat", []string{"cat", "/proc/self/timerslack_ns"}, &syscall.ProcAttr{Files: []uintptr{0, w.Fd(), 2}})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(timerslack.Default) {
+		t.Errorf("the command's timer slack: %q, want %d", got, timerslack.Default)
+	}
+	if v, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); v != timerslack.Daemon {
+		t.Errorf("the forking thread's slack after: %d, want its own %d", v, timerslack.Daemon)
 	}
 }

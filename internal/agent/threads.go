@@ -73,11 +73,11 @@ func newForkThread(tasks *os.File) (*forkThread, error) {
 	return t, nil
 }
 
-// forkExec is syscall.ForkExec on the thread.
+// forkExec is the package's forkExec, on the thread.
 func (t *forkThread) forkExec(argv0 string, argv []string, attr *syscall.ProcAttr) (pid int, err error) {
 	done := make(chan struct{})
 	t.calls <- func() {
-		pid, err = syscall.ForkExec(argv0, argv, attr)
+		pid, err = forkExec(argv0, argv, attr)
 		close(done)
 	}
 	<-done

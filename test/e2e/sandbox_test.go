@@ -19,6 +19,7 @@ import (
 
 	agentv1 "github.com/hutchdev/hutch/api/agent/v1"
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/base/timerslack"
 )
 
 func TestLifecycleAndExec(t *testing.T) {
@@ -68,6 +69,34 @@ func TestLifecycleAndExec(t *testing.T) {
 				}
 			})
 		}
+
+		t.Run("timer slack", func(t *testing.T) {
+			// The daemon's is coarse, and so is runc's agent's, which
+			// inherits it; a command's is the kernel's, and so is the
+			// gVisor sandbox process's, which keeps the sandbox's time.
+			slack := func(pid int) uint64 {
+				v, err := timerslack.Of(pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			if got := slack(d.cmd.Process.Pid); got != timerslack.Daemon {
+				t.Errorf("the daemon's timer slack: %d ns, want %d", got, timerslack.Daemon)
+			}
+			want := uint64(timerslack.Daemon) // the agent's
+			if runtime == "gvisor" {
+				want = timerslack.Default
+			}
+			if got := slack(containerPid(t, d, runtime, sb.ID)); got != want {
+				t.Errorf("the timer slack of the sandbox's process on the host: %d ns, want %d", got, want)
+			}
+			// gVisor's /proc has no timerslack_ns.
+			res := d.exec(sb.ID, "cat /proc/self/timerslack_ns 2>/dev/null || echo none")
+			if got := strings.TrimSpace(res.Stdout); got != strconv.Itoa(timerslack.Default) && (runtime == "runc" || got != "none") {
+				t.Errorf("a command's timer slack: %q, want %d", got, timerslack.Default)
+			}
+		})
 
 		t.Run("SSE streams live", func(t *testing.T) {
 			var events []client.ExecEvent

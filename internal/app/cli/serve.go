@@ -9,13 +9,23 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hutchdev/hutch/internal/app/daemon"
+	"github.com/hutchdev/hutch/internal/base/timerslack"
 	"github.com/hutchdev/hutch/internal/trust/secrets"
 )
 
 // Version is the build's version, set by the Makefile's -ldflags.
 var Version = "dev"
 
-func newServeCmd() *cobra.Command { return serveCmd(daemon.Run) }
+func newServeCmd() *cobra.Command { return serveCmd(serveDaemon) }
+
+// serveDaemon runs the daemon with its timer slack (see timerslack), which
+// the runtime and the agents it starts inherit.
+func serveDaemon(ctx context.Context, cfg daemon.Config, version string, log *slog.Logger) error {
+	if err := timerslack.SetProcess(timerslack.Daemon); err != nil {
+		log.Info("the daemon keeps the kernel's timer slack", "error", err)
+	}
+	return daemon.Run(ctx, cfg, version, log)
+}
 
 // serveCmd is hutch serve, handing the configuration it reads to run: the
 // daemon's, or a test's.

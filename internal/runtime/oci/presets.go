@@ -32,5 +32,6 @@ func GvisorConfig(binary string) Config {
 		OwnNetwork:            true,
 		CopiesNetns:           true,
 		SeccompErrnoIsEPERM:   true,
+		DefaultTimerSlack:     true,
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/base/errdefs"
 	"github.com/hutchdev/hutch/internal/base/mountinfo"
 	"github.com/hutchdev/hutch/internal/base/spans"
+	"github.com/hutchdev/hutch/internal/base/timerslack"
 	"github.com/hutchdev/hutch/internal/net/sandboxnet"
 	"github.com/hutchdev/hutch/internal/runtime/backend"
 	"github.com/hutchdev/hutch/internal/runtime/disk"
@@ -100,6 +101,11 @@ type Config struct {
 	// own, not the host's, which holds every sandbox's mounts (runc: see
 	// mountns.go).
 	StartNamespace bool
+	// DefaultTimerSlack starts the runtime's sandbox processes with the
+	// kernel's timer slack rather than the daemon's coarser one, which
+	// they would inherit: gVisor's kernel keeps the sandbox's time with
+	// host timers (see timerslack). Not with StartNamespace.
+	DefaultTimerSlack bool
 	// SeccompErrnoIsEPERM means the runtime fails every call the bundle's
 	// seccomp profile refuses with EPERM, whatever errno it names (runsc
 	// does): see seccompProfile.
@@ -727,6 +733,14 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 // runStart runs cmd, the runtime's run or restore of the sandbox in dir:
 // from a start namespace of its own where the runtime does.
 func (r *Runtime) runStart(cmd *exec.Cmd, dir string) error {
+	if r.cfg.DefaultTimerSlack {
+		// Its processes keep the sandbox's time: they start with the
+		// kernel's slack, not the daemon's (see timerslack).
+		if err := timerslack.With(timerslack.Default, cmd.Start); err != nil {
+			return err
+		}
+		return cmd.Wait()
+	}
 	if !r.cfg.StartNamespace {
 		return cmd.Run()
 	}
