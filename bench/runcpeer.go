@@ -32,16 +32,18 @@ func (b *bench) runcRun(ctx context.Context, ref *reference, seq int) (_ time.Du
 	return firstOutput(b.runcCmd(ctx, b.runcRoot, "run", "--bundle", bun.dir, name))
 }
 
-// runcRunSlack is runcRun with runc started with the timer slack Hutch's
-// daemon gives the runc it starts (runc's init inherits it), as if Hutch
-// ran the container: timerslack.With holds this goroutine to its thread,
-// whose slack the fork copies, for the whole lifecycle.
-func (b *bench) runcRunSlack(ctx context.Context, ref *reference, seq int) (d time.Duration, err error) {
-	err = timerslack.With(timerslack.Daemon, func() error {
-		d, err = b.runcRun(ctx, ref, seq)
-		return err
-	})
-	return d, err
+// asHutchRuns is run with runc started as Hutch's daemon starts it: given
+// its timer slack (see timerslack), which runc's init and the agent
+// inherit. timerslack.With holds the goroutine to its thread, whose slack
+// the fork copies, for the whole lifecycle.
+func asHutchRuns(run func(*bench, context.Context, *reference, int) (time.Duration, error)) func(*bench, context.Context, *reference, int) (time.Duration, error) {
+	return func(b *bench, ctx context.Context, ref *reference, seq int) (d time.Duration, err error) {
+		err = timerslack.With(timerslack.Daemon, func() error {
+			d, err = run(b, ctx, ref, seq)
+			return err
+		})
+		return d, err
+	}
 }
 
 // runcAgentReady times `runc run --detach` of a fresh equivalent bundle

@@ -229,17 +229,17 @@ const floorN = 500
 // sandboxes, made afresh each time: overlay, idmapped clones, config)
 // started with runc alone and then deleted:
 //
-//   - running echo to its first output: what the runtime and the kernel
-//     cost for the same isolation, with none of Hutch's (API, store, disk
-//     image, network, agent);
+//   - running echo to its first output, runc run as a user runs it: what
+//     the runtime and the kernel cost for the same isolation, with none of
+//     Hutch's (API, store, disk image, network, agent);
 //   - keeping the agent as its process, handed its socket as Hutch hands
-//     it, until the agent answers: the runtime's and the agent's share, so
-//     that what Hutch spends above it is the daemon's (API, store, disk
-//     image, network);
-//   - running echo as the first does, runc started with the timer slack
-//     Hutch's daemon gives the runc it starts (see timerslack): the
-//     runtime as Hutch runs it, so that Hutch's ratio to it is its own
-//     overhead's, whatever the slack saves runc.
+//     it, until the agent answers, runc started as Hutch starts it (given
+//     the daemon's timer slack, see timerslack): the runtime's and the
+//     agent's share, so that what Hutch spends above it is the daemon's
+//     (API, store, disk image, network);
+//   - the first, runc started as Hutch starts it: the runtime as Hutch
+//     runs it, so that Hutch's ratio to it is its own overhead's, whatever
+//     the slack saves runc.
 //
 // Each runs just before the phase and just after it, and Hutch is compared
 // with the mean of the two: this host's pace drifts by a fifth within
@@ -249,8 +249,8 @@ var floorKinds = [3]struct {
 	run        func(*bench, context.Context, *reference, int) (time.Duration, error)
 }{
 	{"runc alone", "the same container (run echo to its output, delete)", (*bench).runcRun},
-	{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete)", (*bench).runcAgentReady},
-	{"runc alone given Hutch's timer slack", "runc alone, started with the 1 ms of timer slack Hutch's daemon gives the runc it starts", (*bench).runcRunSlack},
+	{"runc alone with the agent", "the same container with the agent as its process (until it answers, delete), runc given the 1 ms of timer slack Hutch gives the runc it starts", asHutchRuns((*bench).runcAgentReady)},
+	{"runc alone given Hutch's timer slack", "runc alone, runc given the 1 ms of timer slack Hutch gives the runc it starts", asHutchRuns((*bench).runcRun)},
 }
 
 // floorRun is one run of a floor: its rate, the machine's CPU per
