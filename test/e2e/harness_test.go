@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -177,7 +179,17 @@ type daemon struct {
 	// sandboxIDs are every sandbox made through create or the CLI, to check
 	// at the end that none left anything behind.
 	sandboxIDs []string
+	// lastExecs are the last few commands exec ran and what they ended
+	// with, printed after the daemon's log when the test fails: CI shows
+	// only the end of a failed test's output, and that end is the log.
+	lastExecs struct {
+		sync.Mutex
+		lines []string
+	}
 }
+
+// keptExecs is how many of its last commands a daemon's test keeps.
+const keptExecs = 3
 
 // create makes a sandbox and remembers it for the leak check.
 func (d *daemon) create(req client.CreateSandboxRequest) *client.Sandbox {
@@ -194,6 +206,17 @@ func (d *daemon) create(req client.CreateSandboxRequest) *client.Sandbox {
 func (d *daemon) exec(id, command string) *client.ExecResult {
 	d.t.Helper()
 	res, err := d.client.Exec(d.t.Context(), id, client.ExecRequest{Command: command})
+	b, _ := json.Marshal(res)
+	line := fmt.Sprintf("%s: %q: %s", id, command, b)
+	if err != nil {
+		line = fmt.Sprintf("%s: %q: %v", id, command, err)
+	}
+	d.lastExecs.Lock()
+	d.lastExecs.lines = append(d.lastExecs.lines, line)
+	if n := len(d.lastExecs.lines); n > keptExecs {
+		d.lastExecs.lines = d.lastExecs.lines[n-keptExecs:]
+	}
+	d.lastExecs.Unlock()
 	if err != nil {
 		d.t.Fatalf("exec %q: %v", command, err)
 	}
@@ -262,6 +285,9 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(d.logPath); t.Failed() && err == nil {
 			t.Logf("daemon log:\n%s", b)
+			d.lastExecs.Lock()
+			t.Logf("its last commands (the newest last):\n%s", strings.Join(d.lastExecs.lines, "\n"))
+			d.lastExecs.Unlock()
 		}
 		if left := linesContaining(t, "/proc/self/mountinfo", base); len(left) > 0 {
 			t.Errorf("%s kept: mounts are left in it", base)
