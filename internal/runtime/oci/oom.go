@@ -189,12 +189,10 @@ func setMemoryMarks(dir string, efd int, usage *os.File, limit int64) error {
 }
 
 // WatchMemory calls full each time sandbox h's memory goes up past one of
-// its marks (see memoryMarks), while ctx lasts. The host tells through
-// cgroup v1's usage thresholds; on cgroup v2 there are none, and it is
-// not implemented. A crossing down (the memory of a process just killed
-// coming back to the host, which gVisor does over a few hundred
-// milliseconds) is no reason to kill another: the next process there may
-// be the shell of the next command (it was, in CI).
+// its marks (see memoryMarks) as killRule says, while ctx lasts. The host
+// tells through cgroup v1's usage thresholds; on cgroup v2 there are none,
+// and it is not implemented. A needless kill is not harmless: the next
+// process there may be the shell of the next command (it was, in CI).
 func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()) error {
 	if !r.cfg.StubsTakeOOMKills {
 		return errdefs.NotImplemented("runtime %s has an OOM killer inside its sandboxes", r.cfg.Name)
@@ -240,7 +238,7 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 			return
 		}
 		buf := make([]byte, 8)
-		var last int64 // the usage read at the last crossing
+		rule := killRule{first: first}
 		for {
 			// Each crossing of a mark, up or down, and the cgroup's
 			// removal, wake this read.
@@ -254,11 +252,38 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 			if err != nil {
 				return // the cgroup is gone
 			}
-			if used >= first && used > last {
+			if rule.crossed(used) {
 				full()
+				if after, err := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+					rule.killed(after)
+				}
 			}
-			last = used
 		}
 	}()
 	return nil
 }
+
+// killRule is when a crossing of one of a sandbox's memory marks calls for
+// a kill: the usage at or above the lowest mark (first) and above the
+// usage at the last crossing (a crossing down, the memory of a process
+// just killed coming back to the host, is no reason to kill another), and
+// above where the last kill left it. That last, as a kernel's OOM killer
+// waits for its victim's memory before it picks another: the crossings the
+// victim made while it was being killed (it went on allocating) wait in
+// the eventfd, and its memory comes back over a few hundred milliseconds;
+// measured against the usage before the kill, they took the command's
+// shell next (4 of 36 memory bombs under load).
+type killRule struct {
+	first int64
+	last  int64 // the usage at the last crossing, or after the last kill
+}
+
+// crossed takes the usage read at a crossing and says whether to kill.
+func (k *killRule) crossed(used int64) bool {
+	kill := used >= k.first && used > k.last
+	k.last = used
+	return kill
+}
+
+// killed takes the usage read once a kill has been made.
+func (k *killRule) killed(after int64) { k.last = max(k.last, after) }
