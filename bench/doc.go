@@ -78,10 +78,16 @@ when Go's runtime started on both CPUs first; an empty Go program's start
 ~1.5; 118 package inits) starts; under
 gVisor, whose agent listens itself, the first call's dial waits for it,
 and the agent's start is most of the gap to ` + "`runsc run`" + ` (row (d) runs the
-runtime with the agent beside it): a Go program's start costs ~7 ms more
-than ` + "`true`" + `'s there, the agent's ~20 ms (the pages of its code it
-touches, each fault served by gVisor's kernel), and then the first exec is
-a fork/exec inside gVisor.
+runtime with the agent beside it), and then the first exec is a fork/exec
+inside gVisor. That start is system calls, mostly the Go runtime's: gVisor
+serves each, ~40 µs here (getpid 28–50 µs), and for about a second after
+a sandbox starts a clock read is one too (its vDSO waits for two samples
+of the host's clock a second apart: time.Now 40–42 µs then, under 0.2 µs
+after). The agent makes ~370 before it listens (114 of them the runtime
+setting its signal handlers) and ~390 more for the first command (190
+clock reads and 62 sleeps, three in four of them by Go's monitor thread):
+~30 ms of the gap at this host's cost. GOMAXPROCS=2 changed nothing
+(1.46× against 1.47×).
 runc starts each sandbox from a mount namespace of its own, so that a
 create does not copy and walk the mounts of every sandbox already there
 (three each). What still grows as idle sandboxes accumulate is the kernel's
