@@ -129,20 +129,22 @@ func (r *consoleRunner) run(t *testing.T, d *daemon, script string, env ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	shots, home := t.TempDir(), t.TempDir()
+	// tmp is its runtime and temporary directory: left to /tmp, Chromium's
+	// sound library made a /tmp/pulse-* there at each run, and kept it.
+	shots, home, tmp := t.TempDir(), t.TempDir(), t.TempDir()
 	// The test's temporary directory is root's alone: nobody may pass
-	// through it to its own two.
+	// through it to its own three.
 	if err := os.Chmod(filepath.Dir(shots), 0o711); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{shots, home} {
+	for _, p := range []string{shots, home, tmp} {
 		if err := os.Chown(p, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cmd := exec.CommandContext(t.Context(), "setpriv", "--reuid="+nobody, "--regid="+nobody, "--clear-groups", "node", script)
 	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "HOME="+home, "HUTCH_URL=http://"+d.addr+"/", "HUTCH_API_KEY="+d.key,
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_RUNTIME_DIR="+tmp, "TMPDIR="+tmp, "HUTCH_URL=http://"+d.addr+"/", "HUTCH_API_KEY="+d.key,
 		"SHOTS="+shots, "CHROMIUM="+r.chromium)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.Output()
