@@ -206,10 +206,10 @@ func (d *daemon) create(req client.CreateSandboxRequest) *client.Sandbox {
 func (d *daemon) exec(id, command string) *client.ExecResult {
 	d.t.Helper()
 	res, err := d.client.Exec(d.t.Context(), id, client.ExecRequest{Command: command})
-	b, _ := json.Marshal(res)
-	line := fmt.Sprintf("%s: %q: %s", id, command, b)
-	if err != nil {
-		line = fmt.Sprintf("%s: %q: %v", id, command, err)
+	line := fmt.Sprintf("%s: %q: %v", id, command, err)
+	if err == nil {
+		b, _ := json.Marshal(res)
+		line = fmt.Sprintf("%s: %q: %s", id, command, b)
 	}
 	d.lastExecs.Lock()
 	d.lastExecs.lines = append(d.lastExecs.lines, line)
@@ -286,7 +286,9 @@ func newDaemon(t *testing.T, flags ...string) *daemon {
 		if b, err := os.ReadFile(d.logPath); t.Failed() && err == nil {
 			t.Logf("daemon log:\n%s", b)
 			d.lastExecs.Lock()
-			t.Logf("its last commands (the newest last):\n%s", strings.Join(d.lastExecs.lines, "\n"))
+			if len(d.lastExecs.lines) > 0 {
+				t.Logf("its last commands (the newest last):\n%s", strings.Join(d.lastExecs.lines, "\n"))
+			}
 			d.lastExecs.Unlock()
 		}
 		if left := linesContaining(t, "/proc/self/mountinfo", base); len(left) > 0 {

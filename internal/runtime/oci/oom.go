@@ -238,6 +238,7 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 			return
 		}
 		buf := make([]byte, 8)
+		usagePath := filepath.Join(dir, "memory.usage_in_bytes")
 		rule := killRule{first: first}
 		for {
 			// Each crossing of a mark, up or down, and the cgroup's
@@ -248,13 +249,13 @@ func (r *Runtime) WatchMemory(ctx context.Context, h backend.Handle, full func()
 			if ctx.Err() != nil {
 				return
 			}
-			used, err := readInt(filepath.Join(dir, "memory.usage_in_bytes"))
+			used, err := readInt(usagePath)
 			if err != nil {
 				return // the cgroup is gone
 			}
 			if rule.crossed(used) {
 				full()
-				if after, err := readInt(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+				if after, err := readInt(usagePath); err == nil {
 					rule.killed(after)
 				}
 			}
